@@ -1,0 +1,217 @@
+r"""The dense Gaussian posterior of EP-style inference.
+
+The approximate posterior of the latent vector :math:`f` is
+
+.. math:: q(f) \propto N(f | 0, K) \prod_i \exp(-\tau_i f_i^2 / 2 + \nu_i f_i)
+        = N(f | \mu, A),\quad A = (K^{-1} + T)^{-1},\ \mu = A \nu,
+
+:math:`T = \operatorname{diag}(\tau)`.  :math:`K^{-1}` is never formed: with all
+:math:`\tau_i \ge 0`, :math:`A = K - V^\top V`, :math:`V = L^{-1} S^{1/2} K`,
+:math:`L L^\top = B = I + S^{1/2} K S^{1/2}` (GPML Alg. 3.5); with some :math:`\tau_i < 0`
+(legal EP sites), :math:`A = (I + K T)^{-1} K` by an LU solve.  Both survive a singular
+``K`` (the linear kernel).
+
+This module knows nothing of likelihoods' internals or of schedules; it holds the
+state ``(A, mu, tau, nu)`` and offers the rank-one site update, the refresh from
+the sites, the EP evidence and predictions.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import linalg
+from scipy.linalg.blas import dger
+
+from relaxep.likelihoods import Likelihood
+
+__all__ = ["DensePosterior", "ImproperPosteriorError", "KernelNotPositiveDefiniteError"]
+
+Array = NDArray[np.float64]
+
+
+class ImproperPosteriorError(ArithmeticError):
+    """The sites make the Gaussian posterior improper (not positive definite)."""
+
+
+class KernelNotPositiveDefiniteError(ValueError):
+    """The prior covariance matrix is not positive semi-definite."""
+
+
+class DensePosterior:
+    """Mutable dense posterior ``N(mean, cov)`` of ``f`` given site parameters.
+
+    Holds ``K`` (not copied; never written), ``cov`` (``n x n``, the only other
+    ``n x n`` array), ``mean``, ``site_precision``, ``site_mean_precision``.
+    """
+
+    def __init__(self, kernel: Array, site_precision: Array | None = None, site_mean_precision: Array | None = None):
+        n = kernel.shape[0]
+        self.kernel = kernel
+        self.site_precision = np.zeros(n) if site_precision is None else np.array(site_precision, dtype=float)
+        self.site_mean_precision = (
+            np.zeros(n) if site_mean_precision is None else np.array(site_mean_precision, dtype=float)
+        )
+        self.cov = np.empty((n, n), order="F")
+        self.mean = np.empty(n)
+        self._chol: Array | None = None  # Cholesky factor of B when all tau >= 0
+        self._lu: tuple[Array, Array] | None = None  # LU of I + T K otherwise
+        self.refresh()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def n(self) -> int:
+        return self.kernel.shape[0]
+
+    @property
+    def alpha(self) -> Array:
+        r"""Predictive weights :math:`\alpha = (I + T K)^{-1}\nu = \nu - T\mu`; mean is :math:`K\alpha`."""
+        return self.site_mean_precision - self.site_precision * self.mean
+
+    def cavity(self, i: int | Array | slice) -> tuple[Array, Array]:
+        r"""Cavity mean and variance, :math:`\lambda = (1/A_{ii} - \tau_i)^{-1}`,
+        :math:`h^{\setminus i} = \lambda (\mu_i / A_{ii} - \nu_i)`.
+
+        The variance is ``inf`` or negative when the cavity is improper
+        (:math:`1/A_{ii} \le \tau_i`); callers test :func:`cavity_is_proper` first.
+        """
+        a_ii = np.diagonal(self.cov)[i]
+        prec = 1.0 / a_ii - self.site_precision[i]
+        with np.errstate(divide="ignore"):
+            var = 1.0 / prec
+        return var * (self.mean[i] / a_ii - self.site_mean_precision[i]), var
+
+    # ----------------------------------------------------------- rank-one step
+    def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
+        r"""Replace site ``i`` and update ``(A, mu)`` by a rank-one correction.
+
+        .. math::
+            A \leftarrow A - \frac{\Delta\tau}{1 + \Delta\tau A_{ii}} a_i a_i^\top,\qquad
+            \mu \leftarrow \mu + \frac{\Delta\nu - \Delta\tau\,\mu_i}{1 + \Delta\tau A_{ii}} a_i.
+
+        Returns ``False`` (and changes nothing) when the new marginal variance
+        :math:`A_{ii}/(1 + \Delta\tau A_{ii})` would not be positive.
+        """
+        d_tau = precision - self.site_precision[i]
+        d_nu = mean_precision - self.site_mean_precision[i]
+        a_ii = self.cov[i, i]
+        denom = 1.0 + d_tau * a_ii
+        if not (denom > 0.0 and np.isfinite(denom)) or not np.isfinite(d_nu):
+            return False
+        col = self.cov[:, i].copy()
+        self.mean += ((d_nu - d_tau * self.mean[i]) / denom) * col
+        # In-place BLAS rank-one update; cov is Fortran-ordered.
+        self.cov = dger(-d_tau / denom, col, col, a=self.cov, overwrite_a=True)
+        self.site_precision[i] = precision
+        self.site_mean_precision[i] = mean_precision
+        self._chol = self._lu = None
+        return True
+
+    # ------------------------------------------------------------- refresh
+    def refresh(self) -> None:
+        """Recompute ``cov`` and ``mean`` from the sites by one factorisation.
+
+        Raises
+        ------
+        KernelNotPositiveDefiniteError
+            If ``B`` fails its Cholesky with all ``tau >= 0`` (then ``K`` is not PSD).
+        ImproperPosteriorError
+            If some ``tau < 0`` and the resulting ``A`` is not positive definite.
+        """
+        K, tau, nu = self.kernel, self.site_precision, self.site_mean_precision
+        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
+            raise ImproperPosteriorError("site parameters are not finite")
+        n = self.n
+        if np.all(tau >= 0.0):
+            sw = np.sqrt(tau)
+            b = sw[:, None] * K * sw[None, :]
+            b[np.diag_indices(n)] += 1.0
+            try:
+                chol = linalg.cholesky(b, lower=True, check_finite=False)
+            except linalg.LinAlgError as exc:
+                raise KernelNotPositiveDefiniteError(
+                    "the kernel matrix is not positive semi-definite: B = I + S^1/2 K S^1/2 has no "
+                    "Cholesky factor. Add jitter or latent noise (e.g. + WhiteKernel(1e-6)) to the kernel."
+                ) from exc
+            v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
+            cov = K - v.T @ v
+            self._chol, self._lu = chol, None
+        else:
+            m = tau[:, None] * K
+            m[np.diag_indices(n)] += 1.0  # I + T K
+            lu = linalg.lu_factor(m, check_finite=False)
+            # A = K (I + T K)^{-1}  (= (I + K T)^{-1} K, symmetric)
+            cov = linalg.lu_solve(lu, K, trans=1, check_finite=False)  # (I + K T) A = K
+            cov = 0.5 * (cov + cov.T)
+            if not np.all(np.isfinite(cov)) or np.linalg.eigvalsh(cov)[0] < -1e-10 * max(1.0, np.abs(cov).max()):
+                raise ImproperPosteriorError("negative site precisions make the posterior improper")
+            if np.any(np.diagonal(cov) <= 0.0):
+                raise ImproperPosteriorError("a posterior marginal variance is not positive")
+            self._chol, self._lu = None, lu
+        self.cov = np.asfortranarray(cov)
+        self.mean = self.cov @ nu
+
+    def _ensure_factor(self) -> None:
+        if self._chol is None and self._lu is None:
+            self.refresh()
+
+    def log_det_b(self) -> float:
+        r""":math:`\log|I + K T|` (= :math:`\log|B|`, :math:`2\sum\log L_{ii}` when all :math:`\tau \ge 0`)."""
+        self._ensure_factor()
+        if self._chol is not None:
+            return float(2.0 * np.sum(np.log(np.diagonal(self._chol))))
+        lu, piv = self._lu
+        diag = np.diagonal(lu)
+        n_swaps = np.count_nonzero(piv != np.arange(self.n))
+        sign = (-1.0) ** n_swaps * np.prod(np.sign(diag))
+        logdet = np.sum(np.log(np.abs(diag)))
+        if sign <= 0:
+            raise ImproperPosteriorError("I + T K has a non-positive determinant")
+        return float(logdet)
+
+    # ------------------------------------------------------------ evidence
+    def log_evidence(self, likelihood: Likelihood, y: Array) -> float:
+        r"""EP approximation to :math:`\log p(y)` at the current sites.
+
+        With each site written :math:`s_i \exp(-\tau_i f^2/2 + \nu_i f)` and :math:`s_i` chosen
+        so that site times cavity integrates to the tilted normaliser :math:`\hat Z_i`,
+
+        .. math::
+            \log Z_{EP} = \sum_i \Big[\log\hat Z_i + \tfrac12\log(1 + \lambda_i\tau_i)
+              + \tfrac12\Big(\frac{h_i^2}{\lambda_i} - \frac{\mu_i^2}{A_{ii}}\Big)\Big]
+              + \tfrac12 \nu^\top\mu - \tfrac12\log|I + K T|,
+
+        :math:`(h_i, \lambda_i)` the cavities and :math:`\hat Z_i` at ``u = 1`` whatever
+        rule produced the sites (the same formula serves Power EP and REP).  Equal to
+        Rasmussen & Williams eq. 3.65 when all :math:`\tau_i > 0`; ``nan`` when a cavity
+        is improper.
+        """
+        h, lam = self.cavity(slice(None))
+        if np.any(~(lam > 0.0)) or np.any(~np.isfinite(lam)):
+            return float("nan")
+        a_ii = np.diagonal(self.cov)
+        log_zhat = likelihood.log_z(y * h, lam).log_z
+        tau, nu, mu = self.site_precision, self.site_mean_precision, self.mean
+        per_site = log_zhat + 0.5 * np.log1p(lam * tau) + 0.5 * (h**2 / lam - mu**2 / a_ii)
+        return float(np.sum(per_site) + 0.5 * nu @ mu - 0.5 * self.log_det_b())
+
+    # ---------------------------------------------------------- prediction
+    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
+        r"""Latent predictive mean and variance at test points.
+
+        .. math::
+            \mu_* = K_{*}\alpha,\qquad
+            s^2_* = k_{**} - \operatorname{diag}\big(K_* (K + T^{-1})^{-1} K_*^\top\big),
+
+        with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`.
+        """
+        self._ensure_factor()
+        mean = cross_kernel @ self.alpha
+        tau = self.site_precision
+        if self._chol is not None:
+            v = linalg.solve_triangular(self._chol, np.sqrt(tau)[:, None] * cross_kernel.T, lower=True)
+            reduction = np.sum(v * v, axis=0)
+        else:
+            w = linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
+            reduction = np.sum(cross_kernel.T * w, axis=0)
+        return mean, np.maximum(test_diag - reduction, 0.0)
