@@ -17,7 +17,11 @@ class ParamsMixin:
     @classmethod
     def _param_names(cls) -> list[str]:
         sig = inspect.signature(cls.__init__)
-        return [p for p in sig.parameters if p != "self"]
+        return [
+            name
+            for name, p in sig.parameters.items()
+            if name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)
+        ]
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         """Constructor parameters by name."""

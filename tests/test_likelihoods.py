@@ -1,0 +1,126 @@
+"""Closed-form and quadrature likelihood answers against adaptive 1-D quadrature."""
+
+import numpy as np
+import pytest
+from oracles import RTOL, lik_fn, tilted_quad
+
+import relaxep.likelihoods as likmod
+from relaxep import Logistic, NoisyStep, Probit
+
+LIKELIHOODS = {
+    "step eps=0.2": (NoisyStep(0.2), "step", 0.2),
+    "step eps=0": (NoisyStep(0.0), "step", 0.0),
+    "step eps=0.01": (NoisyStep(0.01), "step", 0.01),
+    "probit": (Probit(), "probit", 0.0),
+    "logistic": (Logistic(), "logistic", 0.0),
+}
+CAVITIES = [(0.3, 1.0), (-2.0, 0.5), (4.0, 9.0), (-0.7, 25.0), (1.5, 0.01)]
+POWERS = [1.0, 0.8, 0.5]
+
+
+def test_every_likelihood_is_tested():
+    classes = {
+        obj
+        for obj in vars(likmod).values()
+        if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not obj.__name__.startswith("_")
+    }
+    classes.discard(likmod.Likelihood)
+    tested = {type(lik) for lik, _, _ in LIKELIHOODS.values()}
+    assert classes == tested
+
+
+@pytest.mark.parametrize("key", LIKELIHOODS)
+@pytest.mark.parametrize("power", POWERS)
+@pytest.mark.parametrize("cavity", CAVITIES)
+def test_log_z_and_tilted_moments_equal_quadrature(key, power, cavity):
+    lik, name, eps = LIKELIHOODS[key]
+    mean, var = cavity
+    log_z, t_mean, t_var = tilted_quad(lik_fn(name, eps), mean, var, power)
+    out = lik.log_z(mean, var, power)
+    m, v = out.moments(mean, var)
+    assert out.log_z == pytest.approx(log_z, rel=RTOL, abs=RTOL)
+    assert m == pytest.approx(t_mean, rel=RTOL, abs=RTOL * np.sqrt(var))
+    assert v == pytest.approx(t_var, rel=RTOL * 10, abs=RTOL * var)
+
+
+@pytest.mark.parametrize("key", LIKELIHOODS)
+@pytest.mark.parametrize("cavity", CAVITIES)
+def test_expected_log_likelihood_equals_quadrature(key, cavity):
+    lik, name, eps = LIKELIHOODS[key]
+    if name == "step" and eps == 0.0:
+        pytest.skip("log t = -inf on g < 0 but that region has zero tilted mass; covered below")
+    t = lik_fn(name, eps)
+    *_, expected = tilted_quad(t, *cavity, extra=lambda g: np.log(float(t(g))))
+    assert float(lik.expected_log_lik(*cavity)) == pytest.approx(expected, rel=RTOL, abs=RTOL)
+
+
+def test_noise_free_step_expected_log_likelihood_is_zero():
+    assert NoisyStep(0.0).expected_log_lik(np.array([-3.0, 0.0, 2.0]), np.ones(3)) == pytest.approx(0.0)
+
+
+@pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic()], ids=repr)
+@pytest.mark.parametrize("z", [-40.0, -38.0, 40.0])
+def test_finite_far_in_the_tails(lik, z):
+    """|z| up to 40: no NaN, and the step's log Z equals its closed-form asymptote."""
+    var = np.array([4.0])
+    out = lik.log_z(z * np.sqrt(var), var)
+    assert np.all(np.isfinite([out.log_z, out.dlog_z, out.d2log_z]))
+    m, v = out.moments(z * np.sqrt(var), var)
+    assert v > 0
+    if isinstance(lik, NoisyStep) and lik.eps == 0.0 and z < 0:
+        from scipy.special import log_ndtr
+
+        assert out.log_z == pytest.approx(log_ndtr(z), rel=1e-12)
+        # truncated normal: the tilted mean sits just above 0, within a few s/|z|
+        assert 0 < m < 3 * np.sqrt(var) / abs(z)
+
+
+def test_noisy_step_tail_derivatives_against_quadrature():
+    """At z = -8 the naive N(z)/Phi(z) is fine, but the tilted correction is tiny: check it."""
+    lik = NoisyStep(0.05)
+    log_z, m, v = tilted_quad(lik_fn("step", 0.05), -8.0, 1.0)
+    out = lik.log_z(-8.0, 1.0)
+    assert out.log_z == pytest.approx(log_z, rel=1e-10)
+    assert out.moments(-8.0, 1.0)[0] == pytest.approx(m, rel=1e-8)
+
+
+@pytest.mark.parametrize(
+    "lik, closed",
+    [
+        (NoisyStep(0.1), lambda m, v: 0.1 + 0.8 * __import__("scipy.stats").stats.norm.cdf(m / np.sqrt(v))),
+        (Probit(), lambda m, v: __import__("scipy.stats").stats.norm.cdf(m / np.sqrt(1 + v))),
+    ],
+    ids=["step", "probit"],
+)
+def test_predict_closed_forms(lik, closed):
+    m, v = np.array([-1.0, 0.0, 2.5]), np.array([0.3, 1.0, 4.0])
+    np.testing.assert_allclose(lik.predict(m, v), closed(m, v), rtol=1e-12)
+
+
+def test_logistic_predictive_equals_quadrature():
+    from scipy import integrate, stats
+    from scipy.special import expit
+
+    for m, v in [(0.5, 2.0), (-3.0, 0.1)]:
+        expected = integrate.quad(lambda f: expit(f) * stats.norm.pdf(f, m, np.sqrt(v)), -50, 50)[0]
+        assert Logistic().predict(m, v) == pytest.approx(expected, rel=1e-9)
+
+
+@pytest.mark.parametrize("eps", [-0.1, 0.5, 0.7, np.nan])
+def test_eps_outside_range_is_rejected(eps):
+    with pytest.raises(ValueError, match="eps"):
+        NoisyStep(eps)
+
+
+@pytest.mark.parametrize("power", [0.0, -0.5, 1.5])
+def test_power_outside_range_is_rejected(power):
+    with pytest.raises(ValueError, match="power"):
+        Probit().log_z(0.0, 1.0, power)
+
+
+def test_likelihood_parameters_round_trip():
+    lik = NoisyStep(0.2)
+    assert lik.get_params() == {"eps": 0.2}
+    assert lik.set_params(eps=0.3).eps == 0.3
+    assert NoisyStep(0.3) == lik and NoisyStep(0.1) != lik
+    assert repr(lik) == "NoisyStep(eps=0.3)"

@@ -1,0 +1,167 @@
+"""Site-update rules against their definitions: moment matching, the REP objective, limits."""
+
+import numpy as np
+import pytest
+from oracles import gaussian_kl_quad, lik_fn, tilted_quad
+
+from relaxep import EP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP
+from relaxep.rules import paper_relaxed_objective, relaxed_cavity, relaxed_objective, site_from_tilted
+
+CASES = [
+    # cavity mean, cavity var, site precision, site mean, marginal var A_ii
+    (-1.5, 1.0, 0.4, 0.8, 0.7),
+    (0.5, 2.0, 0.1, 1.5, 1.6),
+    (-3.0, 0.5, 1.0, 2.0, 0.3),
+    (2.0, 4.0, -0.05, -1.0, 4.5),
+]
+
+
+def _cavity_times_site(mean, var, tau, nu):
+    prec = 1.0 / var + tau
+    return (mean / var + nu) / prec, 1.0 / prec
+
+
+@pytest.mark.parametrize("lik", [NoisyStep(0.2), Probit(), Logistic()], ids=repr)
+@pytest.mark.parametrize("case", CASES)
+def test_ep_site_times_cavity_is_the_tilted_distribution(lik, case):
+    mean, var = case[:2]
+    name = {"NoisyStep": "step", "Probit": "probit", "Logistic": "logistic"}[type(lik).__name__]
+    _, t_mean, t_var = tilted_quad(lik_fn(name, getattr(lik, "eps", 0.0)), mean, var)
+    prop = EP().update(lik, mean, var, 0.0, 0.0, 0.0, var)
+    m, v = _cavity_times_site(mean, var, prop.precision, prop.mean_precision)
+    assert m == pytest.approx(t_mean, rel=1e-8)
+    assert v == pytest.approx(t_var, rel=1e-8)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_power_ep_site_is_the_powered_site_with_variance_times_u(case):
+    """Appendix C: moment-match t^u at the full cavity, then v <- u v (same site mean)."""
+    mean, var = case[:2]
+    u, lik = 0.6, NoisyStep(0.2)
+    _, t_mean, t_var = tilted_quad(lik_fn("step", 0.2), mean, var, power=u)
+    tau_u = 1.0 / t_var - 1.0 / var
+    nu_u = t_mean / t_var - mean / var
+    prop = PowerEP(u).update(lik, mean, var, 0.0, 0.0, 0.0, var)
+    assert prop.precision == pytest.approx(tau_u / u, rel=1e-7)
+    assert prop.mean_precision / prop.precision == pytest.approx(nu_u / tau_u, rel=1e-7)
+
+
+@pytest.mark.parametrize("lik", [NoisyStep(0.2), Probit()], ids=repr)
+@pytest.mark.parametrize("case", CASES)
+def test_power_ep_with_u_one_and_rep_with_huge_c_are_ep(lik, case):
+    ep = EP().update(lik, *case[:2], *case[2:3], case[2] * case[3], case[3], case[4])
+    for rule in (PowerEP(1.0), RelaxedEP(c=1e8)):
+        other = rule.update(lik, *case[:2], *case[2:3], case[2] * case[3], case[3], case[4])
+        assert other.precision == ep.precision
+        assert other.mean_precision == ep.mean_precision
+        assert other.relaxation == 0.0
+
+
+@pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic()], ids=repr)
+@pytest.mark.parametrize("b", [0.0, 0.3, 2.0, 15.0])
+@pytest.mark.parametrize("case", CASES[:3])
+def test_relaxed_kl_equals_quadrature_kl(lik, b, case):
+    """Q(b) - c b is KL(p_b || proj p_b), p_b ∝ t r_b q_cavity, against direct 1-D quadrature."""
+    mean, var, _, site_mean, _ = case
+    name = {"NoisyStep": "step", "Probit": "probit", "Logistic": "logistic"}[type(lik).__name__]
+    t = lik_fn(name, getattr(lik, "eps", 0.0))
+    rm, rv = relaxed_cavity(mean, var, site_mean, b)
+    _, pm, pv = tilted_quad(t, rm, rv)
+    expected = gaussian_kl_quad(t, rm, rv, pm, pv)
+    c = 0.7
+    q = relaxed_objective(lik, np.float64(b), mean, var, site_mean, c)
+    assert q - c * b == pytest.approx(expected, rel=1e-8, abs=1e-10)
+
+
+def test_scale_free_penalty_is_invariant_to_kernel_amplitude():
+    """With the penalty c b lambda, scaling every variance by s^2 leaves the chosen b*lambda unchanged."""
+    lik = NoisyStep(0.0)
+    rule = RelaxedEP(c=0.05, penalty="scale_free")
+    b1 = rule.relaxation(lik, -1.0, 1.0, 0.0, 0.8, 1.0)
+    s2 = 9.0
+    b2 = rule.relaxation(lik, -1.0 * 3, 1.0 * s2, 0.0, 0.8 * 3, 1.0 * s2)
+    assert b1 > 0
+    assert b2 * s2 == pytest.approx(b1, rel=1e-3)
+
+
+def test_printed_objective_is_not_a_kl():
+    """Appendix B's printed Q without the penalty goes negative: a KL cannot (DESIGN.md)."""
+    lik = NoisyStep(0.2)
+    worst = np.inf
+    for mean in np.linspace(-3, 3, 13):
+        for var in (0.3, 1.0, 4.0):
+            for site_mean in (-1.0, 0.5, 2.0):
+                for b in (0.1, 1.0, 5.0):
+                    val = paper_relaxed_objective(lik, b, mean, var, site_mean, 0.5, var * 0.8, relax_weight=0.0)
+                    worst = min(worst, float(val))
+                    true_kl = relaxed_objective(lik, np.float64(b), mean, var, site_mean, 0.0)
+                    assert true_kl >= -1e-12
+    assert worst < -0.05
+
+
+@pytest.mark.parametrize("c", [0.01, 0.1, 1.0])
+@pytest.mark.parametrize("case", CASES)
+def test_line_search_finds_the_global_minimum_on_a_dense_grid(c, case):
+    mean, var, tau, site_mean, a_ii = case
+    lik = NoisyStep(0.1)
+    rule = RelaxedEP(c=c)
+    b = rule.relaxation(lik, mean, var, tau, site_mean, a_ii)
+    dense = np.concatenate([[0.0], np.logspace(-6, 6, 20001) / var])
+    q_dense = relaxed_objective(lik, dense, mean, var, site_mean, c)
+    q_b = relaxed_objective(lik, np.float64(b), mean, var, site_mean, c)
+    assert b >= 0
+    assert q_b <= q_dense.min() + 1e-9
+
+
+def test_relaxation_is_used_somewhere_for_small_c():
+    """A site whose cavity straddles the step is relaxed when c is small, less so as c grows."""
+    bs = [float(RelaxedEP(c=c).relaxation(NoisyStep(0.1), -1.0, 2.0, 0.0, 2.0, 1.0)) for c in (0.001, 0.01, 0.1, 10)]
+    assert bs[0] > bs[1] > bs[2] > 0
+    assert bs[3] == 0.0
+
+
+def test_paper_variant_multiplies_the_relaxation_back():
+    lik = NoisyStep(0.1)
+    args = (lik, -3.0, 1.0, 0.5, 1.0, 2.0, 0.6)
+    rule = RelaxedEP(c=0.01, variant="paper")
+    prop = rule.update(*args)
+    b = float(prop.relaxation)
+    rm, rv = relaxed_cavity(-3.0, 1.0, 2.0, b)
+    out = lik.log_z(rm, rv)
+    tau_b, nu_b = site_from_tilted(out.dlog_z, out.d2log_z, rm, rv)
+    assert prop.precision == pytest.approx(tau_b + b)
+    assert prop.mean_precision == pytest.approx(nu_b + b * 2.0)
+
+
+def test_damping_interpolates_natural_parameters():
+    lik = Probit()
+    full = EP().update(lik, 0.3, 1.0, 0.2, 0.1, 0.5, 0.8)
+    half = EP(damping=0.25).update(lik, 0.3, 1.0, 0.2, 0.1, 0.5, 0.8)
+    assert half.precision == pytest.approx(0.75 * 0.2 + 0.25 * full.precision)
+    assert half.mean_precision == pytest.approx(0.75 * 0.1 + 0.25 * full.mean_precision)
+
+
+@pytest.mark.parametrize(
+    "make, match",
+    [
+        (lambda: PowerEP(0.0), "power u"),
+        (lambda: PowerEP(1.2), "power u"),
+        (lambda: RelaxedEP(c=-1.0), "c must be >= 0"),
+        (lambda: RelaxedEP(c=float("nan")), "c must be >= 0"),
+        (lambda: RelaxedEP(variant="printed"), "variant"),
+        (lambda: EP(damping=0.0), "damping"),
+        (lambda: EP(damping=1.5), "damping"),
+    ],
+)
+def test_bad_rule_parameters_are_rejected(make, match):
+    with pytest.raises(ValueError, match=match):
+        make()
+
+
+def test_rule_params_round_trip():
+    rule = RelaxedEP(c=3.0)
+    assert rule.get_params()["c"] == 3.0
+    rule.set_params(c=5.0)
+    assert rule == RelaxedEP(c=5.0)
+    with pytest.raises(ValueError, match="c must be"):
+        rule.set_params(c=-2.0)
