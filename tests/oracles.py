@@ -121,7 +121,7 @@ def orthant_log_evidence(K: np.ndarray, y: np.ndarray, likelihood: str, eps: flo
     Y = np.diag(y)
     if likelihood == "probit":
         cov = Y @ (K + np.eye(n)) @ Y
-        return float(np.log(stats.multivariate_normal(np.zeros(n), cov).cdf(np.zeros(n), abseps=1e-12, releps=1e-12)))
+        return float(np.log(_orthant(cov)))
     total = 0.0
     cov = Y @ K @ Y
     for r in range(n + 1):
@@ -132,9 +132,12 @@ def orthant_log_evidence(K: np.ndarray, y: np.ndarray, likelihood: str, eps: flo
             elif len(idx) == 1:
                 prob = 0.5
             else:
-                sub = cov[np.ix_(idx, idx)]
-                prob = stats.multivariate_normal(np.zeros(len(idx)), sub).cdf(
-                    np.zeros(len(idx)), abseps=1e-12, releps=1e-12
-                )
+                prob = _orthant(cov[np.ix_(idx, idx)])
             total += eps ** (n - r) * (1 - 2 * eps) ** r * prob
     return float(np.log(total))
+
+
+def _orthant(cov: np.ndarray) -> float:
+    """P(v <= 0) for v ~ N(0, cov), by scipy's Genz quadrature."""
+    d = cov.shape[0]
+    return float(stats.multivariate_normal.cdf(np.zeros(d), np.zeros(d), cov, maxpts=10**6, abseps=1e-10, releps=1e-10))

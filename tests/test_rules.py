@@ -2,8 +2,8 @@
 
 import numpy as np
 import pytest
-from oracles import gaussian_kl_quad, lik_fn, tilted_quad
 
+from oracles import gaussian_kl_quad, lik_fn, tilted_quad
 from relaxep import EP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP
 from relaxep.rules import paper_relaxed_objective, relaxed_cavity, relaxed_objective, site_from_tilted
 

@@ -23,8 +23,8 @@ def check_kernel_matrix(kernel: ArrayLike, name: str = "K") -> NDArray[np.float6
     return k
 
 
-def check_binary_labels(y: ArrayLike, n: int | None = None) -> NDArray[np.float64]:
-    """Labels in {-1, +1} with both classes present, optionally of length ``n``."""
+def check_binary_labels(y: ArrayLike, n: int | None = None, both_classes: bool = True) -> NDArray[np.float64]:
+    """Labels in {-1, +1} (both present unless ``both_classes=False``), optionally of length ``n``."""
     arr = np.asarray(y)
     if arr.ndim != 1:
         raise ValueError(f"y must be one-dimensional, got shape {arr.shape}")
@@ -42,6 +42,6 @@ def check_binary_labels(y: ArrayLike, n: int | None = None) -> NDArray[np.float6
             f"labels must be -1 or +1; found {np.unique(labels[bad])[:5].tolist()} "
             "(the estimator GPClassifier maps any two classes)"
         )
-    if np.unique(labels).size < 2:
+    if both_classes and np.unique(labels).size < 2:
         raise ValueError(f"y holds one class only ({labels[0]:+.0f}); classification needs both -1 and +1")
     return labels

@@ -64,7 +64,8 @@ class InferenceResult:
     trace : ndarray
         :math:`R` after each sweep.
     log_evidence : float
-        EP approximation to :math:`\\log p(y)` (``nan`` only if a final cavity is improper).
+        EP approximation to :math:`\\log p(y)`; ``nan`` (undefined) when a cavity of
+        the final posterior is improper, which a ``"converged"`` run never has.
     """
 
     mean: Array
@@ -136,6 +137,7 @@ def infer(
     on_improper: Literal["skip", "raise"] = "skip",
     init: InferenceResult | None = None,
     callback: Callable[[int, DensePosterior], None] | None = None,
+    require_both_classes: bool = True,
 ) -> InferenceResult:
     r"""Approximate the GP classification posterior with EP, Power EP or Relaxed EP.
 
@@ -170,6 +172,9 @@ def infer(
     callback : callable, optional
         ``callback(sweep, posterior)`` after each sweep's rank-one updates and
         before the refresh (for monitoring and tests).
+    require_both_classes : bool
+        Reject ``y`` with one class only (default).  ``False`` allows it, e.g. for a
+        single site, whose posterior is well defined.
 
     Returns
     -------
@@ -177,7 +182,7 @@ def infer(
     """
     kernel = check_kernel_matrix(K)
     n = kernel.shape[0]
-    labels = check_binary_labels(y, n)
+    labels = check_binary_labels(y, n, both_classes=require_both_classes)
     likelihood = NoisyStep(eps=0.1) if likelihood is None else likelihood
     rule = EP() if rule is None else rule
     if not isinstance(likelihood, Likelihood):
@@ -265,7 +270,7 @@ def _run(
             break
         trace.append(r)
         alpha_prev = alpha
-        if r < tol and stats.n_skipped == 0:
+        if r < tol and stats.n_skipped == 0 and np.all(post.cavity(slice(None))[1] > 0):
             status = "converged"
             break
 
