@@ -270,3 +270,16 @@ def test_on_improper_raise():
     K, y, eps = _oscillating_problem()
     with pytest.raises(ImproperPosteriorError, match="improper cavities"):
         infer(K, y, NoisyStep(eps), EP(), max_sweeps=150, on_improper="raise")
+
+
+def test_alpha_criterion_scales_with_amplitude_and_relative_criterion_does_not():
+    """DESIGN.md: the step likelihood is scale-free, so EP on s^2 K has f scaled by s, alpha by 1/s."""
+    K, y = _rbf_problem(40, 6)
+    lik = NoisyStep(0.1)
+    base = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12)
+    scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12)
+    np.testing.assert_allclose(scaled.trace, base.trace / 10.0, rtol=1e-6)
+    np.testing.assert_allclose(scaled.mean, 10.0 * base.mean, rtol=1e-6, atol=1e-9)
+    rel = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="relative")
+    rel_scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="relative")
+    np.testing.assert_allclose(rel_scaled.trace, rel.trace, rtol=1e-6)

@@ -133,6 +133,7 @@ def infer(
     max_sweeps: int = 200,
     tol: float = 1e-3,
     order: Literal["fixed", "random"] = "fixed",
+    criterion: Literal["alpha", "relative"] = "alpha",
     random_state: int | np.random.Generator | None = None,
     on_improper: Literal["skip", "raise"] = "skip",
     init: InferenceResult | None = None,
@@ -162,6 +163,10 @@ def infer(
         Converged when :math:`R < \text{tol}` in a sweep without skipped sites.
     order : {"fixed", "random"}
         Site order within a sweep; ``"random"`` draws a permutation per sweep.
+    criterion : {"alpha", "relative"}
+        ``"alpha"`` (the paper): :math:`R = \|\alpha_t - \alpha_{t-1}\|_2`, which scales with
+        the kernel amplitude.  ``"relative"``: :math:`R / \|\alpha_t\|_2`, scale-free.
+        ``trace`` records the chosen statistic.
     random_state : int, Generator or None
         Seed for ``order="random"``.
     on_improper : {"skip", "raise"}
@@ -193,6 +198,8 @@ def infer(
         raise ValueError(f"max_sweeps must be an integer >= 1, got {max_sweeps!r}")
     if not (np.isfinite(tol) and tol > 0):
         raise ValueError(f"tol must be positive and finite, got {tol!r}")
+    if criterion not in ("alpha", "relative"):
+        raise ValueError(f"criterion must be 'alpha' or 'relative', got {criterion!r}")
     if order not in ("fixed", "random"):
         raise ValueError(f"order must be 'fixed' or 'random', got {order!r}")
     if on_improper not in ("skip", "raise"):
@@ -203,7 +210,18 @@ def infer(
     limits = 1 if n < _THREADED_MIN_N else None
     with threadpool_limits(limits=limits, user_api="blas"):
         return _run(
-            kernel, labels, likelihood, rule, int(max_sweeps), tol, order, random_state, on_improper, init, callback
+            kernel,
+            labels,
+            likelihood,
+            rule,
+            int(max_sweeps),
+            tol,
+            order,
+            criterion,
+            random_state,
+            on_improper,
+            init,
+            callback,
         )
 
 
@@ -218,6 +236,7 @@ def _run(
     max_sweeps: int,
     tol: float,
     order: str,
+    criterion: str,
     random_state: int | np.random.Generator | None,
     on_improper: str,
     init: InferenceResult | None,
@@ -260,6 +279,8 @@ def _run(
             post.refresh()
             alpha = post.alpha
             r = float(np.linalg.norm(alpha - alpha_prev))
+            if criterion == "relative":
+                r /= max(float(np.linalg.norm(alpha)), np.finfo(float).tiny)
             if not (np.isfinite(r) and np.all(np.isfinite(post.mean))):
                 raise ImproperPosteriorError("the posterior is not finite")
         except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError):
