@@ -108,16 +108,17 @@ class NoisyStep(Likelihood):
     """
 
     def __init__(self, eps: float = 0.1) -> None:
-        eps = float(eps)
-        if not np.isfinite(eps) or not (0.0 <= eps < 0.5):
+        value = float(eps)
+        if not np.isfinite(value) or not (0.0 <= value < 0.5):
             raise ValueError(f"label-noise rate eps must lie in [0, 0.5), got {eps!r}")
-        self.eps = eps
+        self.eps = eps  # stored as given (scikit-learn's clone checks identity)
+        eps = value
         self._log_eps = float(safe_log(eps))
         self._log1m2eps = float(np.log1p(-2.0 * eps))
         self._xlogx = (float(xlogx(1.0 - eps)), float(xlogx(eps)))
 
     def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        eps = self.eps
+        eps = float(self.eps)
         sd = np.sqrt(var)
         z = mean / sd
         log_floor = power * safe_log(eps)  # u log eps, -inf for eps = 0

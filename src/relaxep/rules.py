@@ -167,8 +167,8 @@ def paper_relaxed_objective(
 
 
 def _check_damping(damping: float) -> float:
-    damping = float(damping)
-    if not (0.0 < damping <= 1.0):
+    """Validate and return ``damping`` unchanged (parameters are stored as given, for ``clone``)."""
+    if not (0.0 < float(damping) <= 1.0):
         raise ValueError(f"damping (the step size of a site update) must lie in (0, 1], got {damping!r}")
     return damping
 
@@ -201,7 +201,7 @@ class SiteRule(ParamsMixin):
             likelihood, cavity_mean, cavity_var, site_precision, site_mean_precision, site_mean, marginal_var
         )
         if self.damping != 1.0:
-            s = self.damping
+            s = float(self.damping)
             tau = (1.0 - s) * site_precision + s * tau
             nu = (1.0 - s) * site_mean_precision + s * nu
         return SiteProposal(tau, nu, relaxation)
@@ -233,8 +233,7 @@ class PowerEP(SiteRule):
     """
 
     def __init__(self, u: float = 0.8, damping: float = 1.0) -> None:
-        u = float(u)
-        if not (0.0 < u <= 1.0):
+        if not (0.0 < float(u) <= 1.0):
             raise ValueError(f"power u must lie in (0, 1], got {u!r}")
         self.u = u
         self.damping = _check_damping(damping)
@@ -242,7 +241,8 @@ class PowerEP(SiteRule):
     def _propose(self, likelihood, cavity_mean, cavity_var, tau, nu, site_mean, marginal_var):
         lz = likelihood.log_z(cavity_mean, cavity_var, power=self.u)
         tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity_mean, cavity_var)
-        return tau_u / self.u, nu_u / self.u, np.zeros_like(tau_u)
+        u = float(self.u)
+        return tau_u / u, nu_u / u, np.zeros_like(tau_u)
 
 
 class RelaxedEP(SiteRule):
@@ -281,8 +281,7 @@ class RelaxedEP(SiteRule):
         penalty: Literal["absolute", "scale_free"] = "absolute",
         damping: float = 1.0,
     ) -> None:
-        c = float(c)
-        if not (c >= 0.0):
+        if not (float(c) >= 0.0):
             raise ValueError(f"relaxation weight c must be >= 0, got {c!r}")
         if variant not in ("derived", "paper"):
             raise ValueError(f"variant must be 'derived' or 'paper', got {variant!r}")
@@ -299,10 +298,10 @@ class RelaxedEP(SiteRule):
         """``Q(b)`` of this rule's variant (arrays broadcast)."""
         if self.variant == "paper":
             return paper_relaxed_objective(
-                likelihood, relaxation, cavity_mean, cavity_var, site_mean, tau, marginal_var, self.c
+                likelihood, relaxation, cavity_mean, cavity_var, site_mean, tau, marginal_var, float(self.c)
             )
         return relaxed_objective(
-            likelihood, relaxation, cavity_mean, cavity_var, site_mean, self.c, self.penalty == "scale_free"
+            likelihood, relaxation, cavity_mean, cavity_var, site_mean, float(self.c), self.penalty == "scale_free"
         )
 
     def relaxation(self, likelihood, cavity_mean, cavity_var, tau, site_mean, marginal_var) -> Array:
