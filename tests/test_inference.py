@@ -150,8 +150,12 @@ def test_log_evidence_one_site_equals_log_z():
     assert res.log_evidence == pytest.approx(np.log(0.2 + 0.6 * norm.cdf(0.0)), rel=1e-12)
 
 
-def _oscillating_problem():
-    """Dense 1-D inputs, noise-free step with small eps, 20% flipped labels (seed 54 of a search)."""
+def oscillating_inputs():
+    """Dense 1-D inputs, noise-free step with small eps, 20% flipped labels (seed 54 of a search).
+
+    Returns ``X, y, length_scale, amplitude, eps``; the kernel is ``amplitude * RBF`` plus
+    ``1e-6 * amplitude`` jitter.
+    """
     rng = np.random.default_rng(54)
     n = int(rng.choice([40, 60, 80]))
     X = rng.uniform(-1, 1, size=(n, 1))
@@ -159,8 +163,13 @@ def _oscillating_problem():
     y[rng.random(n) < 0.2] *= -1
     ls = float(rng.choice([0.1, 0.3, 1.0]))
     amp = float(rng.choice([1.0, 10.0, 100.0]))
-    K = amp * np.exp(-0.5 * (X - X.T) ** 2 / ls**2) + 1e-6 * amp * np.eye(n)
     eps = float(rng.choice([0.05, 0.1, 0.2]))
+    return X, y, ls, amp, eps
+
+
+def _oscillating_problem():
+    X, y, ls, amp, eps = oscillating_inputs()
+    K = amp * np.exp(-0.5 * (X - X.T) ** 2 / ls**2) + 1e-6 * amp * np.eye(len(y))
     return K, y, eps
 
 

@@ -1,5 +1,6 @@
 """relaxep: Expectation Propagation, Power EP and Relaxed EP for GP classification."""
 
+from relaxep.classifier import DivergenceError, GPClassifier
 from relaxep.inference import InferenceResult, infer
 from relaxep.likelihoods import Likelihood, Logistic, NoisyStep, Probit
 from relaxep.posterior import ImproperPosteriorError, KernelNotPositiveDefiniteError
@@ -7,6 +8,8 @@ from relaxep.rules import EP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = [
     "EP",
+    "DivergenceError",
+    "GPClassifier",
     "ImproperPosteriorError",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",

@@ -1,4 +1,4 @@
-"""Data generators: the paper's synthetic label-noise problem (Section 7.2).
+"""Datasets: the paper's synthetic label-noise problem (Section 7.2) and UCI loaders.
 
 The paper does not give the Gaussians' parameters; ours are stated here and fixed:
 class +1 is :math:`N((0, 0), 0.8^2 I)`, class -1 an equal mixture of
@@ -8,10 +8,13 @@ boundary is curved.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["make_synthetic"]
+__all__ = ["data_home", "load_dataset", "make_synthetic", "random_splits", "standardize"]
 
 _POS_MEAN = np.array([0.0, 0.0])
 _POS_SD = 0.8
@@ -58,3 +61,66 @@ def make_synthetic(
     y[flipped] *= -1.0
     perm = rng.permutation(n)
     return X[perm], y[perm], flipped[perm]
+
+
+# --------------------------------------------------------------------------- UCI data
+_FILES = {
+    "heart": "heart.csv",
+    "pima": "pima.csv",
+    "diabetes": "diabetes_uci768.csv",
+    "haberman": "haberman.csv",
+    "spambase": "spambase.csv",
+}
+
+
+def data_home(path: str | os.PathLike | None = None) -> Path:
+    """Where datasets are read from: ``path``, else ``$RELAXEP_DATA``, else ``~/.cache/relaxep``."""
+    if path is not None:
+        return Path(path)
+    env = os.environ.get("RELAXEP_DATA")
+    if env:
+        return Path(env)
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "relaxep"
+
+
+def load_dataset(name: str, data_home_path: str | os.PathLike | None = None) -> tuple[NDArray, NDArray]:
+    """Load one of the paper's datasets as ``X`` (float) and ``y`` in {-1, +1}.
+
+    Reads ``<data_home>/<file>.csv``: a header row, the feature columns, then a last
+    column ``label`` of -1/+1 (the layout of the project's ``shared/data``).
+    """
+    if name not in _FILES:
+        raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(_FILES)}")
+    path = data_home(data_home_path) / _FILES[name]
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"dataset {name!r} not found at {path}; pass data_home=... or set RELAXEP_DATA to a folder holding "
+            f"{_FILES[name]}"
+        )
+    table = np.loadtxt(path, delimiter=",", skiprows=1)
+    X, y = table[:, :-1], table[:, -1]
+    if not np.all(np.isin(y, (-1.0, 1.0))):
+        raise ValueError(f"{path}: the last column must hold labels -1/+1")
+    return X, y
+
+
+def random_splits(
+    n: int, n_train: int, n_splits: int, random_state: int = 0
+) -> list[tuple[NDArray[np.intp], NDArray[np.intp]]]:
+    """``n_splits`` seeded random train/test index splits (train of size ``n_train``, test the rest)."""
+    if not 0 < n_train < n:
+        raise ValueError(f"n_train must lie in (0, {n}), got {n_train}")
+    rng = np.random.default_rng(random_state)
+    out = []
+    for _ in range(n_splits):
+        perm = rng.permutation(n)
+        out.append((np.sort(perm[:n_train]), np.sort(perm[n_train:])))
+    return out
+
+
+def standardize(X_train: NDArray, X_test: NDArray) -> tuple[NDArray, NDArray]:
+    """z-score both sets with the training set's mean and standard deviation."""
+    mean = X_train.mean(axis=0)
+    sd = X_train.std(axis=0)
+    sd = np.where(sd > 0, sd, 1.0)
+    return (X_train - mean) / sd, (X_test - mean) / sd

@@ -173,7 +173,8 @@ def infer(
         An improper cavity is skipped and counted (default), or raises
         :class:`~relaxep.posterior.ImproperPosteriorError`.
     init : InferenceResult, optional
-        Warm start from these sites (same ``n``).
+        Warm start from these sites (same ``n``); ignored when they make the posterior
+        improper under this ``K``.
     callback : callable, optional
         ``callback(sweep, posterior)`` after each sweep's rank-one updates and
         before the refresh (for monitoring and tests).
@@ -245,12 +246,16 @@ def _run(
     n = kernel.shape[0]
     rng = np.random.default_rng(random_state)
 
+    if init is not None and init.site_precision.shape != (n,):
+        raise ValueError(f"init has {init.site_precision.shape[0]} sites, K has {n} rows")
+    post = None
     if init is not None:
-        if init.site_precision.shape != (n,):
-            raise ValueError(f"init has {init.site_precision.shape[0]} sites, K has {n} rows")
-        post = DensePosterior(kernel, init.site_precision, init.site_mean_precision)
-        relaxation = init.relaxation.copy()
-    else:
+        try:
+            post = DensePosterior(kernel, init.site_precision, init.site_mean_precision)
+            relaxation = init.relaxation.copy()
+        except ImproperPosteriorError:
+            post = None  # those sites do not fit this K: start afresh
+    if post is None:
         post = DensePosterior(kernel)
         relaxation = np.zeros(n)
     site_mean = site_means(post.site_precision, post.site_mean_precision)

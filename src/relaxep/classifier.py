@@ -1,0 +1,288 @@
+r"""``GPClassifier``: a scikit-learn estimator for EP, Power EP and Relaxed EP.
+
+The estimator is thin: it validates input, maps the two classes to ``{-1, +1}``,
+builds kernel matrices with scikit-learn's own kernels, learns the kernel's
+hyperparameters by maximising the EP evidence (or leaves that to ``GridSearchCV``),
+and delegates inference to :func:`relaxep.infer`.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy import optimize
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
+from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from relaxep.inference import InferenceResult, infer
+from relaxep.likelihoods import Likelihood, NoisyStep
+from relaxep.rules import EP, SiteRule
+
+__all__ = ["DivergenceError", "GPClassifier", "evidence_gradient"]
+
+Array = NDArray[np.float64]
+
+
+class DivergenceError(RuntimeError):
+    """Inference diverged (NaN or an improper posterior) during ``fit``."""
+
+
+def evidence_gradient(result: InferenceResult, kernel_gradient: Array) -> Array:
+    r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
+
+    At an EP fixed point the evidence is stationary in the sites, so only the
+    explicit dependence on :math:`K` remains:
+
+    .. math::
+        \frac{\partial \log Z_{EP}}{\partial\theta_j}
+        = \tfrac12 \alpha^\top \frac{\partial K}{\partial\theta_j}\alpha
+          - \tfrac12 \operatorname{tr}\Big(R \frac{\partial K}{\partial\theta_j}\Big),
+        \qquad R = (K + T^{-1})^{-1} = T - T A T,
+
+    with :math:`\alpha = (I + TK)^{-1}\nu` and :math:`A` the posterior covariance (the
+    Woodbury form of :math:`R` holds for negative site precisions too).  For Power EP
+    and REP the same formula is evaluated at their sites; there it is the gradient of
+    the EP-form evidence with the sites held fixed, not an exact derivative.
+    """
+    alpha, tau, cov = result.alpha, result.site_precision, result.cov
+    r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
+    quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
+    trace = np.einsum("ij,jik->k", r, kernel_gradient)
+    return 0.5 * (quad - trace)
+
+
+class GPClassifier(ClassifierMixin, BaseEstimator):
+    r"""Gaussian process classification by EP, Power EP or Relaxed EP.
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        Prior covariance; its hyperparameters are learned unless ``optimizer=None``.
+    likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
+    rule : SiteRule, default ``EP()``
+        ``EP()``, ``PowerEP(u)`` or ``RelaxedEP(c)`` (``rule__c`` etc. for grid search).
+    optimizer : "fmin_l_bfgs_b", callable or None
+        Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
+        is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
+        ``(theta_opt, func_min)`` (scikit-learn's convention).
+    n_restarts_optimizer : int
+        Extra optimiser starts, log-uniform within the bounds.
+    max_sweeps, tol : int, float
+        Passed to :func:`relaxep.infer`.
+    jitter : float
+        Added to the kernel matrix's diagonal (and to test variances): latent noise.
+        The noise-free step likelihood needs some.
+    warm_start : bool
+        Start each evidence evaluation of the optimiser from the last converged sites.
+    random_state : int, RandomState or None
+        For the optimiser's restarts.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (2,)
+    kernel_ : Kernel with the learned hyperparameters
+    result_ : InferenceResult of the final fit (status, sweeps, trace, relaxation)
+    log_marginal_likelihood_value_ : float
+    X_train_ : ndarray
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel | None = None,
+        likelihood: Likelihood | None = None,
+        rule: SiteRule | None = None,
+        optimizer: str | Callable | None = "fmin_l_bfgs_b",
+        n_restarts_optimizer: int = 0,
+        max_sweeps: int = 200,
+        tol: float = 1e-3,
+        jitter: float = 1e-6,
+        warm_start: bool = True,
+        random_state: int | np.random.RandomState | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.rule = rule
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.jitter = jitter
+        self.warm_start = warm_start
+        self.random_state = random_state
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
+        """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.size == 1:
+            raise ValueError(
+                f"GPClassifier needs samples of two classes; the data contain only one class: {classes[0]!r}"
+            )
+        if classes.size > 2:
+            raise ValueError(
+                "Only binary classification is supported (multi-class is not supported yet). "
+                f"The type of the target is {type_of_target(y)}: {classes.size} classes."
+            )
+        if not (float(self.jitter) >= 0.0):
+            raise ValueError(f"jitter must be >= 0, got {self.jitter!r}")
+        self.classes_ = classes
+        self.X_train_ = np.array(X, copy=True)
+        self._y = np.where(y == classes[1], 1.0, -1.0)
+        self._likelihood = NoisyStep(0.1) if self.likelihood is None else self.likelihood
+        self._rule = EP() if self.rule is None else self.rule
+        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        self._warm: InferenceResult | None = None
+
+        if self.optimizer is not None and self.kernel_.n_dims > 0:
+            self._optimize()
+
+        result = self._infer(self.kernel_.theta)
+        if result.status == "diverged":
+            raise DivergenceError(
+                f"{self._rule!r} diverged after {result.n_sweeps} sweeps with {self._likelihood!r}. "
+                "Try damping (e.g. EP(damping=0.5)), a larger jitter / latent noise (WhiteKernel), "
+                "or RelaxedEP with a smaller c."
+            )
+        if result.status == "max_sweeps":
+            warnings.warn(
+                f"inference did not converge: status 'max_sweeps' after {result.n_sweeps} sweeps "
+                f"(last R = {result.trace[-1]:.3g}, {result.n_skipped} site visits skipped). "
+                "Consider damping, more max_sweeps or a larger tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self.result_ = result
+        self.log_marginal_likelihood_value_ = result.log_evidence
+        return self
+
+    def _kernel_matrix(self, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
+        kernel = self.kernel_.clone_with_theta(theta)
+        if eval_gradient:
+            K, dK = kernel(self.X_train_, eval_gradient=True)
+        else:
+            K, dK = kernel(self.X_train_), None
+        K[np.diag_indices_from(K)] += float(self.jitter)
+        return K, dK
+
+    def _infer(self, theta: Array, K: Array | None = None) -> InferenceResult:
+        if K is None:
+            K, _ = self._kernel_matrix(theta, eval_gradient=False)
+        init = self._warm if self.warm_start else None
+        result = infer(K, self._y, self._likelihood, self._rule, max_sweeps=self.max_sweeps, tol=self.tol, init=init)
+        if result.status == "diverged" and init is not None:
+            result = infer(K, self._y, self._likelihood, self._rule, max_sweeps=self.max_sweeps, tol=self.tol)
+        if result.status == "converged":
+            self._warm = result
+        return result
+
+    def _evidence(self, theta: Array, eval_gradient: bool) -> tuple[float, Array | None]:
+        """Evidence (and gradient) at ``theta``; ``-inf`` where inference diverges.
+
+        A run that ran out of sweeps still gives its (approximate) evidence, so the
+        optimiser can move on rather than stop at the first hard point.
+        """
+        K, dK = self._kernel_matrix(theta, eval_gradient)
+        result = self._infer(theta, K)
+        lml = result.log_evidence
+        if result.status == "diverged" or not np.isfinite(lml):
+            return -np.inf, (np.zeros_like(theta) if eval_gradient else None)
+        return lml, (evidence_gradient(result, dK) if eval_gradient else None)
+
+    def _optimize(self) -> None:
+        def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
+            lml, grad = self._evidence(theta, eval_gradient)
+            if eval_gradient:
+                return -lml, -grad
+            return -lml
+
+        bounds = self.kernel_.bounds
+        starts = [self.kernel_.theta]
+        rng = check_random_state(self.random_state)
+        if self.n_restarts_optimizer > 0:
+            if not np.all(np.isfinite(bounds)):
+                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
+            starts += [rng.uniform(bounds[:, 0], bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
+        best_theta, best_value = None, np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for theta0 in starts:
+                theta, value = self._run_optimizer(obj_func, theta0, bounds)
+                if value < best_value:
+                    best_theta, best_value = theta, value
+        if best_theta is not None:
+            self.kernel_.theta = best_theta
+
+    def _run_optimizer(self, obj_func: Callable, theta0: Array, bounds: Array) -> tuple[Array, float]:
+        if self.optimizer == "fmin_l_bfgs_b":
+            start_value = obj_func(theta0, eval_gradient=False)
+            res = optimize.minimize(obj_func, theta0, method="L-BFGS-B", jac=True, bounds=bounds)
+            if not np.isfinite(res.fun) or res.fun > start_value:
+                return theta0, start_value
+            return res.x, float(res.fun)
+        if callable(self.optimizer):
+            theta, value = self.optimizer(obj_func, theta0, bounds)
+            return np.asarray(theta, dtype=float), float(value)
+        raise ValueError(f"unknown optimizer {self.optimizer!r}: use 'fmin_l_bfgs_b', a callable or None")
+
+    # ------------------------------------------------------------ evidence
+    def log_marginal_likelihood(
+        self, theta: ArrayLike | None = None, eval_gradient: bool = False
+    ) -> float | tuple[float, Array]:
+        r"""EP log evidence at ``theta`` (log-hyperparameters), optionally with its gradient.
+
+        ``theta=None`` returns the fitted value.  The gradient is :func:`evidence_gradient`.
+        """
+        check_is_fitted(self)
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("gradient can only be evaluated for theta != None")
+            return self.log_marginal_likelihood_value_
+        theta = np.asarray(theta, dtype=float)
+        saved = self._warm
+        try:
+            lml, grad = self._evidence(theta, eval_gradient)
+        finally:
+            self._warm = saved
+        return (lml, grad) if eval_gradient else lml
+
+    # ------------------------------------------------------------ predict
+    def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
+        """Posterior mean and variance of the latent ``f`` (for ``classes_[1]``) at ``X``."""
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        K_star = self.kernel_(X, self.X_train_)
+        k_diag = self.kernel_.diag(X) + float(self.jitter)
+        return self.result_.predict_latent(K_star, k_diag)
+
+    def decision_function(self, X: ArrayLike) -> Array:
+        """Latent posterior mean: positive favours ``classes_[1]``."""
+        return self.latent_mean_and_variance(X)[0]
+
+    def predict_proba(self, X: ArrayLike) -> Array:
+        r"""Class probabilities, columns in ``classes_`` order.
+
+        :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive).
+        """
+        mean, var = self.latent_mean_and_variance(X)
+        p1 = np.clip(self._likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+        return np.column_stack([1.0 - p1, p1])
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``."""
+        positive = self.predict_proba(X)[:, 1] >= 0.5
+        return self.classes_[positive.astype(int)]
