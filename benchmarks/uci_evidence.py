@@ -1,0 +1,63 @@
+"""Evidence-optimised test error on Heart and Pima (5 seeded splits each).
+
+Usage::
+
+    python benchmarks/uci_evidence.py [--data-home ../shared/data] [--splits 5]
+
+Protocol: Heart 81 train / 189 test, Pima 319 / 213 (the paper's sizes), splits drawn
+with seed 0, features z-scored on each training split, kernel ConstantKernel * RBF
+(amplitude and length scale learned by maximising the EP log evidence with L-BFGS-B,
+starting at 1, 1), jitter 1e-6.  Prints mean +- std of the test error per method.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+from sklearn.exceptions import ConvergenceWarning
+
+from relaxep import EP, GPClassifier, NoisyStep, PowerEP, Probit, RelaxedEP
+from relaxep.datasets import load_dataset, random_splits, standardize
+
+SIZES = {"heart": 81, "pima": 319}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--data-home", default="../shared/data")
+    parser.add_argument("--splits", type=int, default=5)
+    parser.add_argument("--c", type=float, nargs="*", default=[0.1, 1.0, 10.0])
+    args = parser.parse_args()
+    methods = [("EP", EP()), ("PowerEP(0.8)", PowerEP(0.8))] + [(f"REP(c={c:g})", RelaxedEP(c)) for c in args.c]
+    print(
+        "| data | likelihood | method | test error (mean +- std) | non-converged fits | learned amplitude^2 (median) | time/fit [s] |"
+    )
+    print("|---|---|---|---|---|---|---|")
+    for name, n_train in SIZES.items():
+        X, y = load_dataset(name, args.data_home)
+        splits = random_splits(len(y), n_train, args.splits, random_state=0)
+        for lik in (Probit(), NoisyStep(0.1)):
+            for label, rule in methods:
+                errors, amps, bad, times = [], [], 0, []
+                for train, test in splits:
+                    X_train, X_test = standardize(X[train], X[test])
+                    start = time.perf_counter()
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore", ConvergenceWarning)
+                        clf = GPClassifier(likelihood=lik, rule=rule).fit(X_train, y[train])
+                    times.append(time.perf_counter() - start)
+                    errors.append(np.mean(clf.predict(X_test) != y[test]))
+                    amps.append(clf.kernel_.k1.constant_value)
+                    bad += clf.result_.status != "converged"
+                print(
+                    f"| {name} | {lik!r} | {label} | {np.mean(errors):.2%} +- {np.std(errors):.2%} | {bad} "
+                    f"| {np.median(amps):.3g} | {np.median(times):.1f} |",
+                    flush=True,
+                )
+
+
+if __name__ == "__main__":
+    main()
