@@ -33,7 +33,8 @@ def main() -> None:
     args = parser.parse_args()
     methods = [("EP", EP()), ("PowerEP(0.8)", PowerEP(0.8))] + [(f"REP(c={c:g})", RelaxedEP(c)) for c in args.c]
     print(
-        "| data | likelihood | method | test error (mean +- std) | non-converged fits | learned amplitude^2 (median) | time/fit [s] |"
+        "| data | likelihood | method | test error (mean +- std) | non-converged fits "
+        "| learned amplitude^2 (median) | time/fit [s] |"
     )
     print("|---|---|---|---|---|---|---|")
     for name, n_train in SIZES.items():
