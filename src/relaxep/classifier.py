@@ -74,6 +74,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         ``(theta_opt, func_min)`` (scikit-learn's convention).
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the bounds.
+    schedule : {"blocked", "sequential", "parallel"}
+        Passed to :func:`relaxep.infer` (``"blocked"``: the paper's sequential iterates, BLAS-3).
     max_sweeps, tol : int, float
         Passed to :func:`relaxep.infer`.
     jitter : float
@@ -100,6 +102,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         rule: SiteRule | None = None,
         optimizer: str | Callable | None = "fmin_l_bfgs_b",
         n_restarts_optimizer: int = 0,
+        schedule: str = "blocked",
         max_sweeps: int = 200,
         tol: float = 1e-3,
         jitter: float = 1e-6,
@@ -111,6 +114,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.rule = rule
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
+        self.schedule = schedule
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.jitter = jitter
@@ -183,12 +187,24 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if K is None:
             K, _ = self._kernel_matrix(theta, eval_gradient=False)
         init = self._warm if self.warm_start else None
-        result = infer(K, self._y, self._likelihood, self._rule, max_sweeps=self.max_sweeps, tol=self.tol, init=init)
+        result = self._run_infer(K, init)
         if result.status == "diverged" and init is not None:
-            result = infer(K, self._y, self._likelihood, self._rule, max_sweeps=self.max_sweeps, tol=self.tol)
+            result = self._run_infer(K, None)
         if result.status == "converged":
             self._warm = result
         return result
+
+    def _run_infer(self, K: Array, init: InferenceResult | None) -> InferenceResult:
+        return infer(
+            K,
+            self._y,
+            self._likelihood,
+            self._rule,
+            schedule=self.schedule,
+            max_sweeps=self.max_sweeps,
+            tol=self.tol,
+            init=init,
+        )
 
     def _evidence(self, theta: Array, eval_gradient: bool) -> tuple[float, Array | None]:
         """Evidence (and gradient) at ``theta``; ``-inf`` where inference diverges.
