@@ -179,9 +179,9 @@ class _QuadratureLikelihood(Likelihood):
             lo = np.where(grad > 0, g, lo)
             hi = np.where(grad > 0, hi, g)
             step = g - grad / hess
-            outside = ~((step > lo) & (step < hi))
+            outside = ~((step >= lo) & (step <= hi))
             g_new = np.where(outside, 0.5 * (lo + hi), step)
-            done = np.all(np.abs(g_new - g) <= 1e-14 * (1.0 + np.abs(g)))
+            done = np.all(np.abs(g_new - g) <= 1e-10 * (1.0 + np.abs(g)))
             g = g_new
             if done:
                 break
