@@ -48,6 +48,38 @@ def site_means(site_precision: Array, site_mean_precision: Array) -> Array:
     return np.where(site_precision != 0.0, site_mean_precision / safe, 0.0)
 
 
+_IMPROPER, _NONFINITE = "improper", "nonfinite"
+
+
+def _propose(
+    rule: SiteRule,
+    likelihood: Likelihood,
+    y_i: float,
+    a_ii: float,
+    mean_i: float,
+    tau_i: float,
+    nu_i: float,
+    site_mean_i: float,
+) -> tuple[float, float, float] | str:
+    r"""New f-space site ``(tau, nu, b)`` for one site, or why there is none.
+
+    Cavity :math:`\lambda = (1/A_{ii} - \tau_i)^{-1}`,
+    :math:`h = \lambda(\mu_i/A_{ii} - \nu_i)`; improper when :math:`1/A_{ii} \le \tau_i`.
+    The rule sees the folded latent :math:`g = y_i f_i`.
+    """
+    cav_prec = 1.0 / a_ii - tau_i
+    if not (cav_prec > 0.0) or not np.isfinite(cav_prec):
+        return _IMPROPER
+    cav_var = 1.0 / cav_prec
+    cav_mean = cav_var * (mean_i / a_ii - nu_i)
+    prop = rule.update(likelihood, y_i * cav_mean, cav_var, tau_i, y_i * nu_i, y_i * site_mean_i, a_ii)
+    new_tau = float(prop.precision)
+    new_nu = y_i * float(prop.mean_precision)
+    if not (np.isfinite(new_tau) and np.isfinite(new_nu)):
+        return _NONFINITE
+    return new_tau, new_nu, float(prop.relaxation)
+
+
 def sequential_sweep(
     post: DensePosterior,
     y: Array,
@@ -68,28 +100,19 @@ def sequential_sweep(
     skipped = improper = nonfinite = 0
     for i in order:
         i = int(i)
-        a_ii = post.cov[i, i]
         tau_i = post.site_precision[i]
         nu_i = post.site_mean_precision[i]
-        cav_prec = 1.0 / a_ii - tau_i
-        if not (cav_prec > 0.0) or not np.isfinite(cav_prec):
+        out = _propose(rule, likelihood, y[i], post.cov[i, i], post.mean[i], tau_i, nu_i, site_mean[i])
+        if isinstance(out, str):
             skipped += 1
-            improper += 1
+            improper += out == _IMPROPER
+            nonfinite += out == _NONFINITE
             continue
-        cav_var = 1.0 / cav_prec
-        cav_mean = cav_var * (post.mean[i] / a_ii - nu_i)
-        yi = y[i]
-        prop = rule.update(likelihood, yi * cav_mean, cav_var, tau_i, yi * nu_i, yi * site_mean[i], a_ii)
-        new_tau = float(prop.precision)
-        new_nu = yi * float(prop.mean_precision)
-        if not (np.isfinite(new_tau) and np.isfinite(new_nu)):
-            skipped += 1
-            nonfinite += 1
-            continue
+        new_tau, new_nu, b = out
         if not post.update_site(i, new_tau, new_nu):
             skipped += 1
             continue
-        relaxation[i] = float(prop.relaxation)
+        relaxation[i] = b
         if new_tau != 0.0:
             site_mean[i] = new_nu / new_tau
     return SweepStats(skipped, improper, nonfinite)
@@ -129,21 +152,13 @@ def blocked_sweep(
         for t, j in enumerate(block):
             a_jj = panel[j, t]
             tau_j, nu_j = new_tau[t], new_nu[t]
-            cav_prec = 1.0 / a_jj - tau_j
-            if not (cav_prec > 0.0) or not np.isfinite(cav_prec):
+            out = _propose(rule, likelihood, y[j], a_jj, mean[j], tau_j, nu_j, site_mean[j])
+            if isinstance(out, str):
                 skipped += 1
-                improper += 1
+                improper += out == _IMPROPER
+                nonfinite += out == _NONFINITE
                 continue
-            cav_var = 1.0 / cav_prec
-            cav_mean = cav_var * (mean[j] / a_jj - nu_j)
-            yj = y[j]
-            prop = rule.update(likelihood, yj * cav_mean, cav_var, tau_j, yj * nu_j, yj * site_mean[j], a_jj)
-            tau_new = float(prop.precision)
-            nu_new = yj * float(prop.mean_precision)
-            if not (np.isfinite(tau_new) and np.isfinite(nu_new)):
-                skipped += 1
-                nonfinite += 1
-                continue
+            tau_new, nu_new, b = out
             d_tau, d_nu = tau_new - tau_j, nu_new - nu_j
             denom = 1.0 + d_tau * a_jj
             if not (denom > 0.0 and np.isfinite(denom)):
@@ -157,7 +172,7 @@ def blocked_sweep(
             coefs[used] = k
             used += 1
             new_tau[t], new_nu[t] = tau_new, nu_new
-            relaxation[j] = float(prop.relaxation)
+            relaxation[j] = b
             if tau_new != 0.0:
                 site_mean[j] = nu_new / tau_new
         post.set_sites(block, new_tau, new_nu)
