@@ -208,7 +208,7 @@ def parallel_sweep(
     """
     from relaxep.posterior import ImproperPosteriorError
 
-    a = np.diagonal(post.cov).copy()
+    a = post.marginal_var.copy()
     tau, nu, mean = post.site_precision.copy(), post.site_mean_precision.copy(), post.mean
     with np.errstate(divide="ignore", invalid="ignore"):
         cav_prec = 1.0 / a - tau
@@ -231,7 +231,7 @@ def parallel_sweep(
         new_nu = nu[idx] + s * (prop_nu - nu[idx])
         post.set_sites(idx, new_tau, new_nu)
         try:
-            post.refresh()
+            post.refresh(marginals_only=True)
             if np.all(np.isfinite(post.mean)):
                 break
         except ImproperPosteriorError:
