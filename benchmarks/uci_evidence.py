@@ -30,6 +30,7 @@ def main() -> None:
     parser.add_argument("--data-home", default="../shared/data")
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--c", type=float, nargs="*", default=[0.1, 1.0, 10.0])
+    parser.add_argument("--max-sweeps", type=int, default=100)
     args = parser.parse_args()
     methods = [("EP", EP()), ("PowerEP(0.8)", PowerEP(0.8))] + [(f"REP(c={c:g})", RelaxedEP(c)) for c in args.c]
     print(
@@ -48,7 +49,8 @@ def main() -> None:
                     start = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", ConvergenceWarning)
-                        clf = GPClassifier(likelihood=lik, rule=rule).fit(X_train, y[train])
+                        clf = GPClassifier(likelihood=lik, rule=rule, max_sweeps=args.max_sweeps)
+                        clf.fit(X_train, y[train])
                     times.append(time.perf_counter() - start)
                     errors.append(np.mean(clf.predict(X_test) != y[test]))
                     amps.append(clf.kernel_.k1.constant_value)
