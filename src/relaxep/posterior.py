@@ -161,6 +161,11 @@ class DensePosterior:
         if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
             raise ImproperPosteriorError("site parameters are not finite")
         n = self.n
+        if not np.any(tau):  # flat sites: the posterior is the prior, B = I
+            self._chol, self._lu = np.eye(n), None
+            self.cov = np.array(K, order="F")
+            self.mean = K @ nu
+            return
         if np.all(tau >= 0.0):
             sw = np.sqrt(tau)
             b = sw[:, None] * K * sw[None, :]
