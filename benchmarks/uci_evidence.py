@@ -31,6 +31,8 @@ def main() -> None:
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--c", type=float, nargs="*", default=[0.1, 1.0, 10.0])
     parser.add_argument("--max-sweeps", type=int, default=100)
+    parser.add_argument("--datasets", nargs="*", default=list(SIZES), choices=list(SIZES))
+    parser.add_argument("--likelihoods", nargs="*", default=["probit", "step"], choices=["probit", "step"])
     args = parser.parse_args()
     methods = [("EP", EP()), ("PowerEP(0.8)", PowerEP(0.8))] + [(f"REP(c={c:g})", RelaxedEP(c)) for c in args.c]
     print(
@@ -38,10 +40,12 @@ def main() -> None:
         "| learned amplitude^2 (median) | time/fit [s] |"
     )
     print("|---|---|---|---|---|---|---|")
-    for name, n_train in SIZES.items():
+    likelihoods = {"probit": Probit(), "step": NoisyStep(0.1)}
+    for name in args.datasets:
+        n_train = SIZES[name]
         X, y = load_dataset(name, args.data_home)
         splits = random_splits(len(y), n_train, args.splits, random_state=0)
-        for lik in (Probit(), NoisyStep(0.1)):
+        for lik in (likelihoods[key] for key in args.likelihoods):
             for label, rule in methods:
                 errors, amps, bad, times = [], [], 0, []
                 for train, test in splits:
