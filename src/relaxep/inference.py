@@ -152,9 +152,9 @@ def infer(
 ) -> InferenceResult:
     r"""Approximate the GP classification posterior with EP, Power EP or Relaxed EP.
 
-    Runs the paper's sequential schedule: each sweep visits every site once with a
-    rank-one posterior update, then recomputes the posterior from the sites by one
-    factorisation.
+    By default it runs the paper's sequential updates (each site in turn, each followed
+    by a rank-one posterior correction), applied blockwise; every sweep ends by
+    recomputing the posterior from the sites with one factorisation.
 
     Parameters
     ----------
