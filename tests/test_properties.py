@@ -40,14 +40,15 @@ def problems(draw):
     )
     if rule == RelaxedEP(1.0, "paper") and not isinstance(lik, NoisyStep):
         rule = RelaxedEP(1.0)
-    return K, y, lik, rule
+    schedule = draw(st.sampled_from(["blocked", "sequential", "parallel"]))
+    return K, y, lik, rule, schedule
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(problems())
 def test_results_are_finite_and_the_posterior_is_a_covariance(problem):
-    K, y, lik, rule = problem
-    res = infer(K, y, lik, rule, max_sweeps=40)
+    K, y, lik, rule, schedule = problem
+    res = infer(K, y, lik, rule, schedule=schedule, max_sweeps=40)
     assert res.status in STATUSES
     assert res.n_sweeps == len(res.trace) <= 40
     assert np.all(np.isfinite(res.mean)) and np.all(np.isfinite(res.cov))
