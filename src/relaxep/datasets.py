@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 from numpy.typing import NDArray
 
-__all__ = ["data_home", "load_dataset", "make_synthetic", "random_splits", "standardize"]
+__all__ = ["get_data_home", "load_dataset", "make_synthetic", "random_splits", "standardize"]
 
 _POS_MEAN = np.array([0.0, 0.0])
 _POS_SD = 0.8
@@ -73,7 +73,7 @@ _FILES = {
 }
 
 
-def data_home(path: str | os.PathLike | None = None) -> Path:
+def get_data_home(path: str | os.PathLike | None = None) -> Path:
     """Where datasets are read from: ``path``, else ``$RELAXEP_DATA``, else ``~/.cache/relaxep``."""
     if path is not None:
         return Path(path)
@@ -83,7 +83,7 @@ def data_home(path: str | os.PathLike | None = None) -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "relaxep"
 
 
-def load_dataset(name: str, data_home_path: str | os.PathLike | None = None) -> tuple[NDArray, NDArray]:
+def load_dataset(name: str, data_home: str | os.PathLike | None = None) -> tuple[NDArray, NDArray]:
     """Load one of the paper's datasets as ``X`` (float) and ``y`` in {-1, +1}.
 
     Reads ``<data_home>/<file>.csv``: a header row, the feature columns, then a last
@@ -91,7 +91,7 @@ def load_dataset(name: str, data_home_path: str | os.PathLike | None = None) -> 
     """
     if name not in _FILES:
         raise ValueError(f"unknown dataset {name!r}; choose one of {sorted(_FILES)}")
-    path = data_home(data_home_path) / _FILES[name]
+    path = get_data_home(data_home) / _FILES[name]
     if not path.is_file():
         raise FileNotFoundError(
             f"dataset {name!r} not found at {path}; pass data_home=... or set RELAXEP_DATA to a folder holding "
