@@ -232,8 +232,9 @@ def infer(
     if on_improper not in ("skip", "raise"):
         raise ValueError(f"on_improper must be 'skip' or 'raise', got {on_improper!r}")
     _check_psd(kernel)
-    # Rank-one updates are memory-bound: below a few thousand sites extra BLAS threads
-    # only add synchronisation (2 threads were 2x slower at n = 400 on 2 cores).
+    # Below ~2000 sites a second BLAS thread only adds synchronisation (measured on 2 cores,
+    # EP probit: n = 400 blocked 0.21 s vs 0.72 s, n = 1000 parallel 0.85 s vs 1.31 s); at
+    # n = 2000 two threads win (blocked 6.8 s vs 8.3 s, parallel 4.2 s vs 4.6 s).
     limits = 1 if n < _THREADED_MIN_N else None
     with threadpool_limits(limits=limits, user_api="blas"):
         return _run(
@@ -253,7 +254,7 @@ def infer(
         )
 
 
-_THREADED_MIN_N = 3000
+_THREADED_MIN_N = 2000
 
 
 @dataclass
