@@ -40,7 +40,7 @@ Array = NDArray[np.float64]
 
 @dataclass(frozen=True)
 class SiteProposal:
-    """New site natural parameters, the relaxation ``b`` used and the site mean."""
+    """New site natural parameters ``(tau, nu)`` and the relaxation ``b`` used (0 for EP, Power EP)."""
 
     precision: Array
     mean_precision: Array
@@ -294,7 +294,16 @@ class RelaxedEP(SiteRule):
         self.penalty = penalty
         self.damping = _check_damping(damping)
 
-    def objective(self, likelihood, relaxation, cavity_mean, cavity_var, tau, site_mean, marginal_var):
+    def objective(
+        self,
+        likelihood: Likelihood,
+        relaxation: Array,
+        cavity_mean: Array,
+        cavity_var: Array,
+        tau: Array,
+        site_mean: Array,
+        marginal_var: Array,
+    ) -> Array:
         """``Q(b)`` of this rule's variant (arrays broadcast)."""
         if self.variant == "paper":
             return paper_relaxed_objective(
@@ -304,7 +313,15 @@ class RelaxedEP(SiteRule):
             likelihood, relaxation, cavity_mean, cavity_var, site_mean, float(self.c), self.penalty == "scale_free"
         )
 
-    def relaxation(self, likelihood, cavity_mean, cavity_var, tau, site_mean, marginal_var) -> Array:
+    def relaxation(
+        self,
+        likelihood: Likelihood,
+        cavity_mean: Array | float,
+        cavity_var: Array | float,
+        tau: Array | float,
+        site_mean: Array | float,
+        marginal_var: Array | float,
+    ) -> Array:
         """Line search :math:`b^* = \\arg\\min_{b\\ge0} Q(b)`, vectorised over sites."""
         cols = [np.asarray(a, dtype=float)[..., None] for a in (cavity_mean, cavity_var, tau, site_mean, marginal_var)]
         cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
