@@ -40,7 +40,6 @@ from relaxep.schedules import (
     blocked_sweep,
     parallel_sweep,
     sequential_sweep,
-    site_means,
 )
 
 __all__ = ["ConvergenceStatus", "InferenceResult", "infer"]
@@ -270,14 +269,13 @@ class _Schedule:
         likelihood: Likelihood,
         rule: SiteRule,
         relaxation: Array,
-        site_mean: Array,
         order: Array,
     ) -> SweepStats:
         if self.name == "sequential":
-            return sequential_sweep(post, labels, likelihood, rule, relaxation, site_mean, order)
+            return sequential_sweep(post, labels, likelihood, rule, relaxation, order)
         if self.name == "blocked":
-            return blocked_sweep(post, labels, likelihood, rule, relaxation, site_mean, order, self.block_size)
-        return parallel_sweep(post, labels, likelihood, rule, relaxation, site_mean, self.step)
+            return blocked_sweep(post, labels, likelihood, rule, relaxation, order, self.block_size)
+        return parallel_sweep(post, labels, likelihood, rule, relaxation, self.step)
 
 
 def _run(
@@ -310,22 +308,16 @@ def _run(
     if post is None:
         post = DensePosterior(kernel)
         relaxation = np.zeros(n)
-    site_mean = site_means(post.site_precision, post.site_mean_precision)
 
     trace: list[float] = []
     skipped: list[int] = []
     status: ConvergenceStatus = "max_sweeps"
     alpha_prev = post.alpha
     for sweep in range(max_sweeps):
-        saved = (
-            post.site_precision.copy(),
-            post.site_mean_precision.copy(),
-            relaxation.copy(),
-            site_mean.copy(),
-        )
+        saved = (post.site_precision.copy(), post.site_mean_precision.copy(), relaxation.copy())
         perm = rng.permutation(n) if order == "random" else np.arange(n)
         try:
-            stats = schedule.sweep(post, labels, likelihood, rule, relaxation, site_mean, perm)
+            stats = schedule.sweep(post, labels, likelihood, rule, relaxation, perm)
         except ImproperPosteriorError:  # the parallel step could not keep the posterior proper
             stats = SweepStats(n, 0, 1)
         if stats.n_improper_cavities and on_improper == "raise":
@@ -348,7 +340,7 @@ def _run(
             status = "diverged"
             trace.append(float("inf"))
             post = DensePosterior(kernel, saved[0], saved[1])
-            relaxation, site_mean = saved[2], saved[3]
+            relaxation = saved[2]
             break
         trace.append(r)
         alpha_prev = alpha
@@ -358,7 +350,7 @@ def _run(
 
     return InferenceResult(
         mean=post.mean.copy(),
-        cov=np.array(post.cov, order="C"),
+        cov=post.cov.T,  # refreshed, hence exactly symmetric: a C-ordered view, not a second n x n copy
         alpha=post.alpha,
         site_precision=post.site_precision.copy(),
         site_mean_precision=post.site_mean_precision.copy(),

@@ -59,7 +59,6 @@ def _propose(
     mean_i: float,
     tau_i: float,
     nu_i: float,
-    site_mean_i: float,
 ) -> tuple[float, float, float] | str:
     r"""New f-space site ``(tau, nu, b)`` for one site, or why there is none.
 
@@ -72,6 +71,7 @@ def _propose(
         return _IMPROPER
     cav_var = 1.0 / cav_prec
     cav_mean = cav_var * (mean_i / a_ii - nu_i)
+    site_mean_i = nu_i / tau_i if tau_i != 0.0 else 0.0
     prop = rule.update(likelihood, y_i * cav_mean, cav_var, tau_i, y_i * nu_i, y_i * site_mean_i, a_ii)
     new_tau = float(prop.precision)
     new_nu = y_i * float(prop.mean_precision)
@@ -86,7 +86,6 @@ def sequential_sweep(
     likelihood: Likelihood,
     rule: SiteRule,
     relaxation: Array,
-    site_mean: Array,
     order: Array,
 ) -> SweepStats:
     r"""One sweep of sequential site updates in ``order`` (paper Section 5, steps a-f).
@@ -94,15 +93,15 @@ def sequential_sweep(
     For each site: cavity :math:`(h^{\setminus i}, \lambda_i)` from the current
     posterior; if it is improper (:math:`1/A_{ii} \le \tau_i`) skip the site; fold the
     label (:math:`g = y_i f_i`), ask ``rule`` for a new site, unfold, and apply the
-    rank-one update.  ``relaxation`` (``b``) and ``site_mean`` (``m_i``, f-space) are
-    updated in place.
+    rank-one update.  ``relaxation`` (``b``) is updated in place; REP's site mean
+    :math:`m_i` is derived from the sites (:func:`site_means`).
     """
     skipped = improper = nonfinite = 0
     for i in order:
         i = int(i)
         tau_i = post.site_precision[i]
         nu_i = post.site_mean_precision[i]
-        out = _propose(rule, likelihood, y[i], post.cov[i, i], post.mean[i], tau_i, nu_i, site_mean[i])
+        out = _propose(rule, likelihood, y[i], post.cov[i, i], post.mean[i], tau_i, nu_i)
         if isinstance(out, str):
             skipped += 1
             improper += out == _IMPROPER
@@ -113,8 +112,6 @@ def sequential_sweep(
             skipped += 1
             continue
         relaxation[i] = b
-        if new_tau != 0.0:
-            site_mean[i] = new_nu / new_tau
     return SweepStats(skipped, improper, nonfinite)
 
 
@@ -124,7 +121,6 @@ def blocked_sweep(
     likelihood: Likelihood,
     rule: SiteRule,
     relaxation: Array,
-    site_mean: Array,
     order: Array,
     block_size: int = 64,
 ) -> SweepStats:
@@ -152,7 +148,7 @@ def blocked_sweep(
         for t, j in enumerate(block):
             a_jj = panel[j, t]
             tau_j, nu_j = new_tau[t], new_nu[t]
-            out = _propose(rule, likelihood, y[j], a_jj, mean[j], tau_j, nu_j, site_mean[j])
+            out = _propose(rule, likelihood, y[j], a_jj, mean[j], tau_j, nu_j)
             if isinstance(out, str):
                 skipped += 1
                 improper += out == _IMPROPER
@@ -173,8 +169,6 @@ def blocked_sweep(
             used += 1
             new_tau[t], new_nu[t] = tau_new, nu_new
             relaxation[j] = b
-            if tau_new != 0.0:
-                site_mean[j] = nu_new / tau_new
         post.set_sites(block, new_tau, new_nu)
         post.downdate(vectors[:, :used], coefs[:used])
     return SweepStats(skipped, improper, nonfinite)
@@ -194,7 +188,6 @@ def parallel_sweep(
     likelihood: Likelihood,
     rule: SiteRule,
     relaxation: Array,
-    site_mean: Array,
     step: ParallelStep,
 ) -> SweepStats:
     r"""Update every site from one set of cavities, then refresh (one factorisation).
@@ -218,7 +211,9 @@ def parallel_sweep(
     cav_var = 1.0 / cav_prec[idx]
     cav_mean = cav_var * (mean[idx] / a[idx] - nu[idx])
     yi = y[idx]
-    prop = rule.update(likelihood, yi * cav_mean, cav_var, tau[idx], yi * nu[idx], yi * site_mean[idx], a[idx])
+    prop = rule.update(
+        likelihood, yi * cav_mean, cav_var, tau[idx], yi * nu[idx], yi * site_means(tau[idx], nu[idx]), a[idx]
+    )
     prop_tau = np.asarray(prop.precision, dtype=float)
     prop_nu = yi * np.asarray(prop.mean_precision, dtype=float)
     finite = np.isfinite(prop_tau) & np.isfinite(prop_nu)
@@ -242,6 +237,4 @@ def parallel_sweep(
             raise ImproperPosteriorError("the parallel step fell below its minimum without a proper posterior")
         step.size /= 2
     relaxation[idx] = b
-    nz = new_tau != 0.0
-    site_mean[idx[nz]] = new_nu[nz] / new_tau[nz]
     return SweepStats(improper + nonfinite, improper, nonfinite)
