@@ -225,11 +225,15 @@ def test_pima_ep_probit_with_learned_hyperparameters_beats_25_percent():
 
 def test_dataset_loader_reads_a_users_copy_and_names_the_folder_when_missing(tmp_path, monkeypatch):
     (tmp_path / "pima.csv").write_text("a,b,label\n1,2,1\n3,4,-1\n5,6,1\n")
-    X, y = load_dataset("pima", tmp_path)
+    with pytest.raises(ValueError, match="should have 532 rows"):
+        load_dataset("pima", tmp_path)
+    with pytest.warns(UserWarning, match="should have 532 rows"):
+        X, y = load_dataset("pima", tmp_path, strict=False)
     np.testing.assert_array_equal(X, [[1, 2], [3, 4], [5, 6]])
     np.testing.assert_array_equal(y, [1, -1, 1])
     monkeypatch.setenv("RELAXEP_DATA", str(tmp_path))
-    assert load_dataset("pima")[0].shape == (3, 2)
+    with pytest.warns(UserWarning):
+        assert load_dataset("pima", strict=False)[0].shape == (3, 2)
     with pytest.raises(FileNotFoundError, match="data_home"):
         load_dataset("heart", tmp_path)
     with pytest.raises(ValueError, match="unknown dataset"):
