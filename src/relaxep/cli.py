@@ -62,9 +62,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_demo.add_argument("--n-test", type=int, default=4000)
     p_demo.add_argument("--flip-rate", type=float, default=0.2)
     p_demo.add_argument("--seed", type=int, default=0)
+    p_rep = sub.add_parser(
+        "reproduce",
+        help="rerun the paper's studies; writes CSV tables, PNG figures and DIR/report.md (resumable)",
+    )
+    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all"])
+    p_rep.add_argument("--out", default="results", help="output folder (default: results)")
+    p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
+    p_rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes (joblib)")
+    p_rep.add_argument("--data-home", default=None, help="folder with the UCI CSVs (else $RELAXEP_DATA, then cache)")
+    p_rep.add_argument("--scheduler", default=None, help="address of a Dask scheduler to run the cells on")
     args = parser.parse_args(argv)
     if args.command == "demo":
         demo(args.n_train, args.n_test, args.flip_rate, args.seed)
+    elif args.command == "reproduce":
+        from relaxep.experiments.reproduce import STUDIES, reproduce
+
+        studies = STUDIES if args.study == "all" else (args.study,)
+        report = reproduce(
+            studies, args.out, quick=args.quick, n_jobs=args.jobs, data_home=args.data_home, scheduler=args.scheduler
+        )
+        print(f"report: {report}")
     return 0
 
 

@@ -1,0 +1,188 @@
+"""Figures of the studies, drawn from their table rows (matplotlib, Agg backend)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "plot_spam",
+    "plot_synthetic_boundaries",
+    "plot_synthetic_summary",
+    "plot_synthetic_traces",
+    "plot_toy_boundaries",
+    "plot_toy_errors",
+    "plot_uci",
+]
+
+Rows = Sequence[dict[str, Any]]
+_DPI = 72
+
+
+def _plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=_DPI)
+    _plt().close(fig)
+    return path
+
+
+def plot_toy_boundaries(rows: Rows, X: np.ndarray, y: np.ndarray, path: Path, eps: float = 0.2) -> Path:
+    """Figure 1(a): decision boundaries ``w^T x = 0`` of the posterior means."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    ax.scatter(*X[y > 0].T, marker="o", facecolors="none", edgecolors="tab:blue", label="y = +1")
+    ax.scatter(*X[y < 0].T, marker="x", color="tab:red", label="y = -1")
+    pick = {"EP": "tab:orange", "PEP u=0.8": "tab:green", "REP c=20": "tab:purple", "REP-paper c=20": "tab:brown"}
+    t = np.linspace(-3, 3, 2)
+    exact = None
+    for row in rows:
+        if row["eps"] != eps:
+            continue
+        exact = row["exact_mean_w"]
+        if row["method"] in pick:
+            w = row["mean_w"]
+            ax.plot(-w[1] * t, w[0] * t, color=pick[row["method"]], label=row["method"])
+    if exact is not None:
+        ax.plot(-exact[1] * t, exact[0] * t, "k--", label="exact")
+    ax.set(xlim=(-2.5, 2.5), ylim=(-2.5, 2.5), aspect="equal", title=f"toy, eps = {eps}")
+    ax.legend(fontsize=7, loc="lower left")
+    return _save(fig, path)
+
+
+def plot_toy_errors(rows: Rows, path: Path, eps: float = 0.2) -> Path:
+    """Figure 1(b)-(e): mean-square error of mean and covariance against ``u`` and ``c``."""
+    plt = _plt()
+    fig, axes = plt.subplots(2, 2, figsize=(7.5, 5.5))
+    sel = [r for r in rows if r["eps"] == eps]
+    ep = next(r for r in sel if r["method"] == "EP")
+    pep = sorted((r for r in sel if r["rule"] == "PowerEP"), key=lambda r: r["u"])
+    for col, metric in enumerate(("mse_mean", "mse_cov")):
+        ax = axes[0, col]
+        ax.plot([r["u"] for r in pep], [r[metric] for r in pep], "o-", color="tab:green", label="Power EP")
+        ax.axhline(ep[metric], color="tab:orange", label="EP")
+        ax.set(xlabel="power u", ylabel=metric.replace("_", " "), yscale="log")
+        ax.legend(fontsize=7)
+        ax = axes[1, col]
+        for variant, color in (("derived", "tab:purple"), ("paper", "tab:brown")):
+            rep = sorted(
+                (r for r in sel if r["rule"] == "RelaxedEP" and r["variant"] == variant and r["method"][-5:] != "c=20"),
+                key=lambda r: r["c"],
+            )
+            ok = [r for r in rep if r["converged"]]
+            ax.plot([r["c"] for r in rep], [r[metric] for r in rep], "-", color=color, label=f"REP ({variant})")
+            ax.plot([r["c"] for r in ok], [r[metric] for r in ok], "o", color=color, ms=3)
+        ax.axhline(ep[metric], color="tab:orange", label="EP")
+        ax.set(xlabel="c (dots: converged)", ylabel=metric.replace("_", " "), xscale="log", yscale="log")
+        ax.legend(fontsize=7)
+    fig.suptitle(f"toy, eps = {eps}: error against the exact posterior of w", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_synthetic_boundaries(
+    rows: Rows, X: np.ndarray, y: np.ndarray, grid: np.ndarray, methods: Sequence[str], path: Path
+) -> Path:
+    """Figure 2: decision boundaries (latent mean = 0) on one 20%-noise training set."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(methods), figsize=(3.3 * len(methods), 3.4))
+    gx, gy = np.meshgrid(grid, grid)
+    for ax, name in zip(np.atleast_1d(axes), methods, strict=False):
+        row = next((r for r in rows if r["method"] == name and "boundary_latent" in r), None)
+        ax.scatter(*X[y > 0].T, s=6, marker="o", facecolors="none", edgecolors="tab:blue", linewidths=0.5)
+        ax.scatter(*X[y < 0].T, s=6, marker="x", color="tab:red", linewidths=0.5)
+        if row is not None:
+            z = np.asarray(row["boundary_latent"]).reshape(gx.shape)
+            ax.contour(gx, gy, z, levels=[0.0], colors="k")
+            ax.set_title(f"{name}: {row['status']}, {row['sweeps']} sweeps", fontsize=8)
+        ax.set(xticks=[], yticks=[], aspect="equal")
+    return _save(fig, path)
+
+
+def plot_synthetic_traces(rows: Rows, methods: Sequence[str], path: Path) -> Path:
+    """Figure 3: ``R(iter)`` of the first repeat at each flip rate."""
+    plt = _plt()
+    rates = sorted({r["rate"] for r in rows})
+    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.3))
+    for ax, rate in zip(np.atleast_1d(axes), rates, strict=False):
+        for name in methods:
+            row = next((r for r in rows if r["method"] == name and r["rate"] == rate and r["repeat"] == 0), None)
+            if row is not None and row["trace"]:
+                ax.semilogy(np.arange(1, len(row["trace"]) + 1), row["trace"], label=name, lw=1)
+        ax.axhline(1e-3, color="grey", ls=":", lw=1)
+        ax.set(xlabel="sweep", ylabel="R = ||alpha_t - alpha_{t-1}||", title=f"{rate:.0%} labels flipped")
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_synthetic_summary(summary: Rows, path: Path) -> Path:
+    """Figure 4: mean sweeps, failures to converge and test error per method and flip rate."""
+    plt = _plt()
+    rates = sorted({r["rate"] for r in summary})
+    methods = list(dict.fromkeys(r["method"] for r in summary))
+    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    width = 0.8 / len(rates)
+    x = np.arange(len(methods))
+    for k, rate in enumerate(rates):
+        by = {r["method"]: r for r in summary if r["rate"] == rate}
+        vals = [
+            [by[m]["mean_sweeps"] for m in methods],
+            [by[m]["n_runs"] - by[m]["n_converged"] for m in methods],
+            [100 * by[m]["error_mean"] for m in methods],
+        ]
+        errs = [None, None, [100 * by[m]["error_std"] for m in methods]]
+        for ax, v, e in zip(axes, vals, errs, strict=True):
+            ax.bar(x + k * width, v, width, yerr=e, label=f"{rate:.0%} flipped")
+    for ax, title in zip(axes, ("sweeps (cap if not converged)", "runs not converged", "test error [%]"), strict=True):
+        ax.set_xticks(x + width * (len(rates) - 1) / 2, methods, rotation=60, ha="right", fontsize=7)
+        ax.set_title(title, fontsize=9)
+    axes[0].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_uci(summary: Rows, path: Path, rate: float = 0.0) -> Path:
+    """Figure 5: test error (mean +- std over splits) per dataset and method."""
+    plt = _plt()
+    sel = [r for r in summary if r["rate"] == rate]
+    datasets = list(dict.fromkeys(r["dataset"] for r in sel))
+    methods = list(dict.fromkeys(r["method"] for r in sel))
+    fig, ax = plt.subplots(figsize=(8, 3.6))
+    width = 0.8 / len(methods)
+    x = np.arange(len(datasets))
+    for k, m in enumerate(methods):
+        by = {r["dataset"]: r for r in sel if r["method"] == m}
+        ax.bar(
+            x + k * width,
+            [100 * by[d]["error_mean"] for d in datasets],
+            width,
+            yerr=[100 * by[d]["error_std"] for d in datasets],
+            label=m,
+        )
+    ax.set_xticks(x + width * (len(methods) - 1) / 2, datasets)
+    ax.set_ylabel("test error [%]")
+    ax.legend(fontsize=7, ncol=3)
+    return _save(fig, path)
+
+
+def plot_spam(summary: Rows, path: Path) -> Path:
+    """Figure 6: Spam test error against the fraction of flipped labels."""
+    plt = _plt()
+    sel = [r for r in summary if r["dataset"] == "spambase"]
+    methods = list(dict.fromkeys(r["method"] for r in sel))
+    fig, ax = plt.subplots(figsize=(5, 3.6))
+    for m in methods:
+        pts = sorted((r["rate"], r["error_mean"], r["error_std"]) for r in sel if r["method"] == m)
+        ax.errorbar([100 * p[0] for p in pts], [100 * p[1] for p in pts], [100 * p[2] for p in pts], label=m, capsize=2)
+    ax.set(xlabel="labels flipped in train and test [%]", ylabel="test error [%]", title="spambase")
+    ax.legend(fontsize=7)
+    return _save(fig, path)
