@@ -122,7 +122,12 @@ def toy_cells(quick: bool = False, max_sweeps: int = 200, tol: float = 1e-4) -> 
 
 
 def run_toy(
-    cache_dir: str | None = None, *, quick: bool = False, n_jobs: int = 1, scheduler: str | None = None
+    cache_dir: str | None = None,
+    *,
+    quick: bool = False,
+    n_jobs: int = 1,
+    scheduler: str | None = None,
+    stats: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or read from ``cache_dir``) the toy study; one row per ``eps`` x method."""
-    return run_cells(toy_cells(quick), cache_dir, n_jobs=n_jobs, scheduler=scheduler, desc="toy")
+    return run_cells(toy_cells(quick), cache_dir, n_jobs=n_jobs, scheduler=scheduler, desc="toy", stats=stats)
