@@ -77,7 +77,11 @@ def plot_toy_errors(rows: Rows, path: Path, eps: float = 0.2) -> Path:
         ax = axes[1, col]
         for variant, color in (("derived", "tab:purple"), ("paper", "tab:brown")):
             rep = sorted(
-                (r for r in sel if r["rule"] == "RelaxedEP" and r["variant"] == variant and r["method"][-5:] != "c=20"),
+                (
+                    r
+                    for r in sel
+                    if r["rule"] == "RelaxedEP" and r["variant"] == variant and not r["method"].endswith(" c=20")
+                ),
                 key=lambda r: r["c"],
             )
             ok = [r for r in rep if r["converged"]]

@@ -124,7 +124,11 @@ def _better_range(at: dict[str, dict], variant: str) -> tuple[list[float], list[
     pep_mean = min(r["mse_mean"] for r in at.values() if r["rule"] == "PowerEP")
     pep_cov = min(r["mse_cov"] for r in at.values() if r["rule"] == "PowerEP")
     rep = sorted(
-        (r for r in at.values() if r["rule"] == "RelaxedEP" and r["variant"] == variant and r["method"][-5:] != "c=20"),
+        (
+            r
+            for r in at.values()
+            if r["rule"] == "RelaxedEP" and r["variant"] == variant and not r["method"].endswith(" c=20")
+        ),
         key=lambda r: r["c"],
     )
     good = [
