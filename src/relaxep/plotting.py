@@ -33,7 +33,7 @@ def _plt():
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
-    fig.savefig(path, dpi=_DPI)
+    fig.savefig(path, dpi=_DPI, bbox_inches="tight")
     _plt().close(fig)
     return path
 
