@@ -42,8 +42,9 @@ class KernelNotPositiveDefiniteError(ValueError):
 class DensePosterior:
     """Mutable dense posterior ``N(mean, cov)`` of ``f`` given site parameters.
 
-    Holds ``K`` (not copied; never written), ``cov`` (``n x n``, the only other
-    ``n x n`` array), ``mean``, ``site_precision``, ``site_mean_precision``.
+    Holds ``K`` (not copied; never written), ``cov`` (``n x n``), ``mean``,
+    ``site_precision``, ``site_mean_precision`` and, during a blocked sweep, the sweep's
+    deferred rank-one corrections (:meth:`defer_downdate`, up to another ``n x n``).
     """
 
     def __init__(self, kernel: Array, site_precision: Array | None = None, site_mean_precision: Array | None = None):
@@ -56,6 +57,7 @@ class DensePosterior:
         self._cov = np.empty((n, n), order="F")
         self._cov_stale = False  # True after refresh(marginals_only=True)
         self._marginal_var = np.empty(n)
+        self._pending: tuple[Array, Array] | None = None  # deferred  A -= V diag(k) V^T
         self.mean = np.empty(n)
         self._chol: Array | None = None  # Cholesky factor of B when all tau >= 0
         self._lu: tuple[Array, Array] | None = None  # LU of I + T K otherwise
@@ -71,6 +73,10 @@ class DensePosterior:
         """The posterior covariance ``A`` (computed on demand after a marginals-only refresh)."""
         if self._cov_stale:
             self.refresh()
+        if self._pending is not None:
+            vectors, coefficients = self._pending
+            self._pending = None
+            self.downdate(vectors, coefficients)
         return self._cov
 
     @cov.setter
@@ -81,7 +87,9 @@ class DensePosterior:
     @property
     def marginal_var(self) -> Array:
         """Posterior marginal variances, ``diag(A)``."""
-        return self._marginal_var if self._cov_stale else np.diagonal(self._cov)
+        if self._cov_stale:
+            return self._marginal_var
+        return np.diagonal(self.cov)
 
     @property
     def alpha(self) -> Array:
@@ -142,6 +150,16 @@ class DensePosterior:
             self.cov = dgemm(-1.0, vectors * coefficients, vectors, beta=1.0, c=self.cov, trans_b=1, overwrite_c=1)
         self._chol = self._lu = None
 
+    def defer_downdate(self, vectors: Array, coefficients: Array) -> None:
+        r"""Record :math:`A \leftarrow A - V \operatorname{diag}(k) V^\top` without applying it.
+
+        It is applied on the next access to :attr:`cov` (one ``gemm``), or dropped by
+        :meth:`refresh`, which recomputes ``A`` from the sites: a sweep that ends in a
+        refresh never pays for it.  ``vectors`` is kept, not copied.
+        """
+        self._pending = (vectors, coefficients)
+        self._chol = self._lu = None
+
     # ------------------------------------------------------------- refresh
     def refresh(self, marginals_only: bool = False) -> None:
         r"""Recompute ``cov`` and ``mean`` from the sites by one factorisation.
@@ -170,6 +188,7 @@ class DensePosterior:
             If some ``tau < 0`` and the resulting ``A`` is not positive definite.
         """
         K, tau, nu = self.kernel, self.site_precision, self.site_mean_precision
+        self._pending = None
         if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
             raise ImproperPosteriorError("site parameters are not finite")
         n = self.n
