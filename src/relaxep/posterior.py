@@ -175,7 +175,7 @@ class DensePosterior:
 
         one Cholesky and one triangular inverse, :math:`2n^3/3` flops instead of
         :math:`7n^3/3` for the full ``cov``.  Where :math:`1 - (B^{-1})_{ii} = \tau_i A_{ii}`
-        is below 0.05 (the site holds under 5% of the posterior precision, so the
+        is below 0.01 (the site holds under 1% of the posterior precision, so the
         subtraction would lose digits) the variance is recomputed directly,
         :math:`A_{ii} = K_{ii} - \|L^{-1} S^{1/2} K_{\cdot i}\|^2`.  ``cov`` is formed on
         first access.
@@ -235,7 +235,7 @@ class DensePosterior:
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
 
-    _DIRECT_BELOW = 0.05  # tau_i A_ii under which A_ii is recomputed directly
+    _DIRECT_BELOW = 1e-2  # tau_i A_ii under which A_ii is recomputed directly (error <~ 1e2 eps cond(B))
 
     def _refresh_marginals(self, chol: Array, sw: Array) -> None:
         """``diag(A)`` and ``mean`` from the Cholesky factor of ``B`` (see :meth:`refresh`)."""
@@ -262,9 +262,10 @@ class DensePosterior:
         r"""``A`` from :math:`B^{-1}` (LAPACK ``potri``, :math:`2n^3/3` flops), or ``None``.
 
         :math:`A_{ij} = (\delta_{ij} - (B^{-1})_{ij}) / \sqrt{\tau_i\tau_j}` for sites
-        holding at least 5% of their posterior precision (:math:`\tau_i A_{ii} \ge 0.05`);
-        the columns of the others are formed directly,
-        :math:`A_{\cdot J} = K_{\cdot J} - K S^{1/2} B^{-1} S^{1/2} K_{\cdot J}`.  Returns
+        holding at least 1% of their posterior precision (:math:`\tau_i A_{ii} \ge 0.01`);
+        the columns of the others are formed directly, as
+        :math:`A_{\cdot J} = S^{-1/2} B^{-1} S^{1/2} K_{\cdot J}` in the other rows and
+        :math:`K_{JJ} - K_{J\cdot} S^{1/2} B^{-1} S^{1/2} K_{\cdot J}` in theirs.  Returns
         ``None`` (use :math:`K - V^\top V`, :math:`7n^3/3` flops) when more than a quarter of
         the sites are such.
         """
@@ -281,8 +282,12 @@ class DensePosterior:
         binv += np.tril(binv, -1).T  # B^{-1}, symmetric
         cols = None
         if direct.size:
+            # A = S^-1/2 B^-1 S^1/2 K (since I - B^-1 = B^-1 S^1/2 K S^1/2): no cancellation in
+            # rows of well-determined sites; rows of weak sites by A = K - K S^1/2 B^-1 S^1/2 K.
             kj = K[:, direct]
-            cols = kj - K @ (sw[:, None] * (binv @ (sw[:, None] * kj)))
+            t = binv @ (sw[:, None] * kj)
+            cols = t / np.where(share >= self._DIRECT_BELOW, sw, 1.0)[:, None]
+            cols[direct] = kj[direct] - K[direct] @ (sw[:, None] * t)
         inv_sw = 1.0 / np.where(share >= self._DIRECT_BELOW, sw, 1.0)
         cov = binv  # overwritten in place: (I - B^{-1}) / sqrt(tau tau^T)
         cov *= -1.0
