@@ -70,3 +70,21 @@ def test_auto_falls_back_when_ep_oscillates():
     assert auto.attempts[0] == ("EP(damping=1.0)", "max_sweeps", 150)
     assert auto.rule.damping == 0.5
     assert auto.trace[-1] < 0.5e-3  # tolerance tightened by the damping step
+
+
+def test_hardness_suite_rows_and_auto_targets():
+    """Two small problems of the quick suite (one with MCMC ground truth): every method gives
+    a row, auto converges, and the summary's targets are computed from those rows."""
+    from relaxep.experiments.robustness import ROBUST_METHODS, problem_grid, run_robustness, summarize_robustness
+
+    specs = problem_grid(8, max_n=200)
+    small = next(s["problem"] for s in specs if s["n"] <= 100)
+    rows = run_robustness(None, quick=True, problems=[small])
+    assert [r["method"] for r in rows] == [m["label"] for m in ROBUST_METHODS]
+    assert all(r["status"] in ("converged", "max_sweeps", "diverged") and not r["nan"] for r in rows)
+    assert all("mean_rmse" in r and r["mcmc_rhat"] < 1.1 for r in rows)
+    auto = rows[-1]
+    assert auto["converged"]
+    table, targets = summarize_robustness(rows)
+    assert len(table) == len(ROBUST_METHODS)
+    assert targets["auto_converged"] == targets["auto_runs"] == 1
