@@ -144,7 +144,7 @@ def run_robustness(
     problems: list[int] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the suite (``problems``: a subset of its problem numbers); MCMC ground truth for ``n <= 100``."""
-    specs = problem_grid(8 if quick else 40, max_n=200 if quick else 400)
+    specs = problem_grid(8 if quick else 30, max_n=200 if quick else 400)
     if problems is not None:
         specs = [s for s in specs if s["problem"] in problems]
     n_samples = 2000 if quick else 8000
