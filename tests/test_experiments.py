@@ -115,7 +115,7 @@ def quick_report(tmp_path_factory):
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    before = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in cache.glob("*.json")}
+    before = {f.name: (f.stat().st_mtime_ns, f.read_bytes()) for f in cache.glob("*.json") if f.name[0] != "."}
     report = reproduce(("toy", "synthetic", "uci"), out, quick=True, n_jobs=2, data_home=str(SHARED_DATA))
     return out, report, before
 
@@ -128,6 +128,8 @@ def test_a_killed_run_resumes_without_recomputing_finished_cells(quick_report):
     for name, (mtime, data) in before.items():
         assert after[name].stat().st_mtime_ns == mtime and after[name].read_bytes() == data
     assert not list((out / "cache" / "toy-quick").glob(".tmp-*"))
+    computed = len(after) - len(before)
+    assert f"({computed} cells computed, {len(before)} read from the cache" in (out / "report.md").read_text()
 
 
 def test_quick_report_states_every_claim_with_a_verdict(quick_report):

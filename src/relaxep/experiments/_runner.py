@@ -66,6 +66,7 @@ def run_cells(
     scheduler: str | None = None,
     desc: str = "cells",
     progress: bool = True,
+    stats: dict[str, int] | None = None,
 ) -> list[dict]:
     """Compute every cell not already in ``cache_dir``; return all rows in cell order.
 
@@ -84,6 +85,8 @@ def run_cells(
         Label of the progress bar.
     progress : bool
         Show a tqdm progress bar.
+    stats : dict, optional
+        Incremented in place: ``"cached"`` (cells read from the cache) and ``"computed"``.
     """
     cells = list(cells)
     keys = [c.key for c in cells]
@@ -93,12 +96,17 @@ def run_cells(
     rows: dict[str, dict] = {}
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
+        for stale in cache.glob(".tmp-*"):  # a write cut short by a killed run
+            stale.unlink(missing_ok=True)
         for key in keys:
             path = cache / f"{key}.json"
             if path.is_file():
                 with open(path) as fh:
                     rows[key] = json.load(fh)
     todo = [c for c in cells if c.key not in rows]
+    if stats is not None:
+        stats["cached"] = stats.get("cached", 0) + len(cells) - len(todo)
+        stats["computed"] = stats.get("computed", 0) + len(todo)
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=desc, disable=not progress, leave=False)
 
     def record(key: str, row: dict) -> None:

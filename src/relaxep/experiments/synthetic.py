@@ -74,6 +74,7 @@ def run_synthetic(
     quick: bool = False,
     n_jobs: int = 1,
     scheduler: str | None = None,
+    stats: dict[str, int] | None = None,
     rates: tuple[float, ...] = (0.1, 0.2),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Run the synthetic study; returns (fit rows, cross-validation rows)."""
@@ -81,7 +82,7 @@ def run_synthetic(
     n_test = 2000 if quick else 39_600
     max_sweeps = 30 if quick else 100
     methods = paper_methods(c_values=(0.1, 1.0, 10.0), paper_c_values=(1.0, 10.0))
-    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler)
+    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler, stats=stats)
     cv_cells = [
         Cell(
             f"cv-r{r}-rate{rate}",

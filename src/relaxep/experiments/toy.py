@@ -103,7 +103,7 @@ def _toy_cell(eps: float, spec: dict[str, Any], max_sweeps: int, tol: float) -> 
     return row
 
 
-def toy_cells(quick: bool = False, max_sweeps: int = 500, tol: float = 1e-4) -> list[Cell]:
+def toy_cells(quick: bool = False, max_sweeps: int = 200, tol: float = 1e-4) -> list[Cell]:
     """Cells of the toy study: ``eps`` in {0.1, 0.2, 0.25} x EP, damped EP, Power EP over a
     grid of ``u``, REP (derived and printed) over a log grid of ``c``; converged when
     ``R < tol`` (stricter than the paper's 1e-3, since the study measures the fixed point)."""
@@ -122,9 +122,12 @@ def toy_cells(quick: bool = False, max_sweeps: int = 500, tol: float = 1e-4) -> 
 
 
 def run_toy(
-    cache_dir: str | None = None, *, quick: bool = False, n_jobs: int = 1, scheduler: str | None = None
+    cache_dir: str | None = None,
+    *,
+    quick: bool = False,
+    n_jobs: int = 1,
+    scheduler: str | None = None,
+    stats: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Run (or read from ``cache_dir``) the toy study; one row per ``eps`` x method."""
-    return run_cells(
-        toy_cells(quick, max_sweeps=200 if quick else 500), cache_dir, n_jobs=n_jobs, scheduler=scheduler, desc="toy"
-    )
+    return run_cells(toy_cells(quick), cache_dir, n_jobs=n_jobs, scheduler=scheduler, desc="toy", stats=stats)

@@ -93,6 +93,7 @@ def run_uci(
     quick: bool = False,
     n_jobs: int = 1,
     scheduler: str | None = None,
+    stats: dict[str, int] | None = None,
     data_home: str | None = None,
     datasets: tuple[str, ...] = ("heart", "pima", "diabetes", "haberman", "spambase"),
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -105,7 +106,7 @@ def run_uci(
         n_splits = 2 if quick else DATASETS[name]["n_splits"]
         rates = ((0.2,) if quick else SPAM_RATES) if name == "spambase" else (0.0,)
         settings += [(name, rate, n_splits) for rate in rates]
-    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler)
+    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler, stats=stats)
     cv_cells = [
         Cell(f"cv-{name}-rate{rate}", _cv_cell, dict(name=name, rate=rate, data_home=data_home, n_splits=n_splits))
         for name, rate, n_splits in settings
