@@ -94,6 +94,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--peer-max-n", type=int, default=1000)
     parser.add_argument("--out", default=str(Path(__file__).parent / "results" / "speed.md"))
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads, the same for every contender")
     args = parser.parse_args()
 
     lines = [
@@ -102,7 +103,7 @@ def main() -> None:
         "|---|---|---|---|---|---|---|---|",
     ]
     X_test, y_test, _ = make_synthetic(1000, 0.0, random_state=99)
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=args.threads, user_api="blas"):
         for n in args.sizes:
             X, y, _ = make_synthetic(n // 2, 0.1, random_state=n)
             repeats = args.repeats if n <= 1000 else 1

@@ -2,8 +2,11 @@
 
 import numpy as np
 import pytest
+from scipy.linalg import solve_triangular
+from sklearn.gaussian_process.kernels import RBF
 
 from relaxep import EP, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from relaxep.posterior import DensePosterior
 
 
 def _problem(n, seed, flip=0.1, jitter=1e-4):
@@ -89,3 +92,28 @@ def test_parallel_step_is_halved_rather_than_accepting_an_improper_posterior():
 def test_bad_schedule_options(kwargs, match):
     with pytest.raises(ValueError, match=match):
         infer(np.eye(2), np.array([1.0, -1.0]), Probit(), EP(), **kwargs)
+
+
+@pytest.mark.parametrize("scale", [1.0, 50.0])
+@pytest.mark.parametrize("weak_sites", [0, 20, 150])
+def test_refresh_from_the_inverse_of_b_equals_the_textbook_covariance(scale, weak_sites):
+    """Both refreshes (full and marginals-only) against R&W's A = K - V^T V, V = L^-1 S^1/2 K,
+    including sites with tiny or zero precision (whose columns are formed directly)."""
+    rng = np.random.default_rng(weak_sites)
+    n = 300
+    X = rng.normal(size=(n, 2))
+    K = RBF(0.7)(X) + 1e-6 * np.eye(n)
+    tau = scale * rng.gamma(0.5, 2.0, n)
+    tau[:weak_sites] = np.where(np.arange(weak_sites) % 2, 1e-9, 0.0)
+    nu = rng.normal(size=n)
+    sw = np.sqrt(tau)
+    L = np.linalg.cholesky(np.eye(n) + sw[:, None] * K * sw[None, :])
+    V = solve_triangular(L, sw[:, None] * K, lower=True)
+    want = K - V.T @ V
+    post = DensePosterior(K, tau, nu)
+    np.testing.assert_allclose(post.cov, want, rtol=0, atol=1e-13 * np.abs(want).max())
+    np.testing.assert_array_equal(post.cov, post.cov.T)
+    np.testing.assert_allclose(post.mean, want @ nu, rtol=0, atol=1e-12 * np.abs(want @ nu).max())
+    post.refresh(marginals_only=True)
+    np.testing.assert_allclose(post.marginal_var, np.diag(want), rtol=1e-11)
+    np.testing.assert_allclose(post.mean, want @ nu, rtol=0, atol=1e-12 * np.abs(want @ nu).max())

@@ -77,7 +77,6 @@ class InferenceResult:
     """
 
     mean: Array
-    cov: Array
     alpha: Array
     site_precision: Array
     site_mean_precision: Array
@@ -92,6 +91,16 @@ class InferenceResult:
     skipped_per_sweep: Array = field(repr=False)
     _posterior: DensePosterior = field(repr=False, compare=False)
     attempts: tuple[tuple[str, str, int], ...] = ()
+
+    @property
+    def cov(self) -> Array:
+        """Posterior covariance of ``f`` at the training points, ``(n, n)``.
+
+        Formed on first access (after the parallel schedule, whose sweeps keep only the
+        marginals, that is one more factorisation); exactly symmetric, a C-ordered view
+        of the posterior's array rather than a copy.
+        """
+        return self._posterior.cov.T
 
     @property
     def converged(self) -> bool:
@@ -373,7 +382,6 @@ def _run(
 
     return InferenceResult(
         mean=post.mean.copy(),
-        cov=post.cov.T,  # refreshed, hence exactly symmetric: a C-ordered view, not a second n x n copy
         alpha=post.alpha,
         site_precision=post.site_precision.copy(),
         site_mean_precision=post.site_mean_precision.copy(),

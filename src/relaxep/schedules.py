@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy.linalg.blas import dger
+from scipy.linalg.blas import dgemm, dger
 
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior
@@ -129,22 +129,38 @@ def blocked_sweep(
     r"""The sequential sweep in blocks of ``block_size`` sites (same iterates, BLAS-3).
 
     Within a block :math:`J`, site :math:`j` needs only :math:`A_{jj}`, :math:`\mu_j` and,
-    for later sites, the columns :math:`A_{:,J}`.  After each site the panel
-    :math:`P = A_{:,J}` receives :math:`P \leftarrow P - k\, a\, a_J^\top` (:math:`a` the
-    site's current column, :math:`k = \Delta\tau/(1 + \Delta\tau A_{jj})`), the mean its
-    rank-one step, and :math:`(k, a)` is recorded; at the block's end
-    :math:`A \leftarrow A - \sum_t k_t a_t a_t^\top` in one ``gemm``.  Memory: the ``n x n``
-    covariance plus two ``n x B`` panels.
+    for later sites, the columns :math:`A_{:,J}`.  The covariance :math:`A_0` of the
+    sweep's start is not written: the block's panel is formed as
+    :math:`P = A_{0,:J} - V D V_{J}^\top` from the corrections :math:`(k_t, a_t)` recorded so
+    far (one ``gemm``, :math:`2 n m B` flops after :math:`m` updates, :math:`n^3` per sweep
+    in all, half of updating all of :math:`A` after every block).  After each site the
+    panel receives :math:`P \leftarrow P - k\, a\, a_J^\top` (:math:`a` the site's current
+    column, :math:`k = \Delta\tau/(1 + \Delta\tau A_{jj})`) and the mean its rank-one step.
+    The sweep's corrections are left deferred on the posterior
+    (:meth:`~relaxep.posterior.DensePosterior.defer_downdate`): the refresh that ends
+    the sweep recomputes :math:`A` anyway.  Memory: :math:`A_0`, the ``n x m`` corrections
+    (at most ``n x n``) and one ``n x B`` panel.
     """
     skipped = improper = nonfinite = 0
     n = post.n
     tau_all, nu_all, mean = post.site_precision, post.site_mean_precision, post.mean
+    cov0 = post.cov  # applies any earlier deferred corrections first; not written below
+    vectors = np.empty((n, len(order)), order="F")
+    coefs = np.empty(len(order))
+    used = 0
     for start in range(0, len(order), block_size):
         block = np.asarray(order[start : start + block_size], dtype=np.intp)
-        panel = np.asfortranarray(post.cov[:, block])  # fancy indexing copies
-        vectors = np.empty((n, block.size), order="F")
-        coefs = np.empty(block.size)
-        used = 0
+        panel = np.asfortranarray(cov0[:, block])  # fancy indexing copies
+        if used:
+            panel = dgemm(
+                -1.0,
+                vectors[:, :used] * coefs[:used],
+                vectors[block, :used],
+                beta=1.0,
+                c=panel,
+                trans_b=1,
+                overwrite_c=1,
+            )
         new_tau = tau_all[block].copy()
         new_nu = nu_all[block].copy()
         for t, j in enumerate(block):
@@ -172,7 +188,7 @@ def blocked_sweep(
             new_tau[t], new_nu[t] = tau_new, nu_new
             relaxation[j] = b
         post.set_sites(block, new_tau, new_nu)
-        post.downdate(vectors[:, :used], coefs[:used])
+    post.defer_downdate(vectors[:, :used], coefs[:used])
     return SweepStats(skipped, improper, nonfinite)
 
 
