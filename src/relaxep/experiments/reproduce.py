@@ -188,7 +188,7 @@ def reproduce(
         from relaxep.experiments.robustness import run_robustness, summarize_robustness
 
         t0 = time.perf_counter()
-        rob = run_robustness(str(out / "cache" / f"robustness-{mode}"), **sub)
+        rob = run_robustness(str(out / "cache" / f"robustness-{mode}"), stats=cells["robustness"], **sub)
         timing["robustness"] = time.perf_counter() - t0
         table, targets = summarize_robustness(rob)
         write_csv(rob, out / "robustness.csv")

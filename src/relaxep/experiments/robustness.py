@@ -142,6 +142,7 @@ def run_robustness(
     n_jobs: int = 1,
     scheduler: str | None = None,
     problems: list[int] | None = None,
+    stats: dict[str, int] | None = None,
 ) -> list[dict[str, Any]]:
     """Run the suite (``problems``: a subset of its problem numbers); MCMC ground truth for ``n <= 100``."""
     specs = problem_grid(8 if quick else 30, max_n=200 if quick else 400)
@@ -149,7 +150,7 @@ def run_robustness(
         specs = [s for s in specs if s["problem"] in problems]
     n_samples = 2000 if quick else 8000
     max_sweeps = 100 if quick else 200
-    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler)
+    sub = dict(cache_dir=cache_dir, n_jobs=n_jobs, scheduler=scheduler, stats=stats)
     small = [s for s in specs if s["n"] <= 100]
     truths = run_cells(
         [Cell(f"mcmc-{s['problem']}", _mcmc_cell, dict(spec=s, n_samples=n_samples)) for s in small],
