@@ -80,6 +80,10 @@ class Likelihood(ParamsMixin, ABC):
         var = np.asarray(cavity_var, dtype=float)
         return self._expected_log_lik(mean, var)
 
+    def log_lik(self, g: ArrayLike) -> Array:
+        r"""Pointwise :math:`\log t(g)` of the folded latent ``g = y f`` (for MCMC)."""
+        return self._log_lik(np.asarray(g, dtype=float))
+
     def predict(self, latent_mean: ArrayLike, latent_var: ArrayLike) -> Array:
         r"""Predictive :math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df`."""
         return np.exp(self.log_z(latent_mean, latent_var).log_z)
@@ -89,6 +93,9 @@ class Likelihood(ParamsMixin, ABC):
 
     @abstractmethod
     def _expected_log_lik(self, mean: Array, var: Array) -> Array: ...
+
+    @abstractmethod
+    def _log_lik(self, g: Array) -> Array: ...
 
 
 class NoisyStep(Likelihood):
@@ -129,6 +136,11 @@ class NoisyStep(Likelihood):
         dlog_z = weight * normal_cdf_ratio(z) / sd
         d2log_z = -dlog_z * (dlog_z + z / sd)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _log_lik(self, g: Array) -> Array:
+        # t(0) = eps + (1 - 2 eps) / 2 = 1/2 (Theta(0) = 1/2; a null set under any Gaussian)
+        eps = float(self.eps)
+        return np.where(g > 0, np.log1p(-eps), np.where(g < 0, self._log_eps, np.log(0.5)))
 
     def _expected_log_lik(self, mean: Array, var: Array) -> Array:
         # E[log t] = [(1-eps) log(1-eps) Phi(z) + eps log(eps) (1 - Phi(z))] / Z

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "plot_robustness",
     "plot_spam",
     "plot_synthetic_boundaries",
     "plot_synthetic_summary",
@@ -189,4 +190,19 @@ def plot_spam(summary: Rows, path: Path) -> Path:
         ax.errorbar([100 * p[0] for p in pts], [100 * p[1] for p in pts], [100 * p[2] for p in pts], label=m, capsize=2)
     ax.set(xlabel="labels flipped in train and test [%]", ylabel="test error [%]", title="spambase")
     ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_robustness(table: Rows, path: Path) -> Path:
+    """Convergence rate and median sweeps of each method on the hardness suite."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    names = [r["method"] for r in table]
+    x = np.arange(len(names))
+    axes[0].bar(x, [r["converged_pct"] for r in table], color="tab:blue")
+    axes[0].set_title("converged [%]", fontsize=9)
+    axes[1].bar(x, [r["median_sweeps"] for r in table], color="tab:orange")
+    axes[1].set_title("median sweeps", fontsize=9)
+    for ax in axes:
+        ax.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
     return _save(fig, path)

@@ -24,6 +24,7 @@ from relaxep.likelihoods import Likelihood, NoisyStep
 
 __all__ = [
     "EP",
+    "FractionalEP",
     "PowerEP",
     "RelaxedEP",
     "SiteProposal",
@@ -181,6 +182,8 @@ class SiteRule(ParamsMixin):
     """
 
     damping: float = 1.0
+    #: fraction of the site the cavity removes (1: the whole site, as EP, the paper's PEP and REP)
+    cavity_fraction: float = 1.0
 
     def update(
         self,
@@ -243,6 +246,38 @@ class PowerEP(SiteRule):
         tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity_mean, cavity_var)
         u = float(self.u)
         return tau_u / u, nu_u / u, np.zeros_like(tau_u)
+
+
+class FractionalEP(SiteRule):
+    r"""Minka's standard power EP (fractional EP, :math:`\alpha`-divergence EP).
+
+    The cavity removes only the fraction :math:`\alpha` of the site,
+    :math:`q^{\setminus\alpha} \propto q / \tilde t^{\alpha}` (the schedule forms it from
+    ``cavity_fraction``); moment-match :math:`t(g)^{\alpha} q^{\setminus\alpha}` and set
+    :math:`\tilde t_{new}^{\alpha} = \mathrm{proj}[t^\alpha q^{\setminus\alpha}] / q^{\setminus\alpha}`:
+    :math:`\tau = \tau_\alpha/\alpha`, :math:`\nu = \nu_\alpha/\alpha`, with
+    :math:`(\tau_\alpha, \nu_\alpha)` the site the tilted moments give.  Its cavity stays
+    proper where EP's does not (it removes less precision), at the price of a different
+    fixed point (:math:`\alpha \to 0` tends to variational Bayes).  ``alpha = 1`` is EP.
+    Differs from :class:`PowerEP` (the paper's Appendix C), whose moments are taken at the
+    full cavity.
+    """
+
+    def __init__(self, alpha: float = 0.5, damping: float = 1.0) -> None:
+        if not (0.0 < float(alpha) <= 1.0):
+            raise ValueError(f"fraction alpha must lie in (0, 1], got {alpha!r}")
+        self.alpha = alpha
+        self.damping = _check_damping(damping)
+
+    @property
+    def cavity_fraction(self) -> float:  # type: ignore[override]
+        return float(self.alpha)
+
+    def _propose(self, likelihood, cavity_mean, cavity_var, tau, nu, site_mean, marginal_var):
+        a = float(self.alpha)
+        lz = likelihood.log_z(cavity_mean, cavity_var, power=a)
+        tau_a, nu_a = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity_mean, cavity_var)
+        return tau_a / a, nu_a / a, np.zeros_like(tau_a)
 
 
 class RelaxedEP(SiteRule):

@@ -62,15 +62,17 @@ def _propose(
 ) -> tuple[float, float, float] | str:
     r"""New f-space site ``(tau, nu, b)`` for one site, or why there is none.
 
-    Cavity :math:`\lambda = (1/A_{ii} - \tau_i)^{-1}`,
-    :math:`h = \lambda(\mu_i/A_{ii} - \nu_i)`; improper when :math:`1/A_{ii} \le \tau_i`.
-    The rule sees the folded latent :math:`g = y_i f_i`.
+    Cavity :math:`\lambda = (1/A_{ii} - a\tau_i)^{-1}`,
+    :math:`h = \lambda(\mu_i/A_{ii} - a\nu_i)`, with :math:`a` the rule's
+    ``cavity_fraction`` (1 except for :class:`~relaxep.rules.FractionalEP`); improper when
+    :math:`1/A_{ii} \le a\tau_i`.  The rule sees the folded latent :math:`g = y_i f_i`.
     """
-    cav_prec = 1.0 / a_ii - tau_i
+    frac = rule.cavity_fraction
+    cav_prec = 1.0 / a_ii - frac * tau_i
     if not (cav_prec > 0.0) or not np.isfinite(cav_prec):
         return _IMPROPER
     cav_var = 1.0 / cav_prec
-    cav_mean = cav_var * (mean_i / a_ii - nu_i)
+    cav_mean = cav_var * (mean_i / a_ii - frac * nu_i)
     site_mean_i = nu_i / tau_i if tau_i != 0.0 else 0.0
     prop = rule.update(likelihood, y_i * cav_mean, cav_var, tau_i, y_i * nu_i, y_i * site_mean_i, a_ii)
     new_tau = float(prop.precision)
@@ -219,13 +221,14 @@ def parallel_sweep(
 
     a = post.marginal_var.copy()
     tau, nu, mean = post.site_precision.copy(), post.site_mean_precision.copy(), post.mean
+    frac = rule.cavity_fraction
     with np.errstate(divide="ignore", invalid="ignore"):
-        cav_prec = 1.0 / a - tau
+        cav_prec = 1.0 / a - frac * tau
     ok = (cav_prec > 0.0) & np.isfinite(cav_prec)
     improper = int(np.count_nonzero(~ok))
     idx = np.flatnonzero(ok)
     cav_var = 1.0 / cav_prec[idx]
-    cav_mean = cav_var * (mean[idx] / a[idx] - nu[idx])
+    cav_mean = cav_var * (mean[idx] / a[idx] - frac * nu[idx])
     yi = y[idx]
     prop = rule.update(
         likelihood, yi * cav_mean, cav_var, tau[idx], yi * nu[idx], yi * site_means(tau[idx], nu[idx]), a[idx]

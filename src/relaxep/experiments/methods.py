@@ -14,11 +14,11 @@ from numpy.typing import NDArray
 
 from relaxep.inference import InferenceResult, infer
 from relaxep.likelihoods import Likelihood
-from relaxep.rules import EP, PowerEP, RelaxedEP, SiteRule
+from relaxep.rules import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = ["build_rule", "fit_and_score", "method", "paper_methods", "select_length_scale"]
 
-_RULES: dict[str, type[SiteRule]] = {"EP": EP, "PowerEP": PowerEP, "RelaxedEP": RelaxedEP}
+_RULES: dict[str, type[SiteRule]] = {"EP": EP, "PowerEP": PowerEP, "RelaxedEP": RelaxedEP, "FractionalEP": FractionalEP}
 
 
 def method(label: str, rule: str, **params: Any) -> dict[str, Any]:
