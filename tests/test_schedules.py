@@ -117,5 +117,5 @@ def test_refresh_from_the_inverse_of_b_equals_the_textbook_covariance(scale, wea
     np.testing.assert_array_equal(post.cov, post.cov.T)
     np.testing.assert_allclose(post.mean, want @ nu, rtol=0, atol=2e-11 * np.abs(want @ nu).max())
     post.refresh(marginals_only=True)
-    np.testing.assert_allclose(post.marginal_var, np.diag(want), rtol=1e-11)
+    np.testing.assert_allclose(post.marginal_var, np.diag(want), rtol=1e-9)  # sweeps of the parallel schedule
     np.testing.assert_allclose(post.mean, want @ nu, rtol=0, atol=2e-11 * np.abs(want @ nu).max())

@@ -175,8 +175,8 @@ class DensePosterior:
 
         one Cholesky and one triangular inverse, :math:`2n^3/3` flops instead of
         :math:`7n^3/3` for the full ``cov``.  Where :math:`1 - (B^{-1})_{ii} = \tau_i A_{ii}`
-        is below 0.01 (the site holds under 1% of the posterior precision, so the
-        subtraction would lose digits) the variance is recomputed directly,
+        is below 1e-3 (the site holds under 0.1% of the posterior precision, so the
+        subtraction would lose more than three digits) the variance is recomputed directly,
         :math:`A_{ii} = K_{ii} - \|L^{-1} S^{1/2} K_{\cdot i}\|^2`.  ``cov`` is formed on
         first access.
 
@@ -235,7 +235,9 @@ class DensePosterior:
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
 
-    _DIRECT_BELOW = 1e-2  # tau_i A_ii under which A_ii is recomputed directly (error <~ 1e2 eps cond(B))
+    _DIRECT_BELOW = 1e-2  # tau_i A_ii under which A's column is formed directly (error <~ 1e2 eps cond(B))
+    # marginals only (the parallel schedule's sweeps): error <~ 1e3 eps cond(B), relative
+    _DIRECT_BELOW_MARGINALS = 1e-3
 
     def _refresh_marginals(self, chol: Array, sw: Array) -> None:
         """``diag(A)`` and ``mean`` from the Cholesky factor of ``B`` (see :meth:`refresh`)."""
@@ -246,9 +248,9 @@ class DensePosterior:
         # chol's strict upper triangle is zero and dtrtri(lower) leaves it so: linv is lower triangular
         precision_share = 1.0 - np.einsum("ij,ij->j", linv, linv)  # tau_i A_ii
         tau = self.site_precision
-        safe = np.where(precision_share >= self._DIRECT_BELOW, tau, 1.0)
+        safe = np.where(precision_share >= self._DIRECT_BELOW_MARGINALS, tau, 1.0)
         var = precision_share / safe
-        direct = np.flatnonzero(precision_share < self._DIRECT_BELOW)
+        direct = np.flatnonzero(precision_share < self._DIRECT_BELOW_MARGINALS)
         if direct.size:
             w = linv @ (sw[:, None] * K[:, direct])
             var[direct] = K[direct, direct] - np.einsum("ij,ij->j", w, w)
