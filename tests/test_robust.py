@@ -7,15 +7,7 @@ import pytest
 
 from oracles import lik_fn, tilted_quad
 from relaxep import EP, FractionalEP, NoisyStep, Probit, infer
-
-
-def _problem(n, seed, flip=0.1, jitter=1e-4):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
-    y[rng.random(n) < flip] *= -1
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    return np.exp(-0.5 * d2 / 0.7**2) + jitter * np.eye(n), y
+from test_schedules import _problem
 
 
 @pytest.mark.parametrize("schedule", ["blocked", "parallel"])
@@ -78,7 +70,8 @@ def test_hardness_suite_rows_and_auto_targets():
     from relaxep.experiments.robustness import ROBUST_METHODS, problem_grid, run_robustness, summarize_robustness
 
     specs = problem_grid(8, max_n=200)
-    small = next(s["problem"] for s in specs if s["n"] <= 100)
+    # the small problem of smallest amplitude: its MCMC mixes in the quick setting (seeded)
+    small = min((s for s in specs if s["n"] <= 100), key=lambda s: s["amplitude"])["problem"]
     rows = run_robustness(None, quick=True, problems=[small])
     assert [r["method"] for r in rows] == [m["label"] for m in ROBUST_METHODS]
     assert all(r["status"] in ("converged", "max_sweeps", "diverged") and not r["nan"] for r in rows)
@@ -88,3 +81,15 @@ def test_hardness_suite_rows_and_auto_targets():
     table, targets = summarize_robustness(rows)
     assert len(table) == len(ROBUST_METHODS)
     assert targets["auto_converged"] == targets["auto_runs"] == 1
+
+
+def test_estimator_accepts_auto():
+    from sklearn.gaussian_process.kernels import RBF
+
+    from relaxep import GPClassifier
+    from relaxep.datasets import make_synthetic
+
+    X, y, _ = make_synthetic(40, 0.2, random_state=0)
+    clf = GPClassifier(RBF(0.7), likelihood=NoisyStep(0.2), rule="auto", optimizer=None).fit(X, y)
+    assert clf.result_.converged and clf.result_.attempts
+    assert clf.score(X, y) > 0.6

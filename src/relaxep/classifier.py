@@ -66,8 +66,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
         Prior covariance; its hyperparameters are learned unless ``optimizer=None``.
     likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
-    rule : SiteRule, default ``EP()``
-        ``EP()``, ``PowerEP(u)`` or ``RelaxedEP(c)`` (``rule__c`` etc. for grid search).
+    rule : SiteRule or "auto", default ``EP()``
+        ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(alpha)`` (``rule__c`` etc. for
+        grid search), or ``"auto"``: EP with fallbacks when it does not converge (see :func:`~relaxep.infer`).
     optimizer : "fmin_l_bfgs_b", callable or None
         Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
         is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
@@ -99,7 +100,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self,
         kernel: Kernel | None = None,
         likelihood: Likelihood | None = None,
-        rule: SiteRule | None = None,
+        rule: SiteRule | str | None = None,
         optimizer: str | Callable | None = "fmin_l_bfgs_b",
         n_restarts_optimizer: int = 0,
         schedule: str = "blocked",
