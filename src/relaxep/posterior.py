@@ -58,6 +58,7 @@ class DensePosterior:
         self._cov_stale = False  # True after refresh(marginals_only=True)
         self._marginal_var = np.empty(n)
         self._pending: tuple[Array, Array] | None = None  # deferred  A -= V diag(k) V^T
+        self._many_weak_sites = False  # last full refresh: over a quarter of sites weak (see below)
         self.mean = np.empty(n)
         self._chol: Array | None = None  # Cholesky factor of B when all tau >= 0
         self._lu: tuple[Array, Array] | None = None  # LU of I + T K otherwise
@@ -212,10 +213,14 @@ class DensePosterior:
             if marginals_only:
                 self._refresh_marginals(chol, sw)
                 return
-            cov = self._covariance_from_inverse(chol, sw)
+            # Sites change little between sweeps: when the last refresh found too many weak
+            # sites for the inverse, go straight to K - V^T V instead of paying for potri first.
+            cov = None if self._many_weak_sites else self._covariance_from_inverse(chol, sw)
             if cov is None:
                 v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
                 cov = K - v.T @ v
+                share = tau * np.diagonal(cov)
+                self._many_weak_sites = np.count_nonzero(share < self._DIRECT_BELOW) > n // 4
         else:
             m = tau[:, None] * K
             m[np.diag_indices(n)] += 1.0  # I + T K
@@ -279,6 +284,7 @@ class DensePosterior:
         share = 1.0 - np.diagonal(binv)
         direct = np.flatnonzero(share < self._DIRECT_BELOW)
         if direct.size > n // 4:
+            self._many_weak_sites = True
             return None
         binv = np.tril(binv)
         binv += np.tril(binv, -1).T  # B^{-1}, symmetric
