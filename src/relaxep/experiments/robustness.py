@@ -16,11 +16,10 @@ import numpy as np
 from sklearn.gaussian_process.kernels import RBF
 
 from relaxep.experiments._runner import Cell, run_cells
-from relaxep.experiments.methods import method
+from relaxep.experiments.methods import build_rule, method
 from relaxep.inference import infer
 from relaxep.likelihoods import NoisyStep
 from relaxep.mcmc import elliptical_slice
-from relaxep.rules import EP, FractionalEP, PowerEP, RelaxedEP
 
 __all__ = ["ROBUST_METHODS", "make_problem", "problem_grid", "run_robustness"]
 
@@ -36,7 +35,6 @@ ROBUST_METHODS: list[dict[str, Any]] = [
     method("REP c=0.1 damped 0.5", "RelaxedEP", c=0.1, damping=0.5),
     {"label": "auto", "rule": "auto", "params": {}},
 ]
-_RULES = {"EP": EP, "PowerEP": PowerEP, "RelaxedEP": RelaxedEP, "FractionalEP": FractionalEP}
 
 
 def problem_grid(n_problems: int, seed: int = 6, max_n: int = 400) -> list[dict[str, Any]]:
@@ -106,7 +104,7 @@ def _fit_cell(spec: dict[str, Any], m: dict[str, Any], max_sweeps: int, truth: d
     if m["rule"] == "auto":
         rule, tol = "auto", 1e-3
     else:
-        rule = _RULES[m["rule"]](**m["params"])
+        rule = build_rule(m)
         tol = 1e-3 * rule.damping
     start = time.perf_counter()
     res = infer(K, y, lik, rule, max_sweeps=max_sweeps, tol=tol)
