@@ -124,3 +124,20 @@ def test_likelihood_parameters_round_trip():
     assert lik.set_params(eps=0.3).eps == 0.3
     assert NoisyStep(0.3) == lik and NoisyStep(0.1) != lik
     assert repr(lik) == "NoisyStep(eps=0.3)"
+
+
+@pytest.mark.parametrize("key", LIKELIHOODS)
+@pytest.mark.parametrize("cavity", [*CAVITIES, (-6.0, 1.0)])
+def test_tilted_cumulants_equal_quadrature(key, cavity):
+    """The four cumulants the double-loop EP's Newton steps use, against adaptive quadrature."""
+    lik, name, eps = LIKELIHOODS[key]
+    t = lik_fn(name, eps)
+    mean, var = cavity
+    _, m, v = tilted_quad(t, mean, var)
+    *_, c3 = tilted_quad(t, mean, var, extra=lambda g: (g - m) ** 3)
+    *_, c4 = tilted_quad(t, mean, var, extra=lambda g: (g - m) ** 4)
+    k1, k2, k3, k4 = (float(k) for k in lik.tilted_cumulants(mean, var))
+    assert k1 == pytest.approx(m, rel=RTOL, abs=RTOL * np.sqrt(var))
+    assert k2 == pytest.approx(v, rel=RTOL * 10, abs=RTOL * var)
+    assert k3 == pytest.approx(c3, rel=1e-6, abs=1e-9 * var**1.5)
+    assert k4 == pytest.approx(c4 - 3.0 * v**2, rel=1e-6, abs=1e-9 * var**2)

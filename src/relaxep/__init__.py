@@ -4,11 +4,12 @@ from relaxep.classifier import DivergenceError, GPClassifier
 from relaxep.inference import InferenceResult, infer
 from relaxep.likelihoods import Likelihood, Logistic, NoisyStep, Probit
 from relaxep.posterior import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.rules import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
+from relaxep.rules import EP, DoubleLoopEP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = [
     "EP",
     "DivergenceError",
+    "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
     "ImproperPosteriorError",

@@ -17,6 +17,9 @@ Every run ends with one of three statuses:
     a site update produced NaN/inf or the sites made the posterior improper.  The
     result then holds the last proper posterior (the sites at the start of the
     failing sweep), never NaN.
+
+With ``rule="auto"``, ``attempts`` may also list ``"stalled"``: an early stage abandoned
+because :math:`R` set no new minimum in :data:`AUTO_STALL_WINDOW` sweeps.
 """
 
 from __future__ import annotations
@@ -31,9 +34,10 @@ from scipy import linalg
 from threadpoolctl import threadpool_limits
 
 from relaxep._validation import check_binary_labels, check_kernel_matrix
+from relaxep.double_loop import double_loop
 from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.posterior import DensePosterior, ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.rules import EP, FractionalEP, SiteRule
+from relaxep.rules import EP, DoubleLoopEP, SiteRule
 from relaxep.schedules import (
     ParallelStep,
     SweepStats,
@@ -45,7 +49,7 @@ from relaxep.schedules import (
 __all__ = ["ConvergenceStatus", "InferenceResult", "infer"]
 
 Array = NDArray[np.float64]
-ConvergenceStatus = Literal["converged", "max_sweeps", "diverged"]
+ConvergenceStatus = Literal["converged", "max_sweeps", "diverged", "stalled"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class InferenceResult:
         the final posterior is improper, which a ``"converged"`` run never has.
     attempts : tuple of (rule, status, sweeps)
         With ``rule="auto"``: every stage tried, in order (empty otherwise).
+    n_inner : int
+        :class:`~relaxep.rules.DoubleLoopEP` only: Newton iterations of its inner problems
+        (each one :math:`2n \times 2n` factorisation); a "sweep" is one outer iteration.
     """
 
     mean: Array
@@ -91,6 +98,7 @@ class InferenceResult:
     skipped_per_sweep: Array = field(repr=False)
     _posterior: DensePosterior = field(repr=False, compare=False)
     attempts: tuple[tuple[str, str, int], ...] = ()
+    n_inner: int = 0
 
     @property
     def cov(self) -> Array:
@@ -177,11 +185,13 @@ def infer(
         Labels in ``{-1, +1}``, both present.
     likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
     rule : SiteRule or "auto", default ``EP()``
-        ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(alpha)``, or ``"auto"``:
-        try the stages of :data:`AUTO_STAGES` in turn (EP, damped EP, damped fractional EP),
-        each with up to ``max_sweeps`` sweeps and its tolerance multiplied by its damping
-        step (a step ``s`` shortens each change by ``s``; Minka), and return the first that
-        converges, else the stage with the smallest final ``R``; ``attempts`` lists them.
+        ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(alpha)``,
+        ``DoubleLoopEP()`` (convergent; ``schedule`` and ``order`` do not apply, a sweep is
+        one outer iteration), or ``"auto"``: try the stages of :data:`AUTO_STAGES` in turn
+        (EP, damped EP, double-loop EP; all three aim at the same EP fixed point), each with
+        up to ``max_sweeps`` sweeps and its tolerance multiplied by its damping step (a step
+        ``s`` shortens each change by ``s``; Minka), and return the first that converges,
+        else the stage with the smallest final ``R``; ``attempts`` lists them.
     schedule : {"blocked", "sequential", "parallel"}
         ``"sequential"``: the paper's, a rank-one update after each site.  ``"blocked"``
         (default): the same iterates to rounding, applied as one rank-``block_size``
@@ -270,6 +280,7 @@ def infer(
                 on_improper,
                 init if stage is stages[0] else None,
                 callback,
+                stall_window=AUTO_STALL_WINDOW if auto and stage is not stages[-1] else None,
             )
             results.append(res)
             if res.converged:
@@ -278,11 +289,16 @@ def infer(
             return results[0]
         best = results[-1] if results[-1].converged else min(results, key=lambda r: r.trace[-1])
         attempts = tuple((repr(r.rule), r.status, r.n_sweeps) for r in results)
-        return replace(best, attempts=attempts)
+        status = best.status if best.status != "stalled" else "max_sweeps"
+        return replace(best, attempts=attempts, status=status)
 
+
+#: an early stage of ``rule="auto"`` is abandoned ("stalled") when ``R`` has set no new
+#: minimum in this many sweeps: oscillation, not slow convergence (which keeps lowering ``R``)
+AUTO_STALL_WINDOW = 20
 
 #: the stages of ``rule="auto"``, tried in this order
-AUTO_STAGES: tuple[SiteRule, ...] = (EP(), EP(damping=0.5), FractionalEP(0.5, damping=0.5))
+AUTO_STAGES: tuple[SiteRule, ...] = (EP(), EP(damping=0.5), DoubleLoopEP())
 
 
 _THREADED_MIN_N = 2000
@@ -324,12 +340,15 @@ def _run(
     on_improper: str,
     init: InferenceResult | None,
     callback: Callable[[int, DensePosterior], None] | None,
+    stall_window: int | None = None,
 ) -> InferenceResult:
     n = kernel.shape[0]
     rng = np.random.default_rng(random_state)
 
     if init is not None and init.site_precision.shape != (n,):
         raise ValueError(f"init has {init.site_precision.shape[0]} sites, K has {n} rows")
+    if isinstance(rule, DoubleLoopEP):
+        return _run_double_loop(kernel, labels, likelihood, rule, max_sweeps, tol, criterion, init, callback)
     post = None
     if init is not None:
         try:
@@ -379,6 +398,10 @@ def _run(
         if r < tol and stats.n_skipped == 0 and np.all(post.cavity(slice(None))[1] > 0):
             status = "converged"
             break
+        if stall_window is not None and len(trace) > stall_window:
+            if min(trace[-stall_window:]) >= min(trace[:-stall_window]):
+                status = "stalled"
+                break
 
     return InferenceResult(
         mean=post.mean.copy(),
@@ -395,4 +418,52 @@ def _run(
         rule=rule,
         skipped_per_sweep=np.asarray(skipped, dtype=int),
         _posterior=post,
+    )
+
+
+def _run_double_loop(
+    kernel: Array,
+    labels: Array,
+    likelihood: Likelihood,
+    rule: DoubleLoopEP,
+    max_sweeps: int,
+    tol: float,
+    criterion: str,
+    init: InferenceResult | None,
+    callback: Callable[[int, DensePosterior], None] | None,
+) -> InferenceResult:
+    start = None
+    if init is not None:
+        try:
+            start = DensePosterior(kernel, init.site_precision, init.site_mean_precision)
+        except ImproperPosteriorError:
+            start = None
+    run = double_loop(
+        kernel,
+        labels,
+        likelihood,
+        max_outer=max_sweeps,
+        tol=tol,
+        accelerate=bool(rule.accelerate),
+        start=start,
+        relative=criterion == "relative",
+        callback=callback,
+    )
+    post = run.post
+    return InferenceResult(
+        mean=post.mean.copy(),
+        alpha=post.alpha,
+        site_precision=post.site_precision.copy(),
+        site_mean_precision=post.site_mean_precision.copy(),
+        relaxation=np.zeros(kernel.shape[0]),
+        status="converged" if run.converged else "max_sweeps",
+        n_sweeps=len(run.trace),
+        n_skipped=0,
+        trace=np.asarray(run.trace),
+        log_evidence=post.log_evidence(likelihood, labels),
+        likelihood=likelihood,
+        rule=rule,
+        skipped_per_sweep=np.zeros(len(run.trace), dtype=int),
+        _posterior=post,
+        n_inner=run.newton_iterations,
     )

@@ -74,6 +74,27 @@ class Likelihood(ParamsMixin, ABC):
         var = np.asarray(cavity_var, dtype=float)
         return self._log_z(mean, var, _check_power(power))
 
+    def tilted_cumulants(self, cavity_mean: ArrayLike, cavity_var: ArrayLike) -> tuple[Array, Array, Array, Array]:
+        r"""The first four cumulants of the tilted :math:`\hat p(g) \propto t(g)\, N(g | \mu, s^2)`.
+
+        From the cumulant generating function
+        :math:`K(r) = r\mu + r^2 s^2/2 + \log Z(\mu + r s^2) - \log Z(\mu)`,
+
+        .. math::
+            \kappa_1 = \mu + s^2 L^{(1)},\quad \kappa_2 = s^2 + s^4 L^{(2)},\quad
+            \kappa_3 = s^6 L^{(3)},\quad \kappa_4 = s^8 L^{(4)},
+
+        :math:`L^{(k)}` the derivatives of :math:`\log Z` in the cavity mean.  The
+        double-loop EP's Newton steps need :math:`\kappa_3, \kappa_4` (the curvature of
+        :math:`\log Z` in the cavity's natural parameters).
+        """
+        mean = np.asarray(cavity_mean, dtype=float)
+        var = np.asarray(cavity_var, dtype=float)
+        return self._tilted_cumulants(mean, var)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        raise NotImplementedError(f"{type(self).__name__} does not provide tilted cumulants")
+
     def expected_log_lik(self, cavity_mean: ArrayLike, cavity_var: ArrayLike) -> Array:
         r"""Tilted expectation :math:`E_{\hat p}[\log t(g)]`, :math:`\hat p \propto t\, N(\mu, s^2)`."""
         mean = np.asarray(cavity_mean, dtype=float)
@@ -96,6 +117,25 @@ class Likelihood(ParamsMixin, ABC):
 
     @abstractmethod
     def _log_lik(self, g: Array) -> Array: ...
+
+
+def _step_cumulants(mean: Array, var: Array, scale: Array, dlog_z: Array) -> tuple[Array, Array, Array, Array]:
+    r"""Tilted cumulants when :math:`Z(\mu) = \epsilon + D\,\Phi(\mu/\sigma)` (step and probit).
+
+    With :math:`z = \mu/\sigma` and :math:`L^{(1)} = D N(z) / (\sigma Z)` (``dlog_z``), the
+    derivatives of :math:`Z` relative to :math:`Z` are
+    :math:`Z^{(k)}/Z = (-1)^{k-1} He_{k-1}(z)\, L^{(1)} / \sigma^{k-1}` (Hermite
+    polynomials); those of :math:`L = \log Z` follow by Faa di Bruno's formula.
+    """
+    z = mean / scale
+    r1 = dlog_z
+    q2 = -z * r1 / scale  # Z^(2) / Z
+    q3 = (z * z - 1.0) * r1 / scale**2  # Z^(3) / Z
+    q4 = (3.0 * z - z**3) * r1 / scale**3  # Z^(4) / Z
+    l2 = q2 - r1**2
+    l3 = q3 - 3.0 * q2 * r1 + 2.0 * r1**3
+    l4 = q4 - 4.0 * q3 * r1 - 3.0 * q2**2 + 12.0 * q2 * r1**2 - 6.0 * r1**4
+    return mean + var * r1, var + var**2 * l2, var**3 * l3, var**4 * l4
 
 
 class NoisyStep(Likelihood):
@@ -136,6 +176,10 @@ class NoisyStep(Likelihood):
         dlog_z = weight * normal_cdf_ratio(z) / sd
         d2log_z = -dlog_z * (dlog_z + z / sd)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        # Z(mu) = eps + (1 - 2 eps) Phi(mu / s): sigma = s
+        return _step_cumulants(mean, var, np.sqrt(var), self._log_z(mean, var, 1.0).dlog_z)
 
     def _log_lik(self, g: Array) -> Array:
         # t(0) = eps + (1 - 2 eps) / 2 = 1/2 (Theta(0) = 1/2; a null set under any Gaussian)
@@ -232,6 +276,15 @@ class _QuadratureLikelihood(Likelihood):
         d2log_z = (tilted_var - var_b) / var_b**2
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        g, weights, _ = self._tilted_nodes(mean, var, 1.0)
+        k1 = np.sum(weights * g, axis=-1)
+        d = g - k1[..., None]
+        k2 = np.sum(weights * d**2, axis=-1)
+        k3 = np.sum(weights * d**3, axis=-1)
+        k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+        return k1, k2, k3, k4
+
     def _expected_log_lik(self, mean: Array, var: Array) -> Array:
         g, weights, _ = self._tilted_nodes(mean, var, 1.0)
         return np.sum(weights * self._log_lik(g), axis=-1)
@@ -260,6 +313,11 @@ class Probit(_QuadratureLikelihood):
         z = mean / scale
         r = normal_cdf_ratio(z)
         return TiltedLogZ(log_ndtr(z), r / scale, -r * (z + r) / scale**2)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        # Z(mu) = Phi(mu / sqrt(1 + s^2)): the step's form with eps = 0, sigma^2 = 1 + s^2
+        scale = np.sqrt(1.0 + var)
+        return _step_cumulants(mean, var, scale, normal_cdf_ratio(mean / scale) / scale)
 
 
 class Logistic(_QuadratureLikelihood):

@@ -42,12 +42,19 @@ class KernelNotPositiveDefiniteError(ValueError):
 class DensePosterior:
     """Mutable dense posterior ``N(mean, cov)`` of ``f`` given site parameters.
 
+    ``marginals_only=True`` defers ``cov`` to its first access (see :meth:`refresh`).
     Holds ``K`` (not copied; never written), ``cov`` (``n x n``), ``mean``,
     ``site_precision``, ``site_mean_precision`` and, during a blocked sweep, the sweep's
     deferred rank-one corrections (:meth:`defer_downdate`, up to another ``n x n``).
     """
 
-    def __init__(self, kernel: Array, site_precision: Array | None = None, site_mean_precision: Array | None = None):
+    def __init__(
+        self,
+        kernel: Array,
+        site_precision: Array | None = None,
+        site_mean_precision: Array | None = None,
+        marginals_only: bool = False,
+    ):
         n = kernel.shape[0]
         self.kernel = kernel
         self.site_precision = np.zeros(n) if site_precision is None else np.array(site_precision, dtype=float)
@@ -62,7 +69,7 @@ class DensePosterior:
         self.mean = np.empty(n)
         self._chol: Array | None = None  # Cholesky factor of B when all tau >= 0
         self._lu: tuple[Array, Array] | None = None  # LU of I + T K otherwise
-        self.refresh()
+        self.refresh(marginals_only=marginals_only)
 
     # ------------------------------------------------------------------ state
     @property

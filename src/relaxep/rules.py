@@ -24,6 +24,7 @@ from relaxep.likelihoods import Likelihood, NoisyStep
 
 __all__ = [
     "EP",
+    "DoubleLoopEP",
     "FractionalEP",
     "PowerEP",
     "RelaxedEP",
@@ -399,3 +400,31 @@ class RelaxedEP(SiteRule):
         if self.variant == "paper":
             return tau_b + b, nu_b + b * site_mean, b
         return tau_b, nu_b, b
+
+
+class DoubleLoopEP(SiteRule):
+    r"""Double-loop EP (Heskes & Zoeter 2002; Opper & Winther 2005): EP's fixed points, convergently.
+
+    Not a per-site rule: :func:`~relaxep.inference.infer` hands it to
+    :func:`relaxep.double_loop.double_loop`, which minimises the expectation-consistent free
+    energy by an outer loop over anchored cavities and a convex inner problem solved by
+    Newton's method (``schedule`` and ``order`` do not apply; a "sweep" is one outer
+    iteration).  Its answer, where it converges, is an EP fixed point with proper cavities;
+    each outer iteration lowers the free energy, so it does not oscillate.
+
+    Parameters
+    ----------
+    accelerate : bool
+        SQUAREM extrapolation of the outer loop, kept only where it lowers the free energy
+        more than the plain steps (default ``True``; ``False`` is the textbook double loop,
+        often hundreds of outer iterations where EP is unstable).
+    """
+
+    def __init__(self, accelerate: bool = True) -> None:
+        if not isinstance(accelerate, bool | np.bool_):
+            raise TypeError(f"accelerate must be a bool, got {accelerate!r}")
+        self.accelerate = accelerate
+        self.damping = 1.0
+
+    def _propose(self, likelihood, cavity_mean, cavity_var, tau, nu, site_mean, marginal_var):
+        raise TypeError("DoubleLoopEP is not a per-site rule for a schedule; pass it to relaxep.infer")

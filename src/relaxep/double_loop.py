@@ -1,0 +1,386 @@
+r"""Double-loop EP: a provably convergent solver for EP's fixed points.
+
+EP's fixed points are the stationary points of the expectation-consistent free energy
+(Opper & Winther 2005; Heskes & Zoeter 2002).  Write :math:`\phi(f_i) = (f_i, -f_i^2/2)`
+and, for natural parameters :math:`\lambda = (h, \Lambda)`,
+
+.. math::
+    \log Z_q(\lambda_q) &= \log \int N(f | 0, K) \textstyle\prod_i e^{\lambda_{q,i}\cdot\phi(f_i)}\, df
+        = \tfrac12 \nu^\top\mu - \tfrac12 \log|I + K T|,\\
+    \log Z_{r,i}(\eta) &= \log \int t_i(f_i)\, e^{\eta\cdot\phi(f_i)}\, df_i,\qquad
+    \log Z_s(\eta) = \frac{h^2}{2\Lambda} + \frac12 \log\frac{2\pi}{\Lambda},
+
+with :math:`\lambda_q = (\nu, \tau)` the sites.  As a function of the marginal moments
+:math:`\mu`, the free energy :math:`\Phi(\mu) = F_q(\mu) + F_r(\mu) - F_s(\mu)` is a
+difference of convex functions (the :math:`F` are the convex conjugates of the
+log-partition functions).  Bounding :math:`-F_s` by its tangent at the current marginals
+(natural parameters :math:`s`, the *anchor*) gives the outer loop; what is left, in its
+dual form, is the inner problem
+
+.. math::
+    \min_{\lambda_q}\ \Psi_s(\lambda_q) = \log Z_q(\lambda_q) + \sum_i \log Z_{r,i}(s_i - \lambda_{q,i}),
+
+convex and smooth on its domain (every r-cavity :math:`s_i - \lambda_{q,i}` and the
+posterior proper; :math:`\Psi_s \to \infty` at its edge).  Its stationarity condition is
+moment matching between each posterior marginal and the tilted
+:math:`r_i \propto t_i\, e^{(s_i - \lambda_{q,i})\cdot\phi}`: EP's condition, except that the
+tilted's cavity is anchored at :math:`s_i` instead of following the moving posterior.
+
+The inner problem is solved by Newton's method in all :math:`2n` site parameters with the
+exact Hessian :math:`\operatorname{Cov}_q[\phi] + \operatorname{blockdiag}_i \operatorname{Cov}_{r_i}[\phi]`
+(tilted cumulants up to the fourth) and a backtracking line search on :math:`\Psi_s`.
+One outer step is the map :math:`T(s)` = the marginals at the inner solution; each
+:math:`T` step lowers :math:`\Phi` (majorisation-minimisation), so the iteration converges
+to a stationary point rather than oscillating, and at its limit anchor and marginals
+coincide: an EP fixed point.  Plain :math:`T` steps converge linearly and slowly where
+EP is unstable (the bound is loose exactly there), so the outer loop is accelerated by
+SQUAREM (Varadhan & Roland 2008) in the marginals' (mean, log variance): from :math:`s`,
+:math:`s_1 = T(s)`, :math:`s_2 = T(s_1)`, an extrapolated anchor is tried and kept only if
+its :math:`\Phi` is below that of :math:`s_2`.  Every outer iteration therefore lowers
+:math:`\Phi` at least as much as two plain steps, and the convergence guarantee stands.
+
+Cost: each Newton iteration factorises a :math:`2n \times 2n` matrix (about eight times an
+EP sweep's :math:`n^3`); this is the fallback of ``rule="auto"``, not its first choice.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import linalg
+
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import DensePosterior, ImproperPosteriorError, KernelNotPositiveDefiniteError
+
+__all__ = [
+    "DoubleLoopRun",
+    "double_loop",
+    "ec_free_energy",
+    "inner_objective",
+    "moment_residual",
+    "solve_inner",
+]
+
+Array = NDArray[np.float64]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def _phi_cov(k1: Array, k2: Array, k3: Array, k4: Array) -> tuple[Array, Array, Array]:
+    r"""Covariance of :math:`\phi = (f, -f^2/2)` from cumulants, entries (11, 12, 22).
+
+    :math:`\operatorname{Cov}(f, f^2) = \kappa_3 + 2\kappa_1\kappa_2`,
+    :math:`\operatorname{Var}(f^2) = \kappa_4 + 2\kappa_2^2 + 4\kappa_1\kappa_3 + 4\kappa_1^2\kappa_2`.
+    """
+    return k2, -0.5 * (k3 + 2.0 * k1 * k2), 0.25 * (k4 + 2.0 * k2 * k2 + 4.0 * k1 * k3 + 4.0 * k1 * k1 * k2)
+
+
+def _tilted(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> tuple[Array, Array, Array, Array]:
+    """Cumulants of the tilted in ``f`` (unfolded) for r-cavities in natural parameters."""
+    v = 1.0 / r_lam
+    k1, k2, k3, k4 = likelihood.tilted_cumulants(labels * r_h * v, v)
+    return labels * k1, k2, labels * k3, k4
+
+
+def _log_zr(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> Array:
+    r""":math:`\log Z_r = \log Z_t(y m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
+    v = 1.0 / r_lam
+    m = r_h * v
+    return likelihood.log_z(labels * m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
+
+
+def inner_objective(
+    kernel: Array,
+    labels: Array,
+    likelihood: Likelihood,
+    site_precision: Array,
+    site_mean_precision: Array,
+    anchor: tuple[Array, Array],
+) -> tuple[float, DensePosterior | None]:
+    r"""The inner objective at sites :math:`(\nu, \tau)`.
+
+    .. math::
+        \Psi_s(\nu, \tau) = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|
+            + \sum_i \log Z_{r,i}(s_i - (\nu_i, \tau_i))
+
+    Returns ``(inf, None)`` outside the domain (an improper r-cavity or posterior), else
+    the value and the posterior at these sites.
+    """
+    s_h, s_lam = anchor
+    r_lam = s_lam - site_precision
+    if not np.all(r_lam > 0.0):
+        return math.inf, None
+    try:
+        post = DensePosterior(kernel, site_precision, site_mean_precision, marginals_only=True)
+        log_det = post.log_det_b()
+    except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError):
+        return math.inf, None
+    if not np.all(post.marginal_var > 0.0):
+        return math.inf, None
+    log_zr = _log_zr(likelihood, labels, s_h - site_mean_precision, r_lam)
+    value = 0.5 * float(site_mean_precision @ post.mean) - 0.5 * log_det + float(np.sum(log_zr))
+    return (value, post) if math.isfinite(value) else (math.inf, None)
+
+
+def solve_inner(
+    kernel: Array,
+    labels: Array,
+    likelihood: Likelihood,
+    anchor: tuple[Array, Array],
+    start: DensePosterior,
+    max_iter: int = 100,
+) -> tuple[DensePosterior, int, bool]:
+    r"""Minimise :math:`\Psi_s` by Newton's method from the feasible posterior ``start``.
+
+    Gradient and Hessian in :math:`x = (\nu, \tau)`, with :math:`A` the posterior
+    covariance, :math:`\mu` its mean and :math:`\kappa` the tilted cumulants:
+
+    .. math::
+        \nabla\Psi = E_q[\phi] - E_r[\phi],\qquad
+        \nabla^2\Psi = \begin{pmatrix} A & -A\,\mathrm{diag}(\mu) \\
+            -\mathrm{diag}(\mu) A & \tfrac12 A\circ A + (\mu\mu^\top)\circ A \end{pmatrix}
+            + \operatorname{blockdiag}_i \operatorname{Cov}_{r_i}[\phi].
+
+    Steps are backtracked (Armijo) on :math:`\Psi` while the Newton decrement
+    :math:`-\nabla\Psi^\top d` exceeds ``1e-8`` nats; below that, in the quadratic regime and
+    under what :math:`\Psi`'s rounding lets a line search see, full steps are taken.  Stops
+    when the gradient in scale-free units (:func:`moment_residual`'s) is below ``1e-13``,
+    the decrement below ``1e-24`` or no longer shrinking fourfold a step (the rounding
+    floor), or no step lowers :math:`\Psi` any more.
+
+    Returns
+    -------
+    post : DensePosterior
+        The posterior at the inner solution.
+    iterations : int
+        Newton steps taken.
+    solved : bool
+        Whether the last decrement was below ``1e-6`` (solved to rounding; ``False`` when
+        ``max_iter`` ran out or the line search stalled far from the minimum).
+    """
+    n = kernel.shape[0]
+    s_h, s_lam = anchor
+    tau, nu = start.site_precision.copy(), start.site_mean_precision.copy()
+    value, post = inner_objective(kernel, labels, likelihood, tau, nu, anchor)
+    if post is None:
+        raise ImproperPosteriorError("the inner problem's start is outside its domain")
+    idx = np.arange(n)
+    last_decrement = math.inf
+    for it in range(max_iter):
+        cov, mean = post.cov, post.mean
+        var = np.diagonal(cov)
+        k1, k2, k3, k4 = _tilted(likelihood, labels, s_h - nu, s_lam - tau)
+        grad = np.concatenate([mean - k1, 0.5 * (k2 + k1 * k1 - var - mean * mean)])
+        c11, c12, c22 = _phi_cov(k1, k2, k3, k4)
+        hess = np.empty((2 * n, 2 * n))
+        hess[:n, :n] = cov
+        hess[:n, n:] = -cov * mean[None, :]
+        hess[n:, :n] = hess[:n, n:].T
+        hess[n:, n:] = (0.5 * cov + np.outer(mean, mean)) * cov
+        hess[idx, idx] += c11
+        hess[idx, idx + n] += c12
+        hess[idx + n, idx] += c12
+        hess[idx + n, idx + n] += c22
+        try:
+            step = -linalg.cho_solve(linalg.cho_factor(hess, check_finite=False), grad, check_finite=False)
+        except linalg.LinAlgError:  # rounding in the high cumulants: least squares instead
+            step = -linalg.lstsq(hess, grad, check_finite=False)[0]
+        decrement = -float(grad @ step)
+        scale_free = max(np.max(np.abs(grad[:n]) / np.sqrt(var)), np.max(2.0 * np.abs(grad[n:]) / var))
+        if not (decrement > 0.0) or scale_free < 1e-13:
+            return post, it, bool(decrement <= 1e-6)
+        if decrement < 1e-8:  # quadratic regime, below what a line search on Psi can resolve
+            if decrement > 0.25 * last_decrement:  # no longer shrinking quadratically: rounding floor
+                return post, it, True
+            last_decrement = decrement
+            new_value, new_post = inner_objective(kernel, labels, likelihood, tau + step[n:], nu + step[:n], anchor)
+            if new_post is None:
+                return post, it, True
+            tau, nu, value, post = tau + step[n:], nu + step[:n], new_value, new_post
+            if decrement < 1e-24:
+                return post, it + 1, True
+            continue
+        t = 1.0
+        for _ in range(50):
+            new_value, new_post = inner_objective(
+                kernel, labels, likelihood, tau + t * step[n:], nu + t * step[:n], anchor
+            )
+            if new_post is not None and new_value <= value - 1e-4 * t * decrement:
+                break
+            t *= 0.5
+        else:  # no decrease along the Newton direction: flat to rounding, or stalled
+            return post, it + 1, bool(decrement <= 1e-6)
+        tau, nu, value, post = tau + t * step[n:], nu + t * step[:n], new_value, new_post
+    return post, max_iter, False
+
+
+def moment_residual(post: DensePosterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+    r"""Largest mismatch between the posterior marginals and the tilted moments at the anchored r-cavities.
+
+    :math:`\max_i \max(|E_r f_i - \mu_i| / \sqrt{A_{ii}},\ |\operatorname{Var}_r f_i - A_{ii}| / A_{ii})`,
+    the inner problem's gradient in scale-free units.  With the marginals as anchor it is
+    EP's own fixed-point residual; ``inf`` when an r-cavity is improper.
+    """
+    s_h, s_lam = anchor
+    r_lam = s_lam - post.site_precision
+    if not np.all(r_lam > 0.0):
+        return math.inf
+    k1, k2, _, _ = _tilted(likelihood, labels, s_h - post.site_mean_precision, r_lam)
+    a = post.marginal_var
+    return float(np.max(np.maximum(np.abs(k1 - post.mean) / np.sqrt(a), np.abs(k2 - a) / a)))
+
+
+def ec_free_energy(post: DensePosterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+    r"""The free energy :math:`\Phi` at the posterior's moments, with the inner problem's r-cavities.
+
+    .. math::
+        \Phi = (s - \lambda_s)\cdot\mu - \log Z_q(\lambda_q) - \sum_i \log Z_{r,i}(s_i - \lambda_{q,i})
+               + \sum_i \log Z_s(\lambda_{s,i}),
+
+    :math:`\lambda_s` the marginals' natural parameters and
+    :math:`\mu_i = (\mu_i, -(A_{ii} + \mu_i^2)/2)`.  At a solved inner problem this is
+    :math:`\Phi(\mu)`, which the outer loop never increases; at an EP fixed point
+    (anchor = marginals) it is minus the EP log evidence.
+    """
+    s_h, s_lam = anchor
+    a, m = post.marginal_var, post.mean
+    marg_h, marg_lam = m / a, 1.0 / a
+    coupling = (s_h - marg_h) * m - 0.5 * (s_lam - marg_lam) * (a + m * m)
+    log_zq = 0.5 * float(post.site_mean_precision @ m) - 0.5 * post.log_det_b()
+    log_zr = _log_zr(likelihood, labels, s_h - post.site_mean_precision, s_lam - post.site_precision)
+    log_zs = 0.5 * marg_h * m + 0.5 * (_LOG_2PI - np.log(marg_lam))
+    return float(np.sum(coupling) - log_zq - np.sum(log_zr) + np.sum(log_zs))
+
+
+@dataclass
+class DoubleLoopRun:
+    """State and record of :func:`double_loop`."""
+
+    post: DensePosterior
+    converged: bool = False
+    trace: list[float] = field(default_factory=list)  # R per outer iteration
+    free_energy: list[float] = field(default_factory=list)  # Phi per outer iteration
+    residual: list[float] = field(default_factory=list)  # EP moment residual per outer iteration
+    inner_solves: int = 0
+    unsolved: int = 0  # plain inner solves that did not reach the decrement threshold
+    newton_iterations: int = 0
+    extrapolated: int = 0  # outer iterations whose SQUAREM step was kept
+
+
+def _marginals(post: DensePosterior) -> tuple[Array, Array]:
+    a = post.marginal_var
+    return post.mean / a, 1.0 / a
+
+
+def double_loop(
+    kernel: Array,
+    labels: Array,
+    likelihood: Likelihood,
+    *,
+    max_outer: int = 200,
+    tol: float = 1e-3,
+    accelerate: bool = True,
+    start: DensePosterior | None = None,
+    relative: bool = False,
+    callback: Callable[[int, DensePosterior], None] | None = None,
+) -> DoubleLoopRun:
+    r"""Run double-loop EP to an EP fixed point.
+
+    Converged when, in one outer iteration, :math:`R = \|\alpha_t - \alpha_{t-1}\|_2 <` ``tol``
+    and the EP moment residual (:func:`moment_residual` at anchor = marginals) is below
+    ``tol``.
+
+    Parameters
+    ----------
+    max_outer : int
+        Outer iterations (each two inner solves, three with an extrapolation).
+    accelerate : bool
+        SQUAREM extrapolation of the anchors, kept only where it lowers :math:`\Phi` more
+        than the two plain steps (``False``: plain steps, one inner solve per iteration).
+    start : DensePosterior, optional
+        Initial sites; used only if their cavities are proper (else the prior, all sites flat).
+    relative : bool
+        Use :math:`R / \|\alpha_t\|_2` (``criterion="relative"`` of :func:`~relaxep.inference.infer`).
+    callback : callable, optional
+        ``callback(outer_iteration, posterior)`` after each outer iteration.
+    """
+    post = DensePosterior(kernel) if start is None else start
+    if not np.all(post.marginal_var > 0.0) or not np.all(post.cavity(slice(None))[1] > 0.0):
+        post = DensePosterior(kernel)
+    run = DoubleLoopRun(post)
+
+    def step(anchor: tuple[Array, Array], warm: DensePosterior, plain: bool = True) -> tuple[DensePosterior, float]:
+        if not np.all(anchor[1] - warm.site_precision > 0.0):
+            # the warm sites leave an r-cavity improper: lower those sites' precisions, else start flat
+            tau = np.minimum(warm.site_precision, 0.5 * anchor[1])
+            _, warm = inner_objective(kernel, labels, likelihood, tau, warm.site_mean_precision, anchor)
+            warm = DensePosterior(kernel) if warm is None else warm
+        new, iterations, solved = solve_inner(kernel, labels, likelihood, anchor, warm)
+        run.inner_solves += 1
+        run.newton_iterations += iterations
+        if not solved:
+            if not plain:  # an extrapolated anchor is kept only with a solved inner problem
+                return new, math.inf
+            run.unsolved += 1
+        return new, ec_free_energy(new, labels, likelihood, anchor)
+
+    alpha_prev = post.alpha
+    for _ in range(max_outer):
+        anchor = _marginals(post)
+        if accelerate:
+            p1, _ = step(anchor, post)
+            a1 = _marginals(p1)
+            best, best_phi = step(a1, p1)
+            x0, x1, x2 = _to_moments(anchor), _to_moments(a1), _to_moments(_marginals(best))
+            r, v = x1 - x0, x2 - 2.0 * x1 + x0
+            alpha = -float(np.linalg.norm(r)) / max(float(np.linalg.norm(v)), np.finfo(float).tiny)
+            alpha = max(alpha, -_MAX_EXTRAPOLATION)
+            for _ in range(4):
+                if alpha >= -1.0:
+                    break
+                try:
+                    p3, phi3 = step(_from_moments(x0 - 2.0 * alpha * r + alpha**2 * v), best, plain=False)
+                except ImproperPosteriorError:
+                    p3, phi3 = None, math.inf
+                if phi3 < best_phi:
+                    best, best_phi = p3, phi3
+                    run.extrapolated += 1
+                    break
+                alpha = 0.5 * (alpha - 1.0)  # halfway back towards the plain step
+            post, phi = best, best_phi
+        else:
+            post, phi = step(anchor, post)
+        alpha_now = post.alpha
+        change = float(np.linalg.norm(alpha_now - alpha_prev))
+        if relative:
+            change /= max(float(np.linalg.norm(alpha_now)), np.finfo(float).tiny)
+        run.trace.append(change)
+        run.free_energy.append(phi)
+        run.residual.append(moment_residual(post, labels, likelihood, _marginals(post)))
+        alpha_prev = alpha_now
+        run.post = post
+        if callback is not None:
+            callback(len(run.trace) - 1, post)
+        if run.trace[-1] < tol and run.residual[-1] < tol:
+            run.converged = True
+            break
+    return run
+
+
+_MAX_EXTRAPOLATION = 16.0  # SQUAREM's step length is capped (its first try; then halved)
+
+
+def _to_moments(anchor: tuple[Array, Array]) -> Array:
+    """Natural parameters -> (mean, log variance), the space SQUAREM extrapolates in."""
+    h, lam = anchor
+    return np.concatenate([h / lam, -np.log(lam)])
+
+
+def _from_moments(x: Array) -> tuple[Array, Array]:
+    n = x.shape[0] // 2
+    lam = np.exp(-x[n:])
+    return x[:n] * lam, lam

@@ -1,0 +1,120 @@
+"""Double-loop EP (issue #6): it converges where EP oscillates, to a point that satisfies EP's
+fixed-point conditions (checked by adaptive quadrature), never raising its free energy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oracles import lik_fn, tilted_quad
+from relaxep import EP, DoubleLoopEP, NoisyStep, Probit, infer
+from relaxep.double_loop import double_loop, solve_inner
+from relaxep.experiments.robustness import make_problem, problem_grid
+from relaxep.posterior import DensePosterior
+from test_inference import _oscillating_problem
+from test_schedules import _problem
+
+
+def _suite_problem(k: int):
+    K, y, _, _, _, lik = make_problem(problem_grid(30, max_n=400)[k])
+    return K, y, lik
+
+
+def _fixed_point_error(res, y, name, eps) -> float:
+    """Largest scale-free mismatch between each marginal and its tilted moments (quadrature)."""
+    var = np.diag(res.cov)
+    cav_var = 1.0 / (1.0 / var - res.site_precision)
+    cav_mean = cav_var * (res.mean / var - res.site_mean_precision)
+    assert np.all(cav_var > 0)
+    worst = 0.0
+    for i in range(len(y)):
+        _, m, v = tilted_quad(lik_fn(name, eps), y[i] * cav_mean[i], cav_var[i])
+        worst = max(worst, abs(y[i] * m - res.mean[i]) / np.sqrt(var[i]), abs(v - var[i]) / var[i])
+    return worst
+
+
+def test_single_site_is_exact():
+    """One site: the EP fixed point is the exact posterior and -Phi the exact log evidence."""
+    eps, k = 0.1, 2.5
+    K, y = np.array([[k]]), np.array([1.0])
+    res = infer(K, y, NoisyStep(eps), DoubleLoopEP(), tol=1e-10, require_both_classes=False)
+    log_z, m, v = tilted_quad(lik_fn("step", eps), 0.0, k)
+    assert res.converged
+    assert res.mean[0] == pytest.approx(m, rel=1e-8)
+    assert res.cov[0, 0] == pytest.approx(v, rel=1e-8)
+    run = double_loop(K, y, NoisyStep(eps), tol=1e-10)
+    assert run.free_energy[-1] == pytest.approx(-log_z, rel=1e-9)  # log Z = log(1/2) here
+
+
+@pytest.mark.parametrize(("lik", "name", "eps"), [(NoisyStep(0.05), "step", 0.05), (Probit(), "probit", 0.0)])
+def test_inner_solution_matches_tilted_moments_at_the_anchored_cavities(lik, name, eps):
+    """The inner problem's optimum: every marginal equals the moments of t_i N(anchor_i - site_i)."""
+    K, y = _problem(25, 3)
+    rng = np.random.default_rng(0)
+    prior_var = np.diag(K)
+    anchor = (rng.normal(0.0, 0.5, 25) / prior_var, (1.0 + rng.uniform(0.2, 2.0, 25)) / prior_var)
+    post, iterations, solved = solve_inner(K, y, lik, anchor, DensePosterior(K))
+    assert solved and iterations < 30
+    r_lam = anchor[1] - post.site_precision
+    r_var = 1.0 / r_lam
+    r_mean = (anchor[0] - post.site_mean_precision) * r_var
+    var = np.diag(post.cov)
+    for i in range(25):
+        _, m, v = tilted_quad(lik_fn(name, eps), y[i] * r_mean[i], r_var[i])
+        assert y[i] * m == pytest.approx(post.mean[i], abs=1e-7 * np.sqrt(var[i]))
+        assert v == pytest.approx(var[i], rel=1e-7)
+
+
+@pytest.mark.parametrize("problem", ["oscillating", "suite-4"])
+def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem):
+    if problem == "oscillating":
+        K, y, eps = _oscillating_problem()
+        lik = NoisyStep(eps)
+    else:
+        K, y, lik = _suite_problem(4)  # n = 50, amplitude 100: EP and damped EP both fail
+        eps = lik.eps
+    ep = infer(K, y, lik, EP(), max_sweeps=200)
+    assert not ep.converged
+    res = infer(K, y, lik, DoubleLoopEP(), tol=1e-8, max_sweeps=200)
+    assert res.converged and res.n_inner > 0
+    assert np.all(np.isfinite(res.mean)) and np.all(np.isfinite(res.cov))
+    assert _fixed_point_error(res, y, "step", eps) < 1e-6
+    run = double_loop(K, y, lik, tol=1e-8)
+    assert np.all(np.diff(run.free_energy) <= 1e-9 * np.abs(run.free_energy[:-1]))
+    assert run.free_energy[-1] == pytest.approx(-res.log_evidence, rel=1e-8)
+
+
+def test_textbook_double_loop_also_converges_monotonically():
+    K, y, eps = _oscillating_problem()
+    run = double_loop(K, y, NoisyStep(eps), tol=1e-6, accelerate=False)
+    assert run.converged and run.extrapolated == 0
+    assert np.all(np.diff(run.free_energy) <= 1e-9 * np.abs(run.free_energy[:-1]))
+
+
+@pytest.mark.parametrize("lik", [NoisyStep(0.1), Probit()])
+def test_same_fixed_point_as_ep_where_ep_converges(lik):
+    K, y = _problem(40, 0)
+    ep = infer(K, y, lik, EP(), tol=1e-10, max_sweeps=500)
+    dl = infer(K, y, lik, DoubleLoopEP(), tol=1e-10)
+    assert ep.converged and dl.converged
+    np.testing.assert_allclose(dl.mean, ep.mean, atol=1e-7)
+    np.testing.assert_allclose(np.diag(dl.cov), np.diag(ep.cov), rtol=1e-7)
+    assert dl.log_evidence == pytest.approx(ep.log_evidence, rel=1e-9)
+
+
+def test_auto_ends_with_double_loop_when_damped_ep_fails_too():
+    K, y, lik = _suite_problem(4)
+    auto = infer(K, y, lik, "auto")
+    assert auto.converged
+    assert [a[0] for a in auto.attempts] == ["EP(damping=1.0)", "EP(damping=0.5)", "DoubleLoopEP(accelerate=True)"]
+    assert [a[1] for a in auto.attempts[:2]] == ["stalled", "stalled"]
+    alone = infer(K, y, lik, DoubleLoopEP())
+    np.testing.assert_array_equal(auto.mean, alone.mean)
+
+
+def test_double_loop_is_not_a_schedule_rule():
+    with pytest.raises(TypeError, match="not a per-site rule"):
+        zeros, ones = np.zeros(1), np.ones(1)
+        DoubleLoopEP().update(NoisyStep(0.1), zeros, ones, zeros, zeros, zeros, ones)
+    with pytest.raises(TypeError, match="accelerate"):
+        DoubleLoopEP(accelerate="yes")
