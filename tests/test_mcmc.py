@@ -33,6 +33,18 @@ def test_moments_match_quadrature_within_monte_carlo_error(likelihood):
     np.testing.assert_allclose(res.var, var, rtol=0.05)
 
 
+@pytest.mark.parametrize("likelihood", [Probit(), NoisyStep(0.1), NoisyStep(0.0)], ids=["probit", "step", "hard"])
+def test_a_wrong_gaussian_approximation_leaves_the_target_exact(likelihood):
+    """Sampling on the ellipses of N(m, S) with the residual factor: any (m, S) gives the same
+    posterior; here m is shifted by a standard deviation and S is three times too wide."""
+    approx = (np.array([1.0, -0.5]), 3.0 * K2)
+    res = elliptical_slice(K2, Y2, likelihood, n_samples=8000, n_burn=500, random_state=2, approx=approx)
+    mean, var = _grid_moments(K2, Y2, likelihood)
+    assert res.converged
+    assert np.all(np.abs(res.mean - mean) < 5 * res.mean_se + 2e-3)
+    np.testing.assert_allclose(res.var, var, rtol=0.05)
+
+
 def test_rhat_flags_chains_that_have_not_mixed():
     """Forty samples from over-dispersed starts with a strong prior correlation: R-hat >> 1."""
     K = np.array([[1.0, 0.999], [0.999, 1.0]]) * 100.0
@@ -45,3 +57,7 @@ def test_bad_input():
         elliptical_slice(K2, Y2, Probit(), n_samples=50)
     with pytest.raises(ValueError, match="Cholesky"):
         elliptical_slice(np.ones((2, 2)), Y2, Probit(), n_samples=40)
+    with pytest.raises(ValueError, match="approx must be"):
+        elliptical_slice(K2, Y2, Probit(), n_samples=40, approx=(np.zeros(3), K2))
+    with pytest.raises(ValueError, match="NaN"):
+        elliptical_slice(K2, Y2, Probit(), n_samples=40, approx=(np.array([np.nan, 0.0]), K2))
