@@ -79,8 +79,23 @@ def test_hardness_suite_rows_and_auto_targets():
     auto = rows[-1]
     assert auto["converged"]
     table, targets = summarize_robustness(rows)
-    assert len(table) == len(ROBUST_METHODS)
+    assert len(table) == len(ROBUST_METHODS) and {r["set"] for r in table} == {"suite"}
     assert targets["auto_converged"] == targets["auto_runs"] == 1
+    assert targets["auto_runs_synthetic"] == 0
+
+
+def test_synthetic_protocol_problems_are_the_papers_data():
+    from relaxep.experiments.robustness import make_problem, synthetic_problems
+    from relaxep.experiments.synthetic import synthetic_data
+
+    specs = synthetic_problems(2)
+    assert len(specs) == 8 and len({s["problem"] for s in specs}) == 8
+    spec = specs[-1]
+    K, y, K_star, _, _, lik = make_problem(spec, n_test=100)
+    _, y_ref, _, _ = synthetic_data(spec["repeat"], spec["flip"], 2)
+    np.testing.assert_array_equal(y, y_ref)
+    assert K.shape == (400, 400) and K_star.shape == (200, 400) and lik.eps == spec["flip"]
+    np.testing.assert_allclose(np.diag(K), 1.0 + 1e-6)
 
 
 def test_estimator_accepts_auto():

@@ -194,10 +194,11 @@ def plot_spam(summary: Rows, path: Path) -> Path:
 
 
 def plot_robustness(table: Rows, path: Path) -> Path:
-    """Convergence rate and median sweeps of each method on the hardness suite."""
+    """Convergence rate and median sweeps of each method on the hardness suite (and synthetic set)."""
     plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    names = [r["method"] for r in table]
+    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    several = len({r.get("set") for r in table}) > 1
+    names = [f"{r['method']} [{r['set']}]" if several else r["method"] for r in table]
     x = np.arange(len(names))
     axes[0].bar(x, [r["converged_pct"] for r in table], color="tab:blue")
     axes[0].set_title("converged [%]", fontsize=9)

@@ -1,6 +1,6 @@
 """The inference methods the studies compare, as JSON-serialisable specifications.
 
-A method is ``{"label": str, "rule": "EP" | "PowerEP" | "RelaxedEP", "params": {...}}``
+A method is ``{"label": str, "rule": "EP" | "PowerEP" | "RelaxedEP" | ..., "params": {...}}``
 so that it can be part of a cached cell's key and be rebuilt in a worker process.
 """
 
@@ -14,11 +14,17 @@ from numpy.typing import NDArray
 
 from relaxep.inference import InferenceResult, infer
 from relaxep.likelihoods import Likelihood
-from relaxep.rules import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
+from relaxep.rules import EP, DoubleLoopEP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = ["build_rule", "fit_and_score", "method", "paper_methods", "select_length_scale"]
 
-_RULES: dict[str, type[SiteRule]] = {"EP": EP, "PowerEP": PowerEP, "RelaxedEP": RelaxedEP, "FractionalEP": FractionalEP}
+_RULES: dict[str, type[SiteRule]] = {
+    "EP": EP,
+    "PowerEP": PowerEP,
+    "RelaxedEP": RelaxedEP,
+    "FractionalEP": FractionalEP,
+    "DoubleLoopEP": DoubleLoopEP,
+}
 
 
 def method(label: str, rule: str, **params: Any) -> dict[str, Any]:
