@@ -193,7 +193,7 @@ def run_robustness(
 ) -> list[dict[str, Any]]:
     """Run the suite and the synthetic problems (``problems``: a subset of their numbers); MCMC for ``n <= 100``."""
     specs = problem_grid(8 if quick else 30, max_n=200 if quick else 400)
-    specs += synthetic_problems(1, length_scales=(1.0,)) if quick else synthetic_problems(5)
+    specs += synthetic_problems(1, length_scales=(1.0,)) if quick else synthetic_problems(3)
     if problems is not None:
         specs = [s for s in specs if s["problem"] in problems]
     n_samples = 2000 if quick else 8000
