@@ -108,3 +108,17 @@ def test_estimator_accepts_auto():
     clf = GPClassifier(RBF(0.7), likelihood=NoisyStep(0.2), rule="auto", optimizer=None).fit(X, y)
     assert clf.result_.converged and clf.result_.attempts
     assert clf.score(X, y) > 0.6
+
+
+def test_rep_by_evidence_keeps_the_converged_run_of_highest_evidence():
+    from relaxep import RelaxedEP
+    from relaxep.experiments.robustness import rep_by_evidence
+
+    K, y = _problem(40, 2)
+    grid = (0.1, 1.0, 100.0)
+    chosen = rep_by_evidence(K, y, NoisyStep(0.1), grid, max_sweeps=100)
+    runs = [infer(K, y, NoisyStep(0.1), RelaxedEP(c), max_sweeps=100) for c in grid]
+    ok = [r for r in runs if r.converged]
+    assert ok and chosen.converged
+    assert chosen.log_evidence == max(r.log_evidence for r in ok)
+    assert [a[0] for a in chosen.attempts] == [repr(RelaxedEP(c)) for c in grid]

@@ -13,6 +13,8 @@ the error of the posterior mean and marginal standard deviations against it.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -21,11 +23,12 @@ from sklearn.gaussian_process.kernels import RBF
 from relaxep.experiments._runner import Cell, run_cells
 from relaxep.experiments.methods import build_rule, method
 from relaxep.experiments.synthetic import synthetic_data
-from relaxep.inference import infer
-from relaxep.likelihoods import NoisyStep
+from relaxep.inference import InferenceResult, infer
+from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.mcmc import elliptical_slice
+from relaxep.rules import RelaxedEP
 
-__all__ = ["ROBUST_METHODS", "make_problem", "problem_grid", "run_robustness", "synthetic_problems"]
+__all__ = ["ROBUST_METHODS", "make_problem", "problem_grid", "rep_by_evidence", "run_robustness", "synthetic_problems"]
 
 #: the remedies compared (the tolerance of a damped method is multiplied by its step)
 ROBUST_METHODS: list[dict[str, Any]] = [
@@ -38,6 +41,7 @@ ROBUST_METHODS: list[dict[str, Any]] = [
     method("REP scale-free c=0.1", "RelaxedEP", c=0.1, penalty="scale_free"),
     method("REP c=0.1 damped 0.5", "RelaxedEP", c=0.1, damping=0.5),
     method("double-loop EP", "DoubleLoopEP"),
+    {"label": "REP c by evidence", "rule": "rep-evidence", "params": {"c_grid": [0.1, 1.0, 10.0, 100.0]}},
     {"label": "auto", "rule": "auto", "params": {}},
 ]
 
@@ -145,17 +149,37 @@ def _mcmc_cell(spec: dict[str, Any], n_samples: int) -> dict[str, Any]:
     return {"problem": spec["problem"], "rhat": res.rhat, "mean": res.mean.tolist(), "var": res.var.tolist()}
 
 
+def rep_by_evidence(
+    K: np.ndarray,
+    y: np.ndarray,
+    likelihood: Likelihood,
+    c_grid: Sequence[float],
+    max_sweeps: int,
+    tol: float = 1e-3,
+) -> InferenceResult:
+    r"""Relaxed EP with ``c`` chosen per problem: the converged run of highest EP evidence.
+
+    Every ``c`` in ``c_grid`` is run; among the converged runs the one with the largest
+    :math:`\log Z_{EP}` is returned (if none converged, the one with the smallest final
+    ``R``), with every run listed in ``attempts``.
+    """
+    runs = [infer(K, y, likelihood, RelaxedEP(c=float(c)), max_sweeps=max_sweeps, tol=tol) for c in c_grid]
+    converged = [r for r in runs if r.converged and np.isfinite(r.log_evidence)]
+    best = max(converged, key=lambda r: r.log_evidence) if converged else min(runs, key=lambda r: r.trace[-1])
+    return replace(best, attempts=tuple((repr(r.rule), r.status, r.n_sweeps) for r in runs))
+
+
 def _fit_cell(spec: dict[str, Any], m: dict[str, Any], max_sweeps: int, truth: dict | None) -> dict[str, Any]:
     import time
 
     K, y, K_star, k_diag, y_test, lik = make_problem(spec)
-    if m["rule"] == "auto":
-        rule, tol = "auto", 1e-3
-    else:
-        rule = build_rule(m)
-        tol = 1e-3 * rule.damping
     start = time.perf_counter()
-    res = infer(K, y, lik, rule, max_sweeps=max_sweeps, tol=tol)
+    if m["rule"] == "rep-evidence":
+        res = rep_by_evidence(K, y, lik, m["params"]["c_grid"], max_sweeps)
+    else:
+        rule = "auto" if m["rule"] == "auto" else build_rule(m)
+        tol = 1e-3 if m["rule"] == "auto" else 1e-3 * rule.damping
+        res = infer(K, y, lik, rule, max_sweeps=max_sweeps, tol=tol)
     elapsed = time.perf_counter() - start
     proba = res.predict_proba(K_star, k_diag)
     row = dict(spec)
@@ -164,10 +188,12 @@ def _fit_cell(spec: dict[str, Any], m: dict[str, Any], max_sweeps: int, truth: d
         status=res.status,
         converged=res.converged,
         nan=bool(not np.all(np.isfinite(res.mean))),
-        sweeps=int(res.n_sweeps) + sum(a[2] for a in res.attempts[:-1]),
+        sweeps=sum(a[2] for a in res.attempts)
+        if m["rule"] == "rep-evidence"
+        else int(res.n_sweeps) + sum(a[2] for a in res.attempts[:-1]),
         time_s=elapsed,
         test_error=float(np.mean(np.where(proba >= 0.5, 1.0, -1.0) != y_test)),
-        stage=res.attempts[-1][0] if res.attempts else m["label"],
+        stage=repr(res.rule) if res.attempts else m["label"],
         inner_newton=int(res.n_inner),
     )
     if truth is not None:
