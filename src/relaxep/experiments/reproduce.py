@@ -216,7 +216,8 @@ def reproduce(
             + '\n\nTargets for `rule="auto"`: converged on '
             f"{targets['auto_converged']}/{targets['auto_runs']} problems (synthetic protocol: "
             f"{targets['auto_converged_synthetic']}/{targets['auto_runs_synthetic']}), NaN on {targets['auto_nan']}; "
-            "posterior at least as close to MCMC as the best converged EP variant on "
+            "posterior at least as close to MCMC (mean and sd errors each within 0.01 of the posterior scale) as the "
+            "best converged EP-family variant (EP, damped EP, PEP, FEP, double-loop EP) on "
             f"{targets['auto_as_close_as_best_ep']} of {targets['auto_comparable']} comparable problems; time over "
             f"EP's where EP converges: median {targets['auto_time_ratio_median']:.2f}x, max "
             f"{targets['auto_time_ratio_max']:.2f}x.\n\n"

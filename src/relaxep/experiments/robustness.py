@@ -244,12 +244,20 @@ def run_robustness(
     return run_cells(cells, desc="robustness: fits", **sub)
 
 
+#: posterior errors closer than this (in units of the RMS posterior standard deviation) are
+#: not told apart: the MCMC means' own Monte Carlo errors are 0.05-0.1 of a posterior standard
+#: deviation at the worst coordinate (4 chains x 8000 guided samples, problems 3, 7, 11)
+_RESOLUTION = 0.01
+
+
 def summarize_robustness(rows: list[dict[str, Any]], rhat_max: float = 1.05) -> tuple[list[dict], dict[str, Any]]:
     """Per-set, per-method table and the issue's targets for ``auto``.
 
     Rows are grouped by ``set`` ("suite", "synthetic").  Posterior errors are divided by the
     problem's posterior scale (RMS MCMC standard deviation) and counted only where the MCMC
-    run mixed (split-R-hat below ``rhat_max``).
+    run mixed (split-R-hat below ``rhat_max``).  ``auto`` is "as close to MCMC as the best
+    converged EP variant" when its mean and standard-deviation errors are each within
+    ``0.01`` (scaled) of the smallest among EP, damped EP, PEP, FEP and double-loop EP.
     """
     table = []
     for group in dict.fromkeys(r.get("set", "suite") for r in rows):
@@ -288,7 +296,7 @@ def summarize_robustness(rows: list[dict[str, Any]], rhat_max: float = 1.05) -> 
             conv = [by[(p, m)] for m in ep_family if (p, m) in by and by[(p, m)]["converged"]]
             if conv and auto["converged"]:
                 comparable += 1
-                tol = 1e-6 * auto["scale"]
+                tol = _RESOLUTION * auto["scale"]
                 best_mean = min(r["mean_rmse"] for r in conv)
                 best_sd = min(r["sd_rmse"] for r in conv)
                 closer += auto["mean_rmse"] <= best_mean + tol and auto["sd_rmse"] <= best_sd + tol
