@@ -194,16 +194,23 @@ def plot_spam(summary: Rows, path: Path) -> Path:
 
 
 def plot_robustness(table: Rows, path: Path) -> Path:
-    """Convergence rate and median sweeps of each method on the hardness suite (and synthetic set)."""
+    """Convergence rate and median sweeps of each method, one bar per problem set."""
     plt = _plt()
     fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
-    several = len({r.get("set") for r in table}) > 1
-    names = [f"{r['method']} [{r['set']}]" if several else r["method"] for r in table]
-    x = np.arange(len(names))
-    axes[0].bar(x, [r["converged_pct"] for r in table], color="tab:blue")
+    methods = list(dict.fromkeys(r["method"] for r in table))
+    sets = list(dict.fromkeys(r.get("set", "suite") for r in table))
+    by = {(r["method"], r.get("set", "suite")): r for r in table}
+    x = np.arange(len(methods))
+    width = 0.8 / len(sets)
+    for k, group in enumerate(sets):
+        offset = (k - (len(sets) - 1) / 2) * width
+        for ax, key in zip(axes, ("converged_pct", "median_sweeps"), strict=True):
+            values = [by[(m, group)][key] if (m, group) in by else np.nan for m in methods]
+            ax.bar(x + offset, values, width, label=group, color=("tab:blue", "tab:orange", "tab:green")[k % 3])
     axes[0].set_title("converged [%]", fontsize=9)
-    axes[1].bar(x, [r["median_sweeps"] for r in table], color="tab:orange")
-    axes[1].set_title("median sweeps", fontsize=9)
+    axes[1].set_title("median sweeps (auto, REP by evidence: all stages / runs)", fontsize=9)
+    axes[1].set_yscale("log")
+    axes[0].legend(fontsize=7)
     for ax in axes:
-        ax.set_xticks(x, names, rotation=60, ha="right", fontsize=7)
+        ax.set_xticks(x, methods, rotation=60, ha="right", fontsize=7)
     return _save(fig, path)
