@@ -188,12 +188,23 @@ def test_non_convergence_warns_with_status_and_sweeps():
     from test_inference import oscillating_inputs
 
     X, y, ls, amp, eps = oscillating_inputs()
-    clf = GPClassifier(
-        kernel=C(amp, "fixed") * RBF(ls, "fixed"), likelihood=NoisyStep(eps), max_sweeps=150, jitter=1e-6 * amp
-    )
+    kw = dict(kernel=C(amp, "fixed") * RBF(ls, "fixed"), likelihood=NoisyStep(eps), max_sweeps=150, jitter=1e-6 * amp)
+    clf = GPClassifier(rule=EP(), **kw)
     with pytest.warns(ConvergenceWarning, match="max_sweeps.*150 sweeps"):
         clf.fit(X, y)
     assert clf.result_.status == "max_sweeps"
+
+
+def test_default_rule_is_auto_and_finishes_where_ep_does_not():
+    from test_inference import oscillating_inputs
+
+    X, y, ls, amp, eps = oscillating_inputs()
+    kw = dict(kernel=C(amp, "fixed") * RBF(ls, "fixed"), likelihood=NoisyStep(eps), max_sweeps=150, jitter=1e-6 * amp)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", ConvergenceWarning)
+        clf = GPClassifier(**kw).fit(X, y)
+    assert clf.rule is None and clf.result_.converged
+    assert clf.result_.attempts[0][:2] in (("EP(damping=1.0)", "stalled"), ("EP(damping=1.0)", "max_sweeps"))
 
 
 def test_divergence_raises_a_clear_error(small, monkeypatch):

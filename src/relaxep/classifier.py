@@ -23,7 +23,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from relaxep.inference import InferenceResult, infer
 from relaxep.likelihoods import Likelihood, NoisyStep
-from relaxep.rules import EP, SiteRule
+from relaxep.rules import SiteRule
 
 __all__ = ["DivergenceError", "GPClassifier", "evidence_gradient"]
 
@@ -66,9 +66,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
         Prior covariance; its hyperparameters are learned unless ``optimizer=None``.
     likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
-    rule : SiteRule or "auto", default ``EP()``
-        ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(alpha)`` (``rule__c`` etc. for
-        grid search), or ``"auto"``: EP with fallbacks when it does not converge (see :func:`~relaxep.infer`).
+    rule : SiteRule or "auto", default ``"auto"``
+        ``"auto"`` (the default): EP, and where EP does not converge damped EP, then double-loop
+        EP, which always reaches an EP fixed point (see :func:`~relaxep.infer`); where EP
+        converges it is EP, at the same cost.  Or a fixed rule: ``EP()``, ``PowerEP(u)``,
+        ``RelaxedEP(c)``, ``FractionalEP(alpha)``, ``DoubleLoopEP()`` (``rule__c`` etc. for
+        grid search).
     optimizer : "fmin_l_bfgs_b", callable or None
         Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
         is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
@@ -149,7 +152,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.X_train_ = np.array(X, copy=True)
         self._y = np.where(y == classes[1], 1.0, -1.0)
         self._likelihood = NoisyStep(0.1) if self.likelihood is None else self.likelihood
-        self._rule = EP() if self.rule is None else self.rule
+        self._rule = "auto" if self.rule is None else self.rule
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         self._warm: InferenceResult | None = None
 
