@@ -118,3 +118,15 @@ def test_double_loop_is_not_a_schedule_rule():
         DoubleLoopEP().update(NoisyStep(0.1), zeros, ones, zeros, zeros, zeros, ones)
     with pytest.raises(TypeError, match="accelerate"):
         DoubleLoopEP(accelerate="yes")
+
+
+def test_no_interior_inner_solution_is_reported_as_stalled_not_as_an_answer():
+    """With eps = 0 (t vanishes on one side) and an amplitude-100 prior, the first inner problem's
+    infimum lies on the edge (an r-cavity precision -> 0): no moment matching is possible there.
+    The run must say so ("stalled"), keep a proper posterior, and record no free energy for it."""
+    K, y, _ = _suite_problem(4)
+    res = infer(K, y, NoisyStep(0.0), DoubleLoopEP())
+    assert res.status == "stalled" and not res.converged
+    assert np.all(np.isfinite(res.mean)) and np.all(np.diag(res.cov) > 0)
+    run = double_loop(K, y, NoisyStep(0.0))
+    assert run.stalled and run.unsolved >= 3 and np.all(np.isnan(run.free_energy))

@@ -166,9 +166,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 "Try damping (e.g. EP(damping=0.5)), a larger jitter / latent noise (WhiteKernel), "
                 "or RelaxedEP with a smaller c."
             )
-        if result.status == "max_sweeps":
+        if result.status in ("max_sweeps", "stalled"):
             warnings.warn(
-                f"inference did not converge: status 'max_sweeps' after {result.n_sweeps} sweeps "
+                f"inference did not converge: status {result.status!r} after {result.n_sweeps} sweeps "
                 f"(last R = {result.trace[-1]:.3g}, {result.n_skipped} site visits skipped). "
                 "Consider damping, more max_sweeps or a larger tol.",
                 ConvergenceWarning,

@@ -21,7 +21,13 @@ dual form, is the inner problem
     \min_{\lambda_q}\ \Psi_s(\lambda_q) = \log Z_q(\lambda_q) + \sum_i \log Z_{r,i}(s_i - \lambda_{q,i}),
 
 convex and smooth on its domain (every r-cavity :math:`s_i - \lambda_{q,i}` and the
-posterior proper; :math:`\Psi_s \to \infty` at its edge).  Its stationarity condition is
+posterior proper).  For a likelihood bounded away from zero (the noisy step with
+:math:`\epsilon > 0`, the paper's) :math:`\Psi_s \to \infty` at the domain's edge, so the
+minimum is interior.  Where :math:`t` vanishes in one tail (probit, logistic, the step with
+:math:`\epsilon = 0`) :math:`\log Z_r` stays finite as an r-cavity's precision tends to 0,
+the infimum can lie on the edge and moment matching is then impossible: the inner solve
+is reported unsolved, its :math:`\Phi` is not used, and after three such outer
+iterations in a row the run stops as ``stalled``.  Its stationarity condition is
 moment matching between each posterior marginal and the tilted
 :math:`r_i \propto t_i\, e^{(s_i - \lambda_{q,i})\cdot\phi}`: EP's condition, except that the
 tilted's cavity is anchored at :math:`s_i` instead of following the moving posterior.
@@ -159,8 +165,9 @@ def solve_inner(
     iterations : int
         Newton steps taken.
     solved : bool
-        Whether the last decrement was below ``1e-6`` (solved to rounding; ``False`` when
-        ``max_iter`` ran out or the line search stalled far from the minimum).
+        Whether the gradient in scale-free units is below ``1e-6`` at the returned point
+        (``False`` when ``max_iter`` ran out, or the line search stalled away from a
+        stationary point, as where the infimum lies on the domain's edge).
     """
     n = kernel.shape[0]
     s_h, s_lam = anchor
@@ -185,24 +192,22 @@ def solve_inner(
         hess[idx, idx + n] += c12
         hess[idx + n, idx] += c12
         hess[idx + n, idx + n] += c22
-        try:
-            step = -linalg.cho_solve(linalg.cho_factor(hess, check_finite=False), grad, check_finite=False)
-        except linalg.LinAlgError:  # rounding in the high cumulants: least squares instead
-            step = -linalg.lstsq(hess, grad, check_finite=False)[0]
-        decrement = -float(grad @ step)
         scale_free = max(np.max(np.abs(grad[:n]) / np.sqrt(var)), np.max(2.0 * np.abs(grad[n:]) / var))
+        solved = bool(scale_free < _SOLVED)
+        step = _newton_step(hess, grad)
+        if step is None:
+            return post, it, solved
+        decrement = -float(grad @ step)
         if not (decrement > 0.0) or scale_free < 1e-13:
-            return post, it, bool(decrement <= 1e-6)
+            return post, it, solved
         if decrement < 1e-8:  # quadratic regime, below what a line search on Psi can resolve
             if decrement > 0.25 * last_decrement:  # no longer shrinking quadratically: rounding floor
-                return post, it, True
+                return post, it, solved
             last_decrement = decrement
             new_value, new_post = inner_objective(kernel, labels, likelihood, tau + step[n:], nu + step[:n], anchor)
             if new_post is None:
-                return post, it, True
+                return post, it, solved
             tau, nu, value, post = tau + step[n:], nu + step[:n], new_value, new_post
-            if decrement < 1e-24:
-                return post, it + 1, True
             continue
         t = 1.0
         for _ in range(50):
@@ -213,9 +218,28 @@ def solve_inner(
                 break
             t *= 0.5
         else:  # no decrease along the Newton direction: flat to rounding, or stalled
-            return post, it + 1, bool(decrement <= 1e-6)
+            return post, it, solved
         tau, nu, value, post = tau + t * step[n:], nu + t * step[:n], new_value, new_post
     return post, max_iter, False
+
+
+_SOLVED = 1e-6  # scale-free gradient below which an inner problem counts as solved
+
+
+def _newton_step(hess: Array, grad: Array) -> Array | None:
+    """``-hess^-1 grad`` by Cholesky; where rounding in the high cumulants makes ``hess``
+    indefinite, with a growing relative diagonal shift (Levenberg); ``None`` if all fail."""
+    diag = np.abs(np.diagonal(hess)).copy()
+    for shift in (0.0, 1e-10, 1e-8, 1e-6, 1e-4, 1e-2, 1.0):
+        matrix = hess if shift == 0.0 else hess + np.diag(shift * diag)
+        try:
+            factor = linalg.cho_factor(matrix, check_finite=False)
+        except linalg.LinAlgError:
+            continue
+        step = -linalg.cho_solve(factor, grad, check_finite=False)
+        if np.all(np.isfinite(step)):
+            return step
+    return None
 
 
 def moment_residual(post: DensePosterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
@@ -262,6 +286,7 @@ class DoubleLoopRun:
 
     post: DensePosterior
     converged: bool = False
+    stalled: bool = False  # the inner problems stopped being solvable (see double_loop)
     trace: list[float] = field(default_factory=list)  # R per outer iteration
     free_energy: list[float] = field(default_factory=list)  # Phi per outer iteration
     residual: list[float] = field(default_factory=list)  # EP moment residual per outer iteration
@@ -314,23 +339,29 @@ def double_loop(
     run = DoubleLoopRun(post)
 
     def step(anchor: tuple[Array, Array], warm: DensePosterior, plain: bool = True) -> tuple[DensePosterior, float]:
+        """Inner solve at ``anchor``; its Phi, or nan (plain) / inf (extrapolated) if unsolved."""
         if not np.all(anchor[1] - warm.site_precision > 0.0):
             # the warm sites leave an r-cavity improper: lower those sites' precisions, else start flat
             tau = np.minimum(warm.site_precision, 0.5 * anchor[1])
             _, warm = inner_objective(kernel, labels, likelihood, tau, warm.site_mean_precision, anchor)
             warm = DensePosterior(kernel) if warm is None else warm
-        new, iterations, solved = solve_inner(kernel, labels, likelihood, anchor, warm)
         run.inner_solves += 1
+        try:
+            new, iterations, solved = solve_inner(kernel, labels, likelihood, anchor, warm)
+        except ImproperPosteriorError:
+            new, iterations, solved = warm, 0, False
         run.newton_iterations += iterations
-        if not solved:
-            if not plain:  # an extrapolated anchor is kept only with a solved inner problem
-                return new, math.inf
-            run.unsolved += 1
+        if not solved:  # Phi is only a bound there: never compared, never recorded as Phi
+            if plain:
+                run.unsolved += 1
+            return new, math.nan if plain else math.inf
         return new, ec_free_energy(new, labels, likelihood, anchor)
 
     alpha_prev = post.alpha
+    unsolved_in_a_row = 0
     for _ in range(max_outer):
         anchor = _marginals(post)
+        unsolved_before = run.unsolved
         if accelerate:
             p1, _ = step(anchor, post)
             a1 = _marginals(p1)
@@ -368,10 +399,15 @@ def double_loop(
         if run.trace[-1] < tol and run.residual[-1] < tol:
             run.converged = True
             break
+        unsolved_in_a_row = unsolved_in_a_row + 1 if run.unsolved > unsolved_before else 0
+        if unsolved_in_a_row >= _UNSOLVED_LIMIT:
+            run.stalled = True
+            break
     return run
 
 
 _MAX_EXTRAPOLATION = 16.0  # SQUAREM's step length is capped (its first try; then halved)
+_UNSOLVED_LIMIT = 3  # outer iterations in a row with an unsolved plain inner problem: stalled
 
 
 def _to_moments(anchor: tuple[Array, Array]) -> Array:

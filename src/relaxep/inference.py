@@ -18,8 +18,12 @@ Every run ends with one of three statuses:
     result then holds the last proper posterior (the sites at the start of the
     failing sweep), never NaN.
 
-With ``rule="auto"``, ``attempts`` may also list ``"stalled"``: an early stage abandoned
-because :math:`R` set no new minimum in :data:`AUTO_STALL_WINDOW` sweeps.
+``"stalled"``
+    double-loop EP only: its inner problems stopped having a solution (a likelihood that
+    vanishes in one tail, see :mod:`relaxep.double_loop`).  With ``rule="auto"``,
+    ``attempts`` may also list ``"stalled"`` for an early stage abandoned because :math:`R`
+    set no new minimum in :data:`AUTO_STALL_WINDOW` sweeps; ``auto`` itself never returns it
+    (an unconverged ``auto`` is ``"max_sweeps"``).
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ class InferenceResult:
         Natural site parameters :math:`(\\tau_i, \\nu_i)` for ``f`` (not folded).
     relaxation : ndarray
         REP's :math:`b_i` at each site's last update (zeros for EP and Power EP).
-    status : {"converged", "max_sweeps", "diverged"}
+    status : {"converged", "max_sweeps", "diverged", "stalled"}
     n_sweeps : int
         Sweeps run.
     n_skipped : int
@@ -456,7 +460,7 @@ def _run_double_loop(
         site_precision=post.site_precision.copy(),
         site_mean_precision=post.site_mean_precision.copy(),
         relaxation=np.zeros(kernel.shape[0]),
-        status="converged" if run.converged else "max_sweeps",
+        status="converged" if run.converged else "stalled" if run.stalled else "max_sweeps",
         n_sweeps=len(run.trace),
         n_skipped=0,
         trace=np.asarray(run.trace),
