@@ -21,16 +21,17 @@ dual form, is the inner problem
     \min_{\lambda_q}\ \Psi_s(\lambda_q) = \log Z_q(\lambda_q) + \sum_i \log Z_{r,i}(s_i - \lambda_{q,i}),
 
 convex and smooth on its domain (every r-cavity :math:`s_i - \lambda_{q,i}` and the
-posterior proper).  For a likelihood bounded away from zero (the noisy step with
+posterior proper).  Its stationarity condition is
+moment matching between each posterior marginal and the tilted
+:math:`r_i \propto t_i\, e^{(s_i - \lambda_{q,i})\cdot\phi}`: EP's condition, except that the
+tilted's cavity is anchored at :math:`s_i` instead of following the moving posterior.
+For a likelihood bounded away from zero (the noisy step with
 :math:`\epsilon > 0`, the paper's) :math:`\Psi_s \to \infty` at the domain's edge, so the
 minimum is interior.  Where :math:`t` vanishes in one tail (probit, logistic, the step with
 :math:`\epsilon = 0`) :math:`\log Z_r` stays finite as an r-cavity's precision tends to 0,
 the infimum can lie on the edge and moment matching is then impossible: the inner solve
 is reported unsolved, its :math:`\Phi` is not used, and after three such outer
-iterations in a row the run stops as ``stalled``.  Its stationarity condition is
-moment matching between each posterior marginal and the tilted
-:math:`r_i \propto t_i\, e^{(s_i - \lambda_{q,i})\cdot\phi}`: EP's condition, except that the
-tilted's cavity is anchored at :math:`s_i` instead of following the moving posterior.
+iterations in a row the run stops as ``stalled``.
 
 The inner problem is solved by Newton's method in all :math:`2n` site parameters with the
 exact Hessian :math:`\operatorname{Cov}_q[\phi] + \operatorname{blockdiag}_i \operatorname{Cov}_{r_i}[\phi]`
