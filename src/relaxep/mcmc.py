@@ -108,7 +108,7 @@ def elliptical_slice(
     approx : (mean, cov), optional
         A Gaussian approximation of the posterior whose ellipses the sampler follows (the
         target stays exact).  Chains then start at ``mean`` plus over-dispersed draws from
-        ``cov`` (moved inside a hard constraint if they fall outside).
+        ``cov``; a draw outside a hard constraint is replaced by the default start.
 
     Returns
     -------
