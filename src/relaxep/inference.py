@@ -407,22 +407,7 @@ def _run(
                 status = "stalled"
                 break
 
-    return InferenceResult(
-        mean=post.mean.copy(),
-        alpha=post.alpha,
-        site_precision=post.site_precision.copy(),
-        site_mean_precision=post.site_mean_precision.copy(),
-        relaxation=relaxation.copy(),
-        status=status,
-        n_sweeps=len(trace),
-        n_skipped=int(sum(skipped)),
-        trace=np.asarray(trace),
-        log_evidence=post.log_evidence(likelihood, labels),
-        likelihood=likelihood,
-        rule=rule,
-        skipped_per_sweep=np.asarray(skipped, dtype=int),
-        _posterior=post,
-    )
+    return _result(post, labels, likelihood, rule, status, trace, skipped, relaxation)
 
 
 def _run_double_loop(
@@ -454,20 +439,38 @@ def _run_double_loop(
         callback=callback,
     )
     post = run.post
+    status = "converged" if run.converged else "stalled" if run.stalled else "max_sweeps"
+    skipped = [0] * len(run.trace)  # the double loop skips no site
+    relaxation = np.zeros(kernel.shape[0])
+    return _result(post, labels, likelihood, rule, status, run.trace, skipped, relaxation, run.newton_iterations)
+
+
+def _result(
+    post: DensePosterior,
+    labels: Array,
+    likelihood: Likelihood,
+    rule: SiteRule,
+    status: ConvergenceStatus,
+    trace: list[float],
+    skipped: list[int],
+    relaxation: Array,
+    n_inner: int = 0,
+) -> InferenceResult:
+    """The result of a run ending at ``post`` (arrays copied out of the mutable posterior)."""
     return InferenceResult(
         mean=post.mean.copy(),
         alpha=post.alpha,
         site_precision=post.site_precision.copy(),
         site_mean_precision=post.site_mean_precision.copy(),
-        relaxation=np.zeros(kernel.shape[0]),
-        status="converged" if run.converged else "stalled" if run.stalled else "max_sweeps",
-        n_sweeps=len(run.trace),
-        n_skipped=0,
-        trace=np.asarray(run.trace),
+        relaxation=relaxation.copy(),
+        status=status,
+        n_sweeps=len(trace),
+        n_skipped=int(sum(skipped)),
+        trace=np.asarray(trace),
         log_evidence=post.log_evidence(likelihood, labels),
         likelihood=likelihood,
         rule=rule,
-        skipped_per_sweep=np.zeros(len(run.trace), dtype=int),
+        skipped_per_sweep=np.asarray(skipped, dtype=int),
         _posterior=post,
-        n_inner=run.newton_iterations,
+        n_inner=n_inner,
     )
