@@ -23,8 +23,7 @@ from sklearn.gaussian_process.kernels import RBF
 from threadpoolctl import threadpool_limits
 
 from relaxep import EP, DoubleLoopEP, NoisyStep, infer
-from relaxep.datasets import make_synthetic
-from relaxep.experiments.synthetic import synthetic_data
+from relaxep.datasets import make_synthetic, synthetic_data
 
 
 def main() -> None:

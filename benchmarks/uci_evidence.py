@@ -18,9 +18,10 @@ import warnings
 
 import numpy as np
 from sklearn.exceptions import ConvergenceWarning
+from sklearn.preprocessing import StandardScaler
 
 from relaxep import EP, GPClassifier, NoisyStep, PowerEP, Probit, RelaxedEP
-from relaxep.datasets import load_dataset, random_splits, standardize
+from relaxep.datasets import load_dataset, random_splits
 
 SIZES = {"heart": 81, "pima": 319}
 
@@ -49,7 +50,8 @@ def main() -> None:
             for label, rule in methods:
                 errors, amps, bad, times = [], [], 0, []
                 for train, test in splits:
-                    X_train, X_test = standardize(X[train], X[test])
+                    scaler = StandardScaler().fit(X[train])
+                    X_train, X_test = scaler.transform(X[train]), scaler.transform(X[test])
                     start = time.perf_counter()
                     with warnings.catch_warnings():
                         warnings.simplefilter("ignore", ConvergenceWarning)

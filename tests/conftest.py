@@ -1,4 +1,28 @@
-import sys
-from pathlib import Path
+"""Fixtures shared by the test modules (the builders live in ``problems.py``, the oracles in ``oracles.py``)."""
 
-sys.path.insert(0, str(Path(__file__).parent))
+from __future__ import annotations
+
+import pytest
+
+import problems
+from relaxep.datasets import make_problem, problem_grid
+
+
+@pytest.fixture(scope="session")
+def toy_problem():
+    """The paper's five-point toy: ``(K = X X^T, y, X)``."""
+    return problems.TOY_X @ problems.TOY_X.T, problems.TOY_Y, problems.TOY_X
+
+
+@pytest.fixture(scope="session")
+def oscillating():
+    """``(K, y, eps)`` on which plain EP oscillates (see ``problems.oscillating_problem``)."""
+    return problems.oscillating_problem()
+
+
+@pytest.fixture(scope="session")
+def hard_suite_problem():
+    """Problem 4 of the robustness suite (n = 50, amplitude 100): EP and damped EP both fail.
+    Returns ``(K, y, likelihood)``."""
+    K, y, _, _, _, lik = make_problem(problem_grid(30, max_n=400)[4])
+    return K, y, lik

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from relaxep import datasets
 from relaxep.datasets import (
     DATASETS,
+    dataset_info,
     fetch,
     fixed_splits,
     flip_labels,
@@ -21,7 +21,10 @@ from relaxep.datasets import (
     load_dataset,
     make_toy,
     paper_splits,
+    random_splits,
+    uci,
 )
+from relaxep.datasets.registry import CONTENT_SHA256
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_data = pytest.mark.skipif(
@@ -63,10 +66,10 @@ def test_dataset_table_is_the_papers_protocol_and_read_only():
     with pytest.raises(TypeError):
         DATASETS["iris"] = DATASETS["heart"]
     info = DATASETS["diabetes"]
-    assert info["n_splits"] == info.n_splits == 100 and info["file"] == "diabetes_uci768.csv"
-    assert dict(info)["n_features"] == 8 and "columns" in info
-    with pytest.raises(KeyError, match="n_split"):
-        info["n_split"]
+    assert info.n_splits == 100 and info.file == "diabetes_uci768.csv" and info.n_features == 8
+    assert dataset_info("diabetes") is info
+    with pytest.raises(ValueError, match="unknown dataset 'iris'"):
+        dataset_info("iris")
 
 
 # --------------------------------------------------------------------------- splits
@@ -253,7 +256,7 @@ def test_a_corrupted_download_fails_its_checksum_and_caches_nothing(mirror, tmp_
     with pytest.raises(ValueError, match="checksum mismatch for dataset 'haberman'") as info:
         fetch("haberman", home, mirror=mirror + "bad", timeout=5.0)
     assert mirror + "bad/haberman.data" in str(info.value)
-    assert datasets._CONTENT_SHA256["haberman"] in str(info.value)
+    assert CONTENT_SHA256["haberman"] in str(info.value)
     assert not home.exists() or not any(home.iterdir())
 
 
@@ -272,7 +275,7 @@ def test_an_unreachable_mirror_gives_a_connection_error_naming_the_data_home(tmp
 
 @needs_data
 def test_load_dataset_downloads_a_missing_file_on_request(mirror, tmp_path, monkeypatch):
-    monkeypatch.setattr(datasets, "fetch", functools.partial(fetch, mirror=mirror + "good/", timeout=5.0))
+    monkeypatch.setattr(uci, "fetch", functools.partial(fetch, mirror=mirror + "good/", timeout=5.0))
     X, y = load_dataset("haberman", tmp_path, download=True)
     assert (tmp_path / "haberman.csv").is_file()
     X_ref, y_ref = load_dataset("haberman", SHARED_DATA)
@@ -311,3 +314,33 @@ def test_flip_labels_rejects_bad_rates_and_labels():
             flip_labels([1, -1], rate, 0)
     with pytest.raises(ValueError, match="-1/\\+1"):
         flip_labels([0, 1], 0.1, 0)
+
+
+def test_dataset_loader_reads_a_users_copy_and_names_the_folder_when_missing(tmp_path, monkeypatch):
+    (tmp_path / "pima.csv").write_text("a,b,label\n1,2,1\n3,4,-1\n5,6,1\n")
+    with pytest.raises(ValueError, match="should have 532 rows"):
+        load_dataset("pima", tmp_path)
+    with pytest.warns(UserWarning, match="should have 532 rows"):
+        X, y = load_dataset("pima", tmp_path, strict=False)
+    np.testing.assert_array_equal(X, [[1, 2], [3, 4], [5, 6]])
+    np.testing.assert_array_equal(y, [1, -1, 1])
+    monkeypatch.setenv("RELAXEP_DATA", str(tmp_path))
+    with pytest.warns(UserWarning):
+        assert load_dataset("pima", strict=False)[0].shape == (3, 2)
+    with pytest.raises(FileNotFoundError, match="data_home"):
+        load_dataset("heart", tmp_path)
+    with pytest.raises(ValueError, match="unknown dataset"):
+        load_dataset("iris", tmp_path)
+
+
+def test_random_splits_partition_the_rows_reproducibly():
+    splits = random_splits(50, 30, 3, random_state=4)
+    assert len(splits) == 3
+    for train, test in splits:
+        assert train.size == 30 and test.size == 20
+        np.testing.assert_array_equal(np.sort(np.concatenate([train, test])), np.arange(50))
+    again = random_splits(50, 30, 3, random_state=4)
+    assert all(np.array_equal(a[0], b[0]) for a, b in zip(splits, again, strict=True))
+    assert not np.array_equal(splits[0][0], splits[1][0])
+    with pytest.raises(ValueError, match="n_train"):
+        random_splits(50, 50, 1)

@@ -1,4 +1,4 @@
-"""Double-loop EP (issue #6): it converges where EP oscillates, to a point that satisfies EP's
+"""Double-loop EP: it converges where EP oscillates, to a point that satisfies EP's
 fixed-point conditions (checked by adaptive quadrature), never raising its free energy."""
 
 from __future__ import annotations
@@ -7,17 +7,10 @@ import numpy as np
 import pytest
 
 from oracles import lik_fn, tilted_quad
-from relaxep import EP, DoubleLoopEP, NoisyStep, Probit, infer
-from relaxep.double_loop import double_loop, solve_inner
-from relaxep.experiments.robustness import make_problem, problem_grid
-from relaxep.posterior import DensePosterior
-from test_inference import _oscillating_problem
-from test_schedules import _problem
-
-
-def _suite_problem(k: int):
-    K, y, _, _, _, lik = make_problem(problem_grid(30, max_n=400)[k])
-    return K, y, lik
+from problems import wavy_problem
+from relaxep import EP, DoubleLoopEP, Likelihood, NoisyStep, Prior, Probit, infer
+from relaxep.inference.double_loop import double_loop, solve_inner
+from relaxep.posterior import DensePosterior, DensePrior
 
 
 def _fixed_point_error(res, y, name, eps) -> float:
@@ -49,11 +42,11 @@ def test_single_site_is_exact():
 @pytest.mark.parametrize(("lik", "name", "eps"), [(NoisyStep(0.05), "step", 0.05), (Probit(), "probit", 0.0)])
 def test_inner_solution_matches_tilted_moments_at_the_anchored_cavities(lik, name, eps):
     """The inner problem's optimum: every marginal equals the moments of t_i N(anchor_i - site_i)."""
-    K, y = _problem(25, 3)
+    K, y = wavy_problem(25, 3)
     rng = np.random.default_rng(0)
     prior_var = np.diag(K)
     anchor = (rng.normal(0.0, 0.5, 25) / prior_var, (1.0 + rng.uniform(0.2, 2.0, 25)) / prior_var)
-    post, iterations, solved = solve_inner(K, y, lik, anchor, DensePosterior(K))
+    post, iterations, solved = solve_inner(DensePrior(K), y, lik, anchor, DensePosterior(K))
     assert solved and iterations < 30
     r_lam = anchor[1] - post.site_precision
     r_var = 1.0 / r_lam
@@ -66,12 +59,12 @@ def test_inner_solution_matches_tilted_moments_at_the_anchored_cavities(lik, nam
 
 
 @pytest.mark.parametrize("problem", ["oscillating", "suite-4"])
-def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem):
+def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem, oscillating, hard_suite_problem):
     if problem == "oscillating":
-        K, y, eps = _oscillating_problem()
+        K, y, eps = oscillating
         lik = NoisyStep(eps)
     else:
-        K, y, lik = _suite_problem(4)  # n = 50, amplitude 100: EP and damped EP both fail
+        K, y, lik = hard_suite_problem  # n = 50, amplitude 100: EP and damped EP both fail
         eps = lik.eps
     ep = infer(K, y, lik, EP(), max_sweeps=200)
     assert not ep.converged
@@ -84,8 +77,8 @@ def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem):
     assert run.free_energy[-1] == pytest.approx(-res.log_evidence, rel=1e-8)
 
 
-def test_textbook_double_loop_also_converges_monotonically():
-    K, y, eps = _oscillating_problem()
+def test_textbook_double_loop_also_converges_monotonically(oscillating):
+    K, y, eps = oscillating
     run = double_loop(K, y, NoisyStep(eps), tol=1e-6, accelerate=False)
     assert run.converged and run.extrapolated == 0
     assert np.all(np.diff(run.free_energy) <= 1e-9 * np.abs(run.free_energy[:-1]))
@@ -93,7 +86,7 @@ def test_textbook_double_loop_also_converges_monotonically():
 
 @pytest.mark.parametrize("lik", [NoisyStep(0.1), Probit()])
 def test_same_fixed_point_as_ep_where_ep_converges(lik):
-    K, y = _problem(40, 0)
+    K, y = wavy_problem(40, 0)
     ep = infer(K, y, lik, EP(), tol=1e-10, max_sweeps=500)
     dl = infer(K, y, lik, DoubleLoopEP(), tol=1e-10)
     assert ep.converged and dl.converged
@@ -102,29 +95,41 @@ def test_same_fixed_point_as_ep_where_ep_converges(lik):
     assert dl.log_evidence == pytest.approx(ep.log_evidence, rel=1e-9)
 
 
-def test_auto_ends_with_double_loop_when_damped_ep_fails_too():
-    K, y, lik = _suite_problem(4)
-    auto = infer(K, y, lik, "auto")
-    assert auto.converged
-    assert [a[0] for a in auto.attempts] == ["EP(damping=1.0)", "EP(damping=0.5)", "DoubleLoopEP(accelerate=True)"]
-    assert [a[1] for a in auto.attempts[:2]] == ["stalled", "stalled"]
-    alone = infer(K, y, lik, DoubleLoopEP())
-    np.testing.assert_array_equal(auto.mean, alone.mean)
+class _NoCumulants(Likelihood):
+    """A likelihood that answers log Z only (the double loop needs more)."""
+
+    def _log_z(self, mean, var, power):
+        return Probit()._log_z(mean, var, power)
+
+    def _expected_log_lik(self, mean, var):
+        return Probit()._expected_log_lik(mean, var)
+
+    def _log_lik(self, g):
+        return Probit()._log_lik(g)
 
 
-def test_double_loop_is_not_a_schedule_rule():
-    with pytest.raises(TypeError, match="not a per-site rule"):
-        zeros, ones = np.zeros(1), np.ones(1)
-        DoubleLoopEP().update(NoisyStep(0.1), zeros, ones, zeros, zeros, zeros, ones)
+class _SomeOtherPrior(Prior):
+    n = 2
+
+    def posterior(self, site_precision=None, site_mean_precision=None, marginals_only=False):
+        raise AssertionError("never asked")
+
+
+def test_double_loop_refuses_what_it_cannot_run_at_the_door():
+    K, y = np.array([[1.0, 0.3], [0.3, 1.0]]), np.array([1.0, -1.0])
+    with pytest.raises(TypeError, match="tilted cumulants"):
+        infer(K, y, _NoCumulants(), DoubleLoopEP())
+    with pytest.raises(TypeError, match="DensePrior"):
+        infer(_SomeOtherPrior(), y, Probit(), DoubleLoopEP())
     with pytest.raises(TypeError, match="accelerate"):
         DoubleLoopEP(accelerate="yes")
 
 
-def test_no_interior_inner_solution_is_reported_as_stalled_not_as_an_answer():
+def test_no_interior_inner_solution_is_reported_as_stalled_not_as_an_answer(hard_suite_problem):
     """With eps = 0 (t vanishes on one side) and an amplitude-100 prior, the first inner problem's
     infimum lies on the edge (an r-cavity precision -> 0): no moment matching is possible there.
     The run must say so ("stalled"), keep a proper posterior, and record no free energy for it."""
-    K, y, _ = _suite_problem(4)
+    K, y, _ = hard_suite_problem
     res = infer(K, y, NoisyStep(0.0), DoubleLoopEP())
     assert res.status == "stalled" and not res.converged
     assert np.all(np.isfinite(res.mean)) and np.all(np.diag(res.cov) > 0)

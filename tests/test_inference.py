@@ -1,11 +1,18 @@
-"""infer() against exact answers: one site, the exact linear toy, orthant evidences, limits."""
+"""infer() against exact answers: one site, the exact linear toy, orthant evidences, limits, statuses."""
+
+import warnings
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info
 
 from oracles import exact_linear_step_posterior, lik_fn, orthant_log_evidence, tilted_quad
+from problems import TOY_X, TOY_Y, curved_problem, rbf
 from relaxep import (
     EP,
+    Blocked,
+    DensePrior,
+    FractionalEP,
     ImproperPosteriorError,
     KernelNotPositiveDefiniteError,
     Logistic,
@@ -13,21 +20,24 @@ from relaxep import (
     PowerEP,
     Probit,
     RelaxedEP,
+    SiteRule,
     infer,
 )
+from relaxep.datasets import make_toy
 from relaxep.posterior import DensePosterior
-from relaxep.rules import SiteRule
-
-# The paper's Section 7.1 setting: five 2-D points, one mislabelled (the last), eps = 0.2,
-# linear kernel k(x, x') = x.x' (so f = X w with w ~ N(0, I)).
-TOY_X = np.array([[1.0, 1.5], [1.5, 0.4], [-1.2, -0.8], [-0.4, -1.5], [2.2, -0.3]])
-TOY_Y = np.array([1.0, 1.0, -1.0, -1.0, -1.0])
 
 
 @pytest.fixture(scope="module")
 def toy_exact():
     mean_w, cov_w, log_z = exact_linear_step_posterior(TOY_X, TOY_Y, 0.2)
     return TOY_X @ mean_w, TOY_X @ cov_w @ TOY_X.T, log_z
+
+
+def test_the_packaged_toy_is_the_papers():
+    X, y, mislabelled = make_toy()
+    np.testing.assert_array_equal(X, TOY_X)
+    np.testing.assert_array_equal(y, TOY_Y)
+    assert mislabelled == 4
 
 
 def test_exact_toy_oracle_agrees_with_a_brute_force_grid(toy_exact):
@@ -69,7 +79,7 @@ def test_ep_on_the_exact_toy_is_close_and_every_method_is_finite(toy_exact):
     ep_mean, ep_cov = errors[repr(EP())]
     assert ep_mean < 1e-2 * np.mean(exact_mean**2)
     assert ep_cov < 5e-2 * np.mean(exact_cov**2)
-    # DESIGN.md's measured finding: Power EP's covariance is worse than EP's here.
+    # docs/decisions.md's measured finding: Power EP's covariance is worse than EP's here.
     assert errors[repr(PowerEP(0.8))][1] > ep_cov
 
 
@@ -84,19 +94,9 @@ def test_power_ep_u_one_and_rep_huge_c_equal_ep_on_the_toy():
         assert np.all(other.relaxation == 0)
 
 
-def _rbf_problem(n, seed, length_scale=0.5, flip=0.2, amplitude=1.0):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = np.where(X[:, 0] + 0.3 * X[:, 1] ** 2 > 0, 1.0, -1.0)
-    y[rng.random(n) < flip] *= -1
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    K = amplitude * np.exp(-0.5 * d2 / length_scale**2) + 1e-6 * np.eye(n)
-    return K, y
-
-
 @pytest.mark.parametrize("rule", [EP(), PowerEP(0.7), RelaxedEP(c=0.05)], ids=repr)
 def test_rank_one_updates_equal_a_from_scratch_posterior_after_each_sweep(rule):
-    K, y = _rbf_problem(60, 1)
+    K, y = curved_problem(60, 1)
     worst = []
 
     def check(sweep, post):
@@ -110,7 +110,7 @@ def test_rank_one_updates_equal_a_from_scratch_posterior_after_each_sweep(rule):
 
 def test_negative_site_precisions_are_handled():
     """The noisy step is not log-concave: EP sites may have tau < 0; the posterior stays proper."""
-    K, y = _rbf_problem(60, 1)
+    K, y = curved_problem(60, 1)
     res = infer(K, y, NoisyStep(0.1), EP(), max_sweeps=50)
     assert np.any(res.site_precision < 0)
     assert np.all(np.linalg.eigvalsh(res.cov) > 0)
@@ -150,31 +150,8 @@ def test_log_evidence_one_site_equals_log_z():
     assert res.log_evidence == pytest.approx(np.log(0.2 + 0.6 * norm.cdf(0.0)), rel=1e-12)
 
 
-def oscillating_inputs():
-    """Dense 1-D inputs, noise-free step with small eps, 20% flipped labels (seed 54 of a search).
-
-    Returns ``X, y, length_scale, amplitude, eps``; the kernel is ``amplitude * RBF`` plus
-    ``1e-6 * amplitude`` jitter.
-    """
-    rng = np.random.default_rng(54)
-    n = int(rng.choice([40, 60, 80]))
-    X = rng.uniform(-1, 1, size=(n, 1))
-    y = np.sign(np.sin(3 * X[:, 0]) + 1e-9)
-    y[rng.random(n) < 0.2] *= -1
-    ls = float(rng.choice([0.1, 0.3, 1.0]))
-    amp = float(rng.choice([1.0, 10.0, 100.0]))
-    eps = float(rng.choice([0.05, 0.1, 0.2]))
-    return X, y, ls, amp, eps
-
-
-def _oscillating_problem():
-    X, y, ls, amp, eps = oscillating_inputs()
-    K = amp * np.exp(-0.5 * (X - X.T) ** 2 / ls**2) + 1e-6 * amp * np.eye(len(y))
-    return K, y, eps
-
-
-def test_oscillating_ep_is_reported_as_max_sweeps_and_damping_converges():
-    K, y, eps = _oscillating_problem()
+def test_oscillating_ep_is_reported_as_max_sweeps_and_damping_converges(oscillating):
+    K, y, eps = oscillating
     res = infer(K, y, NoisyStep(eps), EP(), max_sweeps=150)
     assert res.status == "max_sweeps" and not res.converged
     assert res.trace.shape == (150,)
@@ -186,20 +163,21 @@ def test_oscillating_ep_is_reported_as_max_sweeps_and_damping_converges():
 
 
 class _NaNRule(SiteRule):
-    """A broken rule: returns NaN after the first sweep's worth of updates."""
+    """A broken rule (written against the public interface): NaN after the first sweep's worth of updates."""
 
     def __init__(self) -> None:
         self.damping = 1.0
         self._calls = 0
 
-    def _propose(self, likelihood, cavity_mean, cavity_var, tau, nu, site_mean, marginal_var):
+    def _propose(self, likelihood, cavity, site):
         self._calls += 1
-        out = EP()._propose(likelihood, cavity_mean, cavity_var, tau, nu, site_mean, marginal_var)
-        return (out[0] * np.nan, out[1], out[2]) if self._calls > 10 else out
+        out = EP().update(likelihood, cavity, site)
+        nan = np.nan if self._calls > 10 else 1.0
+        return out.precision * nan, out.mean_precision, out.relaxation
 
 
 def test_divergence_is_reported_with_the_last_proper_posterior():
-    K, y = _rbf_problem(8, 3)
+    K, y = curved_problem(8, 3)
     res = infer(K, y, Probit(), _NaNRule(), max_sweeps=10)
     assert res.status == "diverged"
     assert res.n_sweeps == 2 and np.isinf(res.trace[-1])
@@ -208,7 +186,7 @@ def test_divergence_is_reported_with_the_last_proper_posterior():
 
 
 def test_predictions_are_probabilities_and_agree_with_the_training_posterior():
-    K, y = _rbf_problem(50, 2)
+    K, y = curved_problem(50, 2)
     for lik in (NoisyStep(0.1), Probit(), Logistic()):
         res = infer(K, y, lik, EP())
         mean, var = res.predict_latent(K, np.diag(K))
@@ -219,14 +197,14 @@ def test_predictions_are_probabilities_and_agree_with_the_training_posterior():
 
 
 def test_random_order_reaches_the_same_fixed_point():
-    K, y = _rbf_problem(40, 4)
+    K, y = curved_problem(40, 4)
     fixed = infer(K, y, Probit(), EP(), tol=1e-10)
     shuffled = infer(K, y, Probit(), EP(), tol=1e-10, order="random", random_state=0)
     np.testing.assert_allclose(shuffled.mean, fixed.mean, atol=1e-7)
 
 
 def test_warm_start_converges_immediately():
-    K, y = _rbf_problem(40, 4)
+    K, y = curved_problem(40, 4)
     res = infer(K, y, Probit(), EP(), tol=1e-8)
     again = infer(K, y, Probit(), EP(), tol=1e-6, init=res)
     assert again.converged and again.n_sweeps == 1
@@ -252,6 +230,12 @@ def test_alpha_gives_the_mean_even_for_a_singular_kernel():
         (dict(max_sweeps=0), "max_sweeps"),
         (dict(tol=-1.0), "tol"),
         (dict(order="backwards"), "order"),
+        (dict(criterion="scaled"), "criterion"),
+        (dict(max_sweeps=2.5), "max_sweeps"),
+        (dict(max_sweeps=np.inf), "max_sweeps"),
+        (dict(max_sweeps=np.nan), "max_sweeps"),
+        (dict(tol=np.inf), "tol"),
+        (dict(blas_threads=0), "blas_threads"),
     ],
 )
 def test_bad_input_gets_a_clear_error(kwargs, match):
@@ -268,22 +252,22 @@ def test_not_psd_kernel_error_type():
 
 
 def test_inputs_are_not_modified():
-    K, y = _rbf_problem(30, 5)
+    K, y = curved_problem(30, 5)
     K0, y0 = K.copy(), y.copy()
     infer(K, y, NoisyStep(0.2), RelaxedEP(0.1), max_sweeps=5)
     np.testing.assert_array_equal(K, K0)
     np.testing.assert_array_equal(y, y0)
 
 
-def test_on_improper_raise():
-    K, y, eps = _oscillating_problem()
+def test_on_improper_raise(oscillating):
+    K, y, eps = oscillating
     with pytest.raises(ImproperPosteriorError, match="improper cavities"):
         infer(K, y, NoisyStep(eps), EP(), max_sweeps=150, on_improper="raise")
 
 
 def test_alpha_criterion_scales_with_amplitude_and_relative_criterion_does_not():
-    """DESIGN.md: the step likelihood is scale-free, so EP on s^2 K has f scaled by s, alpha by 1/s."""
-    K, y = _rbf_problem(40, 6)
+    """docs/decisions.md: the step likelihood is scale-free, so EP on s^2 K has f scaled by s, alpha by 1/s."""
+    K, y = curved_problem(40, 6)
     lik = NoisyStep(0.1)
     base = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12)
     scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12)
@@ -292,3 +276,88 @@ def test_alpha_criterion_scales_with_amplitude_and_relative_criterion_does_not()
     rel = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="relative")
     rel_scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="relative")
     np.testing.assert_allclose(rel_scaled.trace, rel.trace, rtol=1e-6)
+
+
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        (dict(tol="0.001"), "tol must be a real number"),
+        (dict(max_sweeps="10"), "max_sweeps must be an integer"),
+        (dict(rule="EP"), "rule must be"),
+        (dict(likelihood="probit"), "likelihood must be"),
+    ],
+)
+def test_wrong_types_get_a_type_error_naming_the_argument(kwargs, match):
+    args = dict(likelihood=Probit(), rule=EP())
+    args.update(kwargs)
+    with pytest.raises((TypeError, ValueError), match=match):
+        infer(np.array([[1.0, 0.3], [0.3, 1.0]]), np.array([1.0, -1.0]), **args)
+
+
+def test_a_prior_object_and_its_matrix_give_the_same_run():
+    K, y = curved_problem(30, 7)
+    a = infer(K, y, Probit(), EP(), tol=1e-9)
+    b = infer(DensePrior(K), y, Probit(), EP(), tol=1e-9)
+    np.testing.assert_array_equal(a.mean, b.mean)
+    assert a.log_evidence == b.log_evidence
+
+
+def test_old_schedule_keywords_still_work_and_say_so():
+    K, y = curved_problem(30, 7)
+    new = infer(K, y, Probit(), EP(), schedule=Blocked(8), tol=1e-9)
+    with pytest.warns(FutureWarning, match="Blocked"):
+        old = infer(K, y, Probit(), EP(), schedule="blocked", block_size=8, tol=1e-9)
+    np.testing.assert_array_equal(old.mean, new.mean)
+
+
+def test_blas_threads_is_applied_and_restored():
+    """The caller's BLAS thread count is not changed by infer, with or without the option."""
+    K, y = curved_problem(30, 7)
+    before = [pool["num_threads"] for pool in threadpool_info()]
+    seen = []
+    infer(K, y, Probit(), EP(), blas_threads=1, callback=lambda s, p: seen.append(threadpool_info()))
+    assert all(pool["num_threads"] == 1 for pool in seen[0] if pool["user_api"] == "blas")
+    infer(K, y, Probit(), EP())
+    assert [pool["num_threads"] for pool in threadpool_info()] == before
+
+
+def _idling_fractional_problem(seed: int):
+    """A 1-D label-noise problem (seed 1 or 25 of a grid) where FractionalEP(0.5) settles at R ~ 0
+    while a few sites are skipped every sweep (their update would make A_ii negative)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-1, 1, (40, 1))
+    y = np.sign(np.sin(3 * X[:, 0]) + 1e-9)
+    y[rng.random(40) < 0.2] *= -1
+    amp, ls, eps = rng.choice([1.0, 10.0, 100.0]), rng.choice([0.1, 0.3, 1.0]), rng.choice([0.01, 0.05, 0.1])
+    return rbf(X, ls, amp) + 1e-6 * amp * np.eye(40), y, float(eps)
+
+
+@pytest.mark.parametrize("seed", [1, 25])
+def test_a_run_that_skips_the_same_sites_at_a_fixed_state_stops_as_stuck(seed):
+    K, y, eps = _idling_fractional_problem(seed)
+    res = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=300, tol=1e-6)
+    assert res.status == "stuck" and not res.converged
+    assert res.n_sweeps < 300
+    assert np.all(res.trace[-5:] < 1e-6)
+    assert np.all(res.skipped_per_sweep[-6:] == res.skipped_per_sweep[-1]) and res.skipped_per_sweep[-1] > 0
+    # the state it stops at is the one the full budget would end at
+    longer = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=res.n_sweeps + 20, tol=1e-300)
+    np.testing.assert_allclose(longer.mean, res.mean, atol=1e-5 * np.abs(res.mean).max())
+
+
+def test_converged_means_the_rules_own_cavities_are_proper():
+    """FractionalEP's convergence is judged on its fractional cavities (not EP's full ones)."""
+    K, y = curved_problem(25, 3, flip=0.1)
+    res = infer(K, y, NoisyStep(0.1), FractionalEP(0.5), tol=1e-9, max_sweeps=500)
+    assert res.converged
+    var = res.marginal_var
+    assert np.all(1.0 / var - 0.5 * res.site_precision > 0)
+
+
+def test_no_warning_filters_or_global_state_are_left_changed():
+    K, y = curved_problem(20, 2)
+    filters = list(warnings.filters)
+    state = np.random.get_state()[1].copy()  # noqa: NPY002 (the legacy global state is what must not change)
+    infer(K, y, NoisyStep(0.1), "auto", max_sweeps=30)
+    assert warnings.filters == filters
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # noqa: NPY002

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from relaxep import NoisyStep, Probit
+from relaxep import KernelNotPositiveDefiniteError, NoisyStep, Probit
 from relaxep.mcmc import elliptical_slice
 
 K2 = np.array([[1.5, 0.9], [0.9, 1.2]])
@@ -55,7 +55,7 @@ def test_rhat_flags_chains_that_have_not_mixed():
 def test_bad_input():
     with pytest.raises(ValueError, match="multiple of 40"):
         elliptical_slice(K2, Y2, Probit(), n_samples=50)
-    with pytest.raises(ValueError, match="Cholesky"):
+    with pytest.raises(KernelNotPositiveDefiniteError, match="not positive definite"):
         elliptical_slice(np.ones((2, 2)), Y2, Probit(), n_samples=40)
     with pytest.raises(ValueError, match="approx must be"):
         elliptical_slice(K2, Y2, Probit(), n_samples=40, approx=(np.zeros(3), K2))

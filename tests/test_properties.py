@@ -6,7 +6,7 @@ from hypothesis import strategies as st
 
 from relaxep import EP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, infer
 
-STATUSES = {"converged", "max_sweeps", "diverged"}
+STATUSES = {"converged", "max_sweeps", "diverged", "stuck"}  # no stall window, not the double loop
 
 
 @st.composite
@@ -49,8 +49,16 @@ def problems(draw):
 def test_results_are_finite_and_the_posterior_is_a_covariance(problem):
     K, y, lik, rule, schedule = problem
     res = infer(K, y, lik, rule, schedule=schedule, max_sweeps=40)
-    assert res.status in STATUSES
     assert res.n_sweeps == len(res.trace) <= 40
+    # each status says what the trace shows
+    assert res.status in STATUSES
+    assert (res.status == "max_sweeps") == (res.n_sweeps == 40 and res.status not in ("converged", "diverged", "stuck"))
+    if res.status == "converged":
+        assert res.trace[-1] < 1e-3 and res.skipped_per_sweep[-1] == 0
+    if res.status == "diverged":
+        assert np.isinf(res.trace[-1])
+    if res.status == "stuck":
+        assert res.skipped_per_sweep[-1] > 0 and np.all(res.trace[-5:] < 1e-3)
     assert np.all(np.isfinite(res.mean)) and np.all(np.isfinite(res.cov))
     np.testing.assert_array_equal(res.cov, res.cov.T)
     assert np.linalg.eigvalsh(res.cov).min() > -1e-10 * np.abs(res.cov).max()

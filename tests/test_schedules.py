@@ -5,17 +5,9 @@ import pytest
 from scipy.linalg import solve_triangular
 from sklearn.gaussian_process.kernels import RBF
 
-from relaxep import EP, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from problems import wavy_problem
+from relaxep import EP, Blocked, ImproperPosteriorError, NoisyStep, Parallel, PowerEP, Probit, RelaxedEP, infer
 from relaxep.posterior import DensePosterior
-
-
-def _problem(n, seed, flip=0.1, jitter=1e-4):
-    rng = np.random.default_rng(seed)
-    X = rng.normal(size=(n, 2))
-    y = np.where(np.sin(2 * X[:, 0]) + X[:, 1] > 0, 1.0, -1.0)
-    y[rng.random(n) < flip] *= -1
-    d2 = ((X[:, None, :] - X[None, :, :]) ** 2).sum(-1)
-    return np.exp(-0.5 * d2 / 0.7**2) + jitter * np.eye(n), y
 
 
 def _sweep_states(K, y, lik, rule, schedule, sweeps, **kw):
@@ -35,9 +27,9 @@ def _sweep_states(K, y, lik, rule, schedule, sweeps, **kw):
 )
 @pytest.mark.parametrize("block_size", [1, 7, 64, 500])
 def test_blocked_equals_sequential_after_every_sweep(lik, rule, block_size):
-    K, y = _problem(150, 0)
+    K, y = wavy_problem(150, 0)
     seq = _sweep_states(K, y, lik, rule, "sequential", 6, order="random", random_state=3)
-    blk = _sweep_states(K, y, lik, rule, "blocked", 6, order="random", random_state=3, block_size=block_size)
+    blk = _sweep_states(K, y, lik, rule, Blocked(block_size), 6, order="random", random_state=3)
     assert len(seq) == len(blk) == 6
     for (t1, n1, m1), (t2, n2, m2) in zip(seq, blk, strict=True):
         np.testing.assert_allclose(t2, t1, rtol=0, atol=1e-10)
@@ -46,52 +38,55 @@ def test_blocked_equals_sequential_after_every_sweep(lik, rule, block_size):
 
 
 def test_blocked_posterior_equals_a_from_scratch_posterior():
-    from relaxep.posterior import DensePosterior
-
-    K, y = _problem(120, 1)
+    K, y = wavy_problem(120, 1)
     worst = []
 
     def check(sweep, post):
         fresh = DensePosterior(K, post.site_precision, post.site_mean_precision)
         worst.append(max(np.abs(post.cov - fresh.cov).max(), np.abs(post.mean - fresh.mean).max()))
 
-    infer(K, y, NoisyStep(0.1), EP(), schedule="blocked", block_size=16, max_sweeps=5, tol=1e-300, callback=check)
+    infer(K, y, NoisyStep(0.1), EP(), schedule=Blocked(16), max_sweeps=5, tol=1e-300, callback=check)
     assert max(worst) < 1e-8
 
 
 @pytest.mark.parametrize("lik", [Probit(), NoisyStep(0.1)], ids=repr)
 def test_parallel_reaches_the_sequential_fixed_point(lik):
-    K, y = _problem(100, 2, jitter=1e-2)
+    K, y = wavy_problem(100, 2, jitter=1e-2)
     seq = infer(K, y, lik, EP(), schedule="sequential", tol=1e-9, max_sweeps=500)
-    par = infer(K, y, lik, EP(), schedule="parallel", parallel_step=0.5, tol=1e-9, max_sweeps=500)
+    par = infer(K, y, lik, EP(), schedule=Parallel(step=0.5), tol=1e-9, max_sweeps=500)
     assert seq.converged and par.converged
     np.testing.assert_allclose(par.mean, seq.mean, atol=1e-6)
     np.testing.assert_allclose(par.cov, seq.cov, atol=1e-6)
     assert par.log_evidence == pytest.approx(seq.log_evidence, abs=1e-6)
 
 
-def test_parallel_step_is_halved_rather_than_accepting_an_improper_posterior():
-    from test_inference import _oscillating_problem
-
-    K, y, eps = _oscillating_problem()
-    res = infer(K, y, NoisyStep(eps), EP(), schedule="parallel", max_sweeps=30)
-    assert res.status in ("converged", "max_sweeps", "diverged")
-    assert np.all(np.isfinite(res.mean))
-    assert np.linalg.eigvalsh(res.cov).min() > 0
-
-
-@pytest.mark.parametrize(
-    "kwargs, match",
-    [
-        (dict(schedule="zigzag"), "schedule"),
-        (dict(block_size=0), "block_size"),
-        (dict(parallel_step=0.0), "parallel_step"),
-        (dict(parallel_step=2.0), "parallel_step"),
-    ],
-)
-def test_bad_schedule_options(kwargs, match):
-    with pytest.raises(ValueError, match=match):
-        infer(np.eye(2), np.array([1.0, -1.0]), Probit(), EP(), **kwargs)
+def test_parallel_step_is_halved_exactly_where_the_full_step_is_improper(oscillating):
+    """On the oscillating problem the parallel schedule halves its step; replaying the sweep
+    where it did, the full step's sites give no proper posterior, and every accepted one is proper."""
+    K, y, eps = oscillating
+    states = []
+    res = infer(
+        K,
+        y,
+        NoisyStep(eps),
+        EP(),
+        schedule="parallel",
+        max_sweeps=30,
+        callback=lambda s, post: states.append((post.site_precision.copy(), post.site_mean_precision.copy())),
+    )
+    assert np.all(np.isfinite(res.mean)) and np.linalg.eigvalsh(res.cov).min() > 0
+    halved = int(np.flatnonzero(res.step_sizes < 1.0)[0])
+    assert halved > 0 and res.step_sizes[halved] == 0.5 and np.all(res.step_sizes[:halved] == 1.0)
+    (tau0, nu0), (tau1, nu1) = states[halved - 1], states[halved]
+    full_tau, full_nu = tau0 + 2.0 * (tau1 - tau0), nu0 + 2.0 * (nu1 - nu0)
+    try:
+        post = DensePosterior(K, full_tau, full_nu)
+        proper = bool(np.all(np.isfinite(post.mean)) and np.linalg.eigvalsh(post.cov).min() > 0)
+    except ImproperPosteriorError:
+        proper = False
+    assert not proper, "the full step was proper: the halving was not needed"
+    for tau, nu in states:
+        assert np.linalg.eigvalsh(DensePosterior(K, tau, nu).cov).min() > 0
 
 
 @pytest.mark.parametrize("scale", [1.0, 50.0])

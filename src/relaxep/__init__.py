@@ -1,28 +1,50 @@
-"""relaxep: Expectation Propagation, Power EP and Relaxed EP for GP classification."""
+"""relaxep: Expectation Propagation, Power EP and Relaxed EP for Gaussian process classification.
 
-from relaxep.classifier import DivergenceError, GPClassifier
-from relaxep.inference import InferenceResult, infer
+The data flow, one layer per subpackage: likelihoods (:mod:`relaxep.likelihoods`) -> site
+rules (:mod:`relaxep.sites`) -> posterior representations (:mod:`relaxep.posterior`) ->
+schedules (:mod:`relaxep.schedules`) and inference methods (:mod:`relaxep.inference`) ->
+the estimator (:class:`GPClassifier`) -> studies (:mod:`relaxep.experiments`) -> the command line.
+"""
+
+from importlib.metadata import PackageNotFoundError, version
+
+from relaxep.classifier import GPClassifier
+from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.inference import Attempt, Auto, DoubleLoopEP, InferenceMethod, InferenceResult, SiteUpdates, infer
 from relaxep.likelihoods import Likelihood, Logistic, NoisyStep, Probit
-from relaxep.posterior import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.rules import EP, DoubleLoopEP, FractionalEP, PowerEP, RelaxedEP, SiteRule
+from relaxep.posterior import DensePrior, Prior
+from relaxep.schedules import Blocked, Parallel, Sequential
+from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = [
     "EP",
+    "Attempt",
+    "Auto",
+    "Blocked",
+    "DensePrior",
     "DivergenceError",
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
     "ImproperPosteriorError",
+    "InferenceMethod",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",
     "Likelihood",
     "Logistic",
     "NoisyStep",
+    "Parallel",
     "PowerEP",
+    "Prior",
     "Probit",
     "RelaxedEP",
+    "Sequential",
     "SiteRule",
+    "SiteUpdates",
     "infer",
 ]
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("relaxep")
+except PackageNotFoundError:  # pragma: no cover - running from a source tree without installing
+    __version__ = "0+unknown"

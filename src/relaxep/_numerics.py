@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import erfcx, log_ndtr
+from scipy.special import erfcx
 
-__all__ = ["log_ndtr", "normal_cdf_ratio", "safe_log", "xlogx"]
+__all__ = ["normal_cdf_ratio", "safe_log"]
 
 _SQRT_2_OVER_PI = np.sqrt(2.0 / np.pi)
 _SQRT_2 = np.sqrt(2.0)
@@ -33,9 +33,3 @@ def safe_log(x: ArrayLike) -> NDArray[np.float64]:
     x = np.asarray(x, dtype=float)
     with np.errstate(divide="ignore"):
         return np.log(x)
-
-
-def xlogx(x: ArrayLike) -> NDArray[np.float64]:
-    """``x log x`` with the convention ``0 log 0 = 0``."""
-    x = np.asarray(x, dtype=float)
-    return np.where(x > 0, x * safe_log(np.where(x > 0, x, 1.0)), 0.0)

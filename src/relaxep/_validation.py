@@ -1,14 +1,72 @@
-"""Input checks at the public boundary, so the inner code can assume clean input."""
+"""Input checks at the public boundary, so the inner code can assume clean input.
+
+Every check names the argument it rejects; a wrong type is a ``TypeError``, a wrong
+value a ``ValueError``.  One positive-definiteness test (:func:`cholesky_factor`) serves
+every caller, with one message.
+"""
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy import linalg
+
+from relaxep.errors import KernelNotPositiveDefiniteError
+
+__all__ = [
+    "check_binary_labels",
+    "check_kernel_matrix",
+    "check_positive_int",
+    "check_positive_number",
+    "check_unit_interval",
+    "cholesky_factor",
+]
+
+#: what to do about a kernel matrix that is not positive definite, said once for every caller
+NOT_PSD_ADVICE = "Add jitter or latent noise to the kernel (e.g. + WhiteKernel(1e-6), or GPClassifier(jitter=...))."
+
+
+def _as_number(value: object, name: str) -> float:
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a real number, got {value!r}")
+    return float(value)
+
+
+def check_unit_interval(value: object, name: str) -> float:
+    """``value`` as a float in ``(0, 1]``; ``name`` describes it in the message."""
+    number = _as_number(value, name)
+    if not (0.0 < number <= 1.0):
+        raise ValueError(f"{name} must lie in (0, 1], got {value!r}")
+    return number
+
+
+def check_positive_number(value: object, name: str) -> float:
+    """``value`` as a positive, finite float."""
+    number = _as_number(value, name)
+    if not (np.isfinite(number) and number > 0.0):
+        raise ValueError(f"{name} must be positive and finite, got {value!r}")
+    return number
+
+
+def check_positive_int(value: object, name: str) -> int:
+    """``value`` as an ``int >= 1`` (an integral float such as ``5.0`` is accepted)."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be an integer >= 1, got {value!r}")
+    if not np.isfinite(float(value)) or int(value) != value or value < 1:
+        raise ValueError(f"{name} must be an integer >= 1, got {value!r}")
+    return int(value)
 
 
 def check_kernel_matrix(kernel: ArrayLike, name: str = "K") -> NDArray[np.float64]:
     """A finite, square, symmetric float matrix with positive diagonal (a copy-free view if possible)."""
-    k = np.asarray(kernel, dtype=float)
+    if hasattr(kernel, "toarray") and not isinstance(kernel, np.ndarray):
+        raise TypeError(f"{name} must be a dense array; got {type(kernel).__name__} (call .toarray() first)")
+    try:
+        k = np.asarray(kernel, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(kernel).__name__}") from exc
     if k.ndim != 2 or k.shape[0] != k.shape[1]:
         raise ValueError(f"{name} must be a square matrix, got shape {k.shape}")
     if k.shape[0] == 0:
@@ -21,6 +79,28 @@ def check_kernel_matrix(kernel: ArrayLike, name: str = "K") -> NDArray[np.float6
     if np.any(np.diagonal(k) <= 0.0):
         raise ValueError(f"{name} has a non-positive diagonal entry: it is not a valid (positive definite) covariance")
     return k
+
+
+def cholesky_factor(kernel: NDArray[np.float64], relative_jitter: float = 0.0, name: str = "K") -> NDArray[np.float64]:
+    r"""Lower Cholesky factor of ``kernel + relative_jitter * mean(diag) * I``.
+
+    With ``relative_jitter = 1e-10`` this is the positive *semi*-definiteness test of
+    :func:`relaxep.infer` (a singular ``K``, such as the linear kernel's, passes); with 0 it
+    asks for a positive definite matrix (elliptical slice sampling).
+
+    Raises
+    ------
+    KernelNotPositiveDefiniteError
+        If the factorisation fails.
+    """
+    n = kernel.shape[0]
+    jitter = relative_jitter * float(np.trace(kernel)) / n
+    matrix = kernel + jitter * np.eye(n) if jitter else kernel
+    try:
+        return linalg.cholesky(matrix, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        kind = "positive semi-definite" if relative_jitter else "positive definite"
+        raise KernelNotPositiveDefiniteError(f"the kernel matrix {name} is not {kind}. {NOT_PSD_ADVICE}") from exc
 
 
 def check_binary_labels(y: ArrayLike, n: int | None = None, both_classes: bool = True) -> NDArray[np.float64]:

@@ -21,41 +21,14 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from relaxep.inference import InferenceResult, infer
+from relaxep._typing import Array
+from relaxep.errors import DivergenceError
+from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
 from relaxep.likelihoods import Likelihood, NoisyStep
-from relaxep.rules import SiteRule
+from relaxep.schedules import Schedule
+from relaxep.sites import SiteRule
 
-__all__ = ["DivergenceError", "GPClassifier", "evidence_gradient"]
-
-Array = NDArray[np.float64]
-
-
-class DivergenceError(RuntimeError):
-    """Inference diverged (NaN or an improper posterior) during ``fit``."""
-
-
-def evidence_gradient(result: InferenceResult, kernel_gradient: Array) -> Array:
-    r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
-
-    At an EP fixed point the evidence is stationary in the sites, so only the
-    explicit dependence on :math:`K` remains:
-
-    .. math::
-        \frac{\partial \log Z_{EP}}{\partial\theta_j}
-        = \tfrac12 \alpha^\top \frac{\partial K}{\partial\theta_j}\alpha
-          - \tfrac12 \operatorname{tr}\Big(R \frac{\partial K}{\partial\theta_j}\Big),
-        \qquad R = (K + T^{-1})^{-1} = T - T A T,
-
-    with :math:`\alpha = (I + TK)^{-1}\nu` and :math:`A` the posterior covariance (the
-    Woodbury form of :math:`R` holds for negative site precisions too).  For Power EP
-    and REP the same formula is evaluated at their sites; there it is the gradient of
-    the EP-form evidence with the sites held fixed, not an exact derivative.
-    """
-    alpha, tau, cov = result.alpha, result.site_precision, result.cov
-    r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
-    quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
-    trace = np.einsum("ij,jik->k", r, kernel_gradient)
-    return 0.5 * (quad - trace)
+__all__ = ["GPClassifier"]
 
 
 class GPClassifier(ClassifierMixin, BaseEstimator):
@@ -66,19 +39,19 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
         Prior covariance; its hyperparameters are learned unless ``optimizer=None``.
     likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
-    rule : SiteRule or "auto", default ``"auto"``
+    rule : SiteRule, InferenceMethod or "auto", default ``"auto"``
         ``"auto"`` (the default): EP, and where EP does not converge damped EP, then double-loop
-        EP, which always reaches an EP fixed point (see :func:`~relaxep.infer`); where EP
+        EP, which always reaches an EP fixed point (see :class:`~relaxep.inference.Auto`); where EP
         converges it is EP, at the same cost.  Or a fixed rule: ``EP()``, ``PowerEP(u)``,
-        ``RelaxedEP(c)``, ``FractionalEP(alpha)``, ``DoubleLoopEP()`` (``rule__c`` etc. for
-        grid search).
+        ``RelaxedEP(c)``, ``FractionalEP(fraction)`` (``rule__c`` etc. for grid search), or an
+        inference method such as ``DoubleLoopEP()``.
     optimizer : "fmin_l_bfgs_b", callable or None
         Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
         is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
         ``(theta_opt, func_min)`` (scikit-learn's convention).
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the bounds.
-    schedule : {"blocked", "sequential", "parallel"}
+    schedule : Schedule or {"blocked", "sequential", "parallel"}
         Passed to :func:`relaxep.infer` (``"blocked"``: the paper's sequential iterates, BLAS-3).
     max_sweeps, tol : int, float
         Passed to :func:`relaxep.infer`.
@@ -103,10 +76,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self,
         kernel: Kernel | None = None,
         likelihood: Likelihood | None = None,
-        rule: SiteRule | str | None = None,
+        rule: SiteRule | InferenceMethod | str | None = None,
         optimizer: str | Callable | None = "fmin_l_bfgs_b",
         n_restarts_optimizer: int = 0,
-        schedule: str = "blocked",
+        schedule: Schedule | str = "blocked",
         max_sweeps: int = 200,
         tol: float = 1e-3,
         jitter: float = 1e-6,
@@ -298,8 +271,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
         :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive).
         """
-        mean, var = self.latent_mean_and_variance(X)
-        p1 = np.clip(self._likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+        check_is_fitted(self)
+        X = validate_data(self, X, dtype=np.float64, reset=False)
+        p1 = self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X: ArrayLike) -> NDArray:

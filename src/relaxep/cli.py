@@ -19,13 +19,14 @@ def demo(
 
     from relaxep import EP, NoisyStep, PowerEP, RelaxedEP, infer
     from relaxep.datasets import make_synthetic
+    from relaxep.experiments.methods import JITTER, error_rate
 
     X, y, _ = make_synthetic(n_train // 2, flip_rate, random_state=seed)
     X_test, y_test, _ = make_synthetic(n_test // 2, 0.0, random_state=seed + 1)
     kernel = RBF(length_scale=0.7)
-    K = kernel(X) + 1e-6 * np.eye(len(X))
+    K = kernel(X) + JITTER * np.eye(len(X))
     K_star = kernel(X_test, X)
-    k_diag = kernel.diag(X_test) + 1e-6
+    k_diag = kernel.diag(X_test) + JITTER
     likelihood = NoisyStep(eps=flip_rate)
     rules = {
         "EP": EP(),
@@ -46,8 +47,7 @@ def demo(
         start = time.perf_counter()
         res = infer(K, y, likelihood, rule, max_sweeps=max_sweeps, tol=1e-3)
         elapsed = time.perf_counter() - start
-        proba = res.predict_proba(K_star, k_diag)
-        err = float(np.mean(np.where(proba >= 0.5, 1.0, -1.0) != y_test))
+        err = error_rate(res.predict_proba(K_star, k_diag), y_test)
         rows.append(dict(method=name, status=res.status, sweeps=res.n_sweeps, time=elapsed, error=err))
         print(f"{name:<18} {res.status:<11} {res.n_sweeps:>6} {res.n_skipped:>7} {elapsed:>8.2f} {err:>10.3%}")
     return rows
@@ -76,9 +76,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "demo":
         demo(args.n_train, args.n_test, args.flip_rate, args.seed)
     elif args.command == "reproduce":
-        from relaxep.experiments.reproduce import STUDIES, reproduce
+        from relaxep.experiments import PAPER_STUDIES
+        from relaxep.experiments.reproduce import reproduce
 
-        studies = STUDIES if args.study == "all" else (args.study,)
+        studies = PAPER_STUDIES if args.study == "all" else (args.study,)
         report = reproduce(
             studies, args.out, quick=args.quick, n_jobs=args.jobs, data_home=args.data_home, scheduler=args.scheduler
         )

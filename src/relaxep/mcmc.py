@@ -27,7 +27,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy import linalg
 
-from relaxep._validation import check_binary_labels, check_kernel_matrix
+from relaxep._validation import check_binary_labels, check_kernel_matrix, cholesky_factor
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["MCMCResult", "elliptical_slice"]
@@ -63,7 +63,7 @@ class MCMCResult:
 
     @property
     def converged(self) -> bool:
-        """``rhat < 1.01`` (the threshold of Vehtari et al. 2021)."""
+        """``rhat < 1.01`` (a strict threshold for the classic split-:math:`\\hat R` of Gelman et al. 2013)."""
         return bool(self.rhat < 1.01)
 
 
@@ -121,10 +121,7 @@ def elliptical_slice(
         raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
     if n_chains < 2 or n_burn < 0:
         raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
-    try:
-        chol = linalg.cholesky(K, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise ValueError("K has no Cholesky factor: add jitter for elliptical slice sampling") from exc
+    chol = cholesky_factor(K)  # elliptical slice sampling draws from N(0, K): K must be positive definite
     rng = np.random.default_rng(random_state)
     centre = np.zeros(n)
     base_chol = chol

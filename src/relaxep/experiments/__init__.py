@@ -1,5 +1,20 @@
-"""The paper's studies (toy, synthetic, UCI): cached cell grids, tables, claims, report.
+"""Studies (the paper's toy, synthetic and UCI experiments; robustness), cached and reported.
 
-Run them with ``relaxep reproduce toy|synthetic|uci|all --out DIR`` or
-:func:`relaxep.experiments.reproduce.reproduce`.
+Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness --out DIR`` or
+:func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
+is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
+added here.
 """
+
+from __future__ import annotations
+
+from relaxep.experiments.studies import robustness, synthetic, toy, uci
+from relaxep.experiments.study import Study
+
+__all__ = ["PAPER_STUDIES", "STUDIES", "Study"]
+
+#: every study by name, in report order
+STUDIES: dict[str, Study] = {study.name: study for study in (toy.STUDY, synthetic.STUDY, uci.STUDY, robustness.STUDY)}
+
+#: the paper's studies, which ``relaxep reproduce all`` runs
+PAPER_STUDIES: tuple[str, ...] = tuple(name for name, study in STUDIES.items() if study.paper)

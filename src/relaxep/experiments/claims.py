@@ -1,4 +1,4 @@
-"""Summary tables, the paper's claims against what we measured, and ``report.md``."""
+"""The paper's claims, each with an evaluator that reads the measured tables."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import wilcoxon
 
-__all__ = ["CLAIMS", "evaluate_claims", "paired_p_value", "summarize"]
+__all__ = ["CLAIMS", "PEP", "PRIMARY", "evaluate_claims"]
 
 Rows = Sequence[dict[str, Any]]
 
@@ -18,55 +17,6 @@ Rows = Sequence[dict[str, Any]]
 #: toy, c = 10 on the synthetic data; the paper does not give c for UCI, we keep 10)
 PRIMARY = {"toy": "REP c=20", "synthetic": "REP c=10", "uci": "REP c=10"}
 PEP = "PEP u=0.8"
-
-
-def paired_p_value(a: Sequence[float], b: Sequence[float]) -> float:
-    """Two-sided Wilcoxon signed-rank p-value of paired samples (1.0 when all pairs tie)."""
-    d = np.asarray(a, float) - np.asarray(b, float)
-    if d.size == 0 or np.all(d == 0):
-        return 1.0
-    return float(wilcoxon(a, b, zero_method="zsplit").pvalue)
-
-
-def summarize(rows: Rows, keys: Sequence[str], pair_key: str, reference: str | None = None) -> list[dict[str, Any]]:
-    """One row per group of ``keys`` (e.g. dataset, rate, method).
-
-    Gives run counts by status, mean / median sweeps (a run that did not converge counts
-    its last sweep), median wall time, test error mean and standard deviation over the
-    runs, and, when ``reference`` names a method, the paired Wilcoxon p-value of that
-    method's test errors against this one's (pairs matched on ``pair_key``).
-    """
-    groups: dict[tuple, list[dict]] = defaultdict(list)
-    for r in rows:
-        groups[tuple(r[k] for k in keys)].append(r)
-    out = []
-    for gkey, grp in groups.items():
-        err = np.array([r.get("test_error", np.nan) for r in grp])
-        sweeps = np.array([r["sweeps"] for r in grp])
-        conv = np.array([r["converged"] for r in grp])
-        row = dict(zip(keys, gkey, strict=True))
-        row.update(
-            n_runs=len(grp),
-            n_converged=int(conv.sum()),
-            n_max_sweeps=sum(r["status"] == "max_sweeps" for r in grp),
-            n_diverged=sum(r["status"] == "diverged" for r in grp),
-            mean_sweeps=float(sweeps.mean()),
-            median_sweeps=float(np.median(sweeps)),
-            mean_sweeps_converged=float(sweeps[conv].mean()) if conv.any() else math.nan,
-            median_time_s=float(np.median([r["time_s"] for r in grp])),
-            error_mean=float(np.mean(err)),
-            error_std=float(np.std(err)),
-        )
-        if reference is not None and "method" in keys:
-            ref_key = tuple(reference if k == "method" else v for k, v in zip(keys, gkey, strict=True))
-            ref = {r[pair_key]: r.get("test_error", np.nan) for r in groups.get(ref_key, [])}
-            mine = {r[pair_key]: r.get("test_error", np.nan) for r in grp}
-            common = sorted(set(ref) & set(mine))
-            row["p_vs_" + reference.replace(" ", "_")] = (
-                paired_p_value([ref[k] for k in common], [mine[k] for k in common]) if common else math.nan
-            )
-        out.append(row)
-    return out
 
 
 # --------------------------------------------------------------------------- claims
@@ -315,7 +265,8 @@ CLAIMS: list[Claim] = [
 
 def evaluate_claims(**tables: Any) -> list[dict[str, str]]:
     """Every claim with its verdict and the measured numbers; ``not run`` where its study's
-    tables are missing.  ``tables``: toy, synthetic, synthetic_summary, uci, uci_summary."""
+    tables are missing.  ``tables``: toy, synthetic, synthetic_summary, uci, uci_summary.
+    A table that lacks a row a claim needs raises (a renamed method must not pass silently)."""
     out = []
     for cid, study, text, fn in CLAIMS:
         needed = {"toy": ["toy"], "synthetic": ["synthetic", "synthetic_summary"], "uci": ["uci_summary"]}.get(
@@ -324,9 +275,6 @@ def evaluate_claims(**tables: Any) -> list[dict[str, str]]:
         if study != "all" and not all(tables.get(k) for k in needed):
             verdict, measured = "not run", f"run `relaxep reproduce {study}`"
         else:
-            try:
-                verdict, measured = fn(**tables)
-            except (KeyError, StopIteration, ValueError, TypeError) as exc:
-                verdict, measured = "not evaluated", f"missing rows for this claim ({type(exc).__name__}: {exc})"
+            verdict, measured = fn(**tables)
         out.append({"id": cid, "study": study, "claim": text, "verdict": verdict, "measured": measured})
     return out

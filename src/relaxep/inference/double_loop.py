@@ -47,7 +47,9 @@ its :math:`\Phi` is below that of :math:`s_2`.  Every outer iteration therefore 
 :math:`\Phi` at least as much as two plain steps, and the convergence guarantee stands.
 
 Cost: each Newton iteration factorises a :math:`2n \times 2n` matrix (about eight times an
-EP sweep's :math:`n^3`); this is the fallback of ``rule="auto"``, not its first choice.
+EP sweep's :math:`n^3`), so it needs the dense posterior covariance (:class:`DoubleLoopEP`
+refuses other priors).  The free energy and the inner objective are in
+:mod:`relaxep.inference.free_energy`.
 """
 
 from __future__ import annotations
@@ -57,84 +59,29 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike
 from scipy import linalg
 
+from relaxep._typing import Array, Status
+from relaxep.errors import ImproperPosteriorError
+from relaxep.inference.free_energy import (
+    ec_free_energy,
+    inner_objective,
+    marginal_natural,
+    moment_residual,
+    phi_cov,
+    tilted_cumulants,
+)
+from relaxep.inference.method import InferenceMethod, RunOptions, make_result, warm_posterior
+from relaxep.inference.result import InferenceResult
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior import DensePosterior, ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior import DensePosterior, DensePrior, Prior, as_prior
 
-__all__ = [
-    "DoubleLoopRun",
-    "double_loop",
-    "ec_free_energy",
-    "inner_objective",
-    "moment_residual",
-    "solve_inner",
-]
-
-Array = NDArray[np.float64]
-
-_LOG_2PI = math.log(2.0 * math.pi)
-
-
-def _phi_cov(k1: Array, k2: Array, k3: Array, k4: Array) -> tuple[Array, Array, Array]:
-    r"""Covariance of :math:`\phi = (f, -f^2/2)` from cumulants, entries (11, 12, 22).
-
-    :math:`\operatorname{Cov}(f, f^2) = \kappa_3 + 2\kappa_1\kappa_2`,
-    :math:`\operatorname{Var}(f^2) = \kappa_4 + 2\kappa_2^2 + 4\kappa_1\kappa_3 + 4\kappa_1^2\kappa_2`.
-    """
-    return k2, -0.5 * (k3 + 2.0 * k1 * k2), 0.25 * (k4 + 2.0 * k2 * k2 + 4.0 * k1 * k3 + 4.0 * k1 * k1 * k2)
-
-
-def _tilted(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> tuple[Array, Array, Array, Array]:
-    """Cumulants of the tilted in ``f`` (unfolded) for r-cavities in natural parameters."""
-    v = 1.0 / r_lam
-    k1, k2, k3, k4 = likelihood.tilted_cumulants(labels * r_h * v, v)
-    return labels * k1, k2, labels * k3, k4
-
-
-def _log_zr(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> Array:
-    r""":math:`\log Z_r = \log Z_t(y m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
-    v = 1.0 / r_lam
-    m = r_h * v
-    return likelihood.log_z(labels * m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
-
-
-def inner_objective(
-    kernel: Array,
-    labels: Array,
-    likelihood: Likelihood,
-    site_precision: Array,
-    site_mean_precision: Array,
-    anchor: tuple[Array, Array],
-) -> tuple[float, DensePosterior | None]:
-    r"""The inner objective at sites :math:`(\nu, \tau)`.
-
-    .. math::
-        \Psi_s(\nu, \tau) = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|
-            + \sum_i \log Z_{r,i}(s_i - (\nu_i, \tau_i))
-
-    Returns ``(inf, None)`` outside the domain (an improper r-cavity or posterior), else
-    the value and the posterior at these sites.
-    """
-    s_h, s_lam = anchor
-    r_lam = s_lam - site_precision
-    if not np.all(r_lam > 0.0):
-        return math.inf, None
-    try:
-        post = DensePosterior(kernel, site_precision, site_mean_precision, marginals_only=True)
-        log_det = post.log_det_b()
-    except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError):
-        return math.inf, None
-    if not np.all(post.marginal_var > 0.0):
-        return math.inf, None
-    log_zr = _log_zr(likelihood, labels, s_h - site_mean_precision, r_lam)
-    value = 0.5 * float(site_mean_precision @ post.mean) - 0.5 * log_det + float(np.sum(log_zr))
-    return (value, post) if math.isfinite(value) else (math.inf, None)
+__all__ = ["DoubleLoopEP", "DoubleLoopRun", "double_loop", "solve_inner"]
 
 
 def solve_inner(
-    kernel: Array,
+    prior: DensePrior,
     labels: Array,
     likelihood: Likelihood,
     anchor: tuple[Array, Array],
@@ -155,9 +102,9 @@ def solve_inner(
     Steps are backtracked (Armijo) on :math:`\Psi` while the Newton decrement
     :math:`-\nabla\Psi^\top d` exceeds ``1e-8`` nats; below that, in the quadratic regime and
     under what :math:`\Psi`'s rounding lets a line search see, full steps are taken.  Stops
-    when the gradient in scale-free units (:func:`moment_residual`'s) is below ``1e-13``,
-    the decrement below ``1e-24`` or no longer shrinking fourfold a step (the rounding
-    floor), or no step lowers :math:`\Psi` any more.
+    when the gradient in scale-free units (:func:`~relaxep.inference.free_energy.moment_residual`'s)
+    is below ``1e-13``, when the decrement is no longer positive or no longer shrinks fourfold a
+    step (the rounding floor), or when no step lowers :math:`\Psi` any more.
 
     Returns
     -------
@@ -170,10 +117,10 @@ def solve_inner(
         (``False`` when ``max_iter`` ran out, or the line search stalled away from a
         stationary point, as where the infimum lies on the domain's edge).
     """
-    n = kernel.shape[0]
+    n = prior.n
     s_h, s_lam = anchor
     tau, nu = start.site_precision.copy(), start.site_mean_precision.copy()
-    value, post = inner_objective(kernel, labels, likelihood, tau, nu, anchor)
+    value, post = inner_objective(prior, labels, likelihood, tau, nu, anchor)
     if post is None:
         raise ImproperPosteriorError("the inner problem's start is outside its domain")
     idx = np.arange(n)
@@ -181,9 +128,9 @@ def solve_inner(
     for it in range(max_iter):
         cov, mean = post.cov, post.mean
         var = np.diagonal(cov)
-        k1, k2, k3, k4 = _tilted(likelihood, labels, s_h - nu, s_lam - tau)
+        k1, k2, k3, k4 = tilted_cumulants(likelihood, labels, s_h - nu, s_lam - tau)
         grad = np.concatenate([mean - k1, 0.5 * (k2 + k1 * k1 - var - mean * mean)])
-        c11, c12, c22 = _phi_cov(k1, k2, k3, k4)
+        c11, c12, c22 = phi_cov(k1, k2, k3, k4)
         hess = np.empty((2 * n, 2 * n))
         hess[:n, :n] = cov
         hess[:n, n:] = -cov * mean[None, :]
@@ -205,7 +152,7 @@ def solve_inner(
             if decrement > 0.25 * last_decrement:  # no longer shrinking quadratically: rounding floor
                 return post, it, solved
             last_decrement = decrement
-            new_value, new_post = inner_objective(kernel, labels, likelihood, tau + step[n:], nu + step[:n], anchor)
+            new_value, new_post = inner_objective(prior, labels, likelihood, tau + step[n:], nu + step[:n], anchor)
             if new_post is None:
                 return post, it, solved
             tau, nu, value, post = tau + step[n:], nu + step[:n], new_value, new_post
@@ -213,7 +160,7 @@ def solve_inner(
         t = 1.0
         for _ in range(50):
             new_value, new_post = inner_objective(
-                kernel, labels, likelihood, tau + t * step[n:], nu + t * step[:n], anchor
+                prior, labels, likelihood, tau + t * step[n:], nu + t * step[:n], anchor
             )
             if new_post is not None and new_value <= value - 1e-4 * t * decrement:
                 break
@@ -243,44 +190,6 @@ def _newton_step(hess: Array, grad: Array) -> Array | None:
     return None
 
 
-def moment_residual(post: DensePosterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
-    r"""Largest mismatch between the posterior marginals and the tilted moments at the anchored r-cavities.
-
-    :math:`\max_i \max(|E_r f_i - \mu_i| / \sqrt{A_{ii}},\ |\operatorname{Var}_r f_i - A_{ii}| / A_{ii})`,
-    the inner problem's gradient in scale-free units.  With the marginals as anchor it is
-    EP's own fixed-point residual; ``inf`` when an r-cavity is improper.
-    """
-    s_h, s_lam = anchor
-    r_lam = s_lam - post.site_precision
-    if not np.all(r_lam > 0.0):
-        return math.inf
-    k1, k2, _, _ = _tilted(likelihood, labels, s_h - post.site_mean_precision, r_lam)
-    a = post.marginal_var
-    return float(np.max(np.maximum(np.abs(k1 - post.mean) / np.sqrt(a), np.abs(k2 - a) / a)))
-
-
-def ec_free_energy(post: DensePosterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
-    r"""The free energy :math:`\Phi` at the posterior's moments, with the inner problem's r-cavities.
-
-    .. math::
-        \Phi = (s - \lambda_s)\cdot\mu - \log Z_q(\lambda_q) - \sum_i \log Z_{r,i}(s_i - \lambda_{q,i})
-               + \sum_i \log Z_s(\lambda_{s,i}),
-
-    :math:`\lambda_s` the marginals' natural parameters and
-    :math:`\mu_i = (\mu_i, -(A_{ii} + \mu_i^2)/2)`.  At a solved inner problem this is
-    :math:`\Phi(\mu)`, which the outer loop never increases; at an EP fixed point
-    (anchor = marginals) it is minus the EP log evidence.
-    """
-    s_h, s_lam = anchor
-    a, m = post.marginal_var, post.mean
-    marg_h, marg_lam = m / a, 1.0 / a
-    coupling = (s_h - marg_h) * m - 0.5 * (s_lam - marg_lam) * (a + m * m)
-    log_zq = 0.5 * float(post.site_mean_precision @ m) - 0.5 * post.log_det_b()
-    log_zr = _log_zr(likelihood, labels, s_h - post.site_mean_precision, s_lam - post.site_precision)
-    log_zs = 0.5 * marg_h * m + 0.5 * (_LOG_2PI - np.log(marg_lam))
-    return float(np.sum(coupling) - log_zq - np.sum(log_zr) + np.sum(log_zs))
-
-
 @dataclass
 class DoubleLoopRun:
     """State and record of :func:`double_loop`."""
@@ -291,19 +200,13 @@ class DoubleLoopRun:
     trace: list[float] = field(default_factory=list)  # R per outer iteration
     free_energy: list[float] = field(default_factory=list)  # Phi per outer iteration
     residual: list[float] = field(default_factory=list)  # EP moment residual per outer iteration
-    inner_solves: int = 0
-    unsolved: int = 0  # plain inner solves that did not reach the decrement threshold
+    unsolved: int = 0  # plain inner solves that ended unsolved (scale-free gradient above 1e-6)
     newton_iterations: int = 0
     extrapolated: int = 0  # outer iterations whose SQUAREM step was kept
 
 
-def _marginals(post: DensePosterior) -> tuple[Array, Array]:
-    a = post.marginal_var
-    return post.mean / a, 1.0 / a
-
-
 def double_loop(
-    kernel: Array,
+    prior: DensePrior | ArrayLike,
     labels: Array,
     likelihood: Likelihood,
     *,
@@ -317,11 +220,13 @@ def double_loop(
     r"""Run double-loop EP to an EP fixed point.
 
     Converged when, in one outer iteration, :math:`R = \|\alpha_t - \alpha_{t-1}\|_2 <` ``tol``
-    and the EP moment residual (:func:`moment_residual` at anchor = marginals) is below
-    ``tol``.
+    and the EP moment residual (:func:`~relaxep.inference.free_energy.moment_residual` at
+    anchor = marginals) is below ``tol``.
 
     Parameters
     ----------
+    prior : DensePrior or array_like
+        The prior (a matrix ``K`` is wrapped in a :class:`~relaxep.posterior.DensePrior`).
     max_outer : int
         Outer iterations (each two inner solves, three with an extrapolation).
     accelerate : bool
@@ -330,13 +235,14 @@ def double_loop(
     start : DensePosterior, optional
         Initial sites; used only if their cavities are proper (else the prior, all sites flat).
     relative : bool
-        Use :math:`R / \|\alpha_t\|_2` (``criterion="relative"`` of :func:`~relaxep.inference.infer`).
+        Use :math:`R / \|\alpha_t\|_2` (``criterion="relative"``).
     callback : callable, optional
         ``callback(outer_iteration, posterior)`` after each outer iteration.
     """
-    post = DensePosterior(kernel) if start is None else start
-    if not np.all(post.marginal_var > 0.0) or not np.all(post.cavity(slice(None))[1] > 0.0):
-        post = DensePosterior(kernel)
+    prior = as_prior(prior)
+    post = prior.posterior() if start is None else start
+    if not np.all(post.marginal_var > 0.0) or not np.all(post.cavities()[1] > 0.0):
+        post = prior.posterior()
     run = DoubleLoopRun(post)
 
     def step(anchor: tuple[Array, Array], warm: DensePosterior, plain: bool = True) -> tuple[DensePosterior, float]:
@@ -344,11 +250,10 @@ def double_loop(
         if not np.all(anchor[1] - warm.site_precision > 0.0):
             # the warm sites leave an r-cavity improper: lower those sites' precisions, else start flat
             tau = np.minimum(warm.site_precision, 0.5 * anchor[1])
-            _, warm = inner_objective(kernel, labels, likelihood, tau, warm.site_mean_precision, anchor)
-            warm = DensePosterior(kernel) if warm is None else warm
-        run.inner_solves += 1
+            _, warm = inner_objective(prior, labels, likelihood, tau, warm.site_mean_precision, anchor)
+            warm = prior.posterior() if warm is None else warm
         try:
-            new, iterations, solved = solve_inner(kernel, labels, likelihood, anchor, warm)
+            new, iterations, solved = solve_inner(prior, labels, likelihood, anchor, warm)
         except ImproperPosteriorError:
             new, iterations, solved = warm, 0, False
         run.newton_iterations += iterations
@@ -361,28 +266,29 @@ def double_loop(
     alpha_prev = post.alpha
     unsolved_in_a_row = 0
     for _ in range(max_outer):
-        anchor = _marginals(post)
+        anchor = marginal_natural(post)
         unsolved_before = run.unsolved
         if accelerate:
             p1, _ = step(anchor, post)
-            a1 = _marginals(p1)
+            a1 = marginal_natural(p1)
             best, best_phi = step(a1, p1)
-            x0, x1, x2 = _to_moments(anchor), _to_moments(a1), _to_moments(_marginals(best))
+            x0, x1, x2 = _to_moments(anchor), _to_moments(a1), _to_moments(marginal_natural(best))
             r, v = x1 - x0, x2 - 2.0 * x1 + x0
-            alpha = -float(np.linalg.norm(r)) / max(float(np.linalg.norm(v)), np.finfo(float).tiny)
-            alpha = max(alpha, -_MAX_EXTRAPOLATION)
+            extrapolation = -float(np.linalg.norm(r)) / max(float(np.linalg.norm(v)), np.finfo(float).tiny)
+            extrapolation = max(extrapolation, -_MAX_EXTRAPOLATION)
             for _ in range(4):
-                if alpha >= -1.0:
+                if extrapolation >= -1.0:
                     break
+                trial = _from_moments(x0 - 2.0 * extrapolation * r + extrapolation**2 * v)
                 try:
-                    p3, phi3 = step(_from_moments(x0 - 2.0 * alpha * r + alpha**2 * v), best, plain=False)
+                    p3, phi3 = step(trial, best, plain=False)
                 except ImproperPosteriorError:
                     p3, phi3 = None, math.inf
                 if phi3 < best_phi:
                     best, best_phi = p3, phi3
                     run.extrapolated += 1
                     break
-                alpha = 0.5 * (alpha - 1.0)  # halfway back towards the plain step
+                extrapolation = 0.5 * (extrapolation - 1.0)  # halfway back towards the plain step
             post, phi = best, best_phi
         else:
             post, phi = step(anchor, post)
@@ -392,7 +298,7 @@ def double_loop(
             change /= max(float(np.linalg.norm(alpha_now)), np.finfo(float).tiny)
         run.trace.append(change)
         run.free_energy.append(phi)
-        run.residual.append(moment_residual(post, labels, likelihood, _marginals(post)))
+        run.residual.append(moment_residual(post, labels, likelihood, marginal_natural(post)))
         alpha_prev = alpha_now
         run.post = post
         if callback is not None:
@@ -421,3 +327,58 @@ def _from_moments(x: Array) -> tuple[Array, Array]:
     n = x.shape[0] // 2
     lam = np.exp(-x[n:])
     return x[:n] * lam, lam
+
+
+class DoubleLoopEP(InferenceMethod):
+    r"""Double-loop EP (Heskes & Zoeter 2002; Opper & Winther 2005): EP's fixed points, convergently.
+
+    Minimises the expectation-consistent free energy by an outer loop over anchored cavities
+    and a convex inner problem solved by Newton's method (:func:`double_loop`); a "sweep" is
+    one outer iteration.  Its answer, where it converges, is an EP fixed point with proper
+    cavities; each outer iteration lowers the free energy, so it does not oscillate.  Needs a
+    dense prior and a likelihood with :meth:`~relaxep.likelihoods.Likelihood.tilted_cumulants`.
+
+    Parameters
+    ----------
+    accelerate : bool
+        SQUAREM extrapolation of the outer loop, kept only where it lowers the free energy
+        more than the plain steps (default ``True``; ``False`` is the textbook double loop,
+        often hundreds of outer iterations where EP is unstable).
+    """
+
+    def __init__(self, accelerate: bool = True) -> None:
+        if not isinstance(accelerate, bool | np.bool_):
+            raise TypeError(f"accelerate must be a bool, got {accelerate!r}")
+        self.accelerate = accelerate
+
+    def run(
+        self,
+        prior: Prior,
+        labels: Array,
+        likelihood: Likelihood,
+        options: RunOptions,
+        init: InferenceResult | None = None,
+    ) -> InferenceResult:
+        if not isinstance(prior, DensePrior):
+            raise TypeError(
+                f"DoubleLoopEP needs a DensePrior (its Newton steps use the n x n covariance), got {prior!r}"
+            )
+        if type(likelihood)._tilted_cumulants is Likelihood._tilted_cumulants:
+            raise TypeError(f"DoubleLoopEP needs tilted cumulants, which {likelihood!r} does not provide")
+        run = double_loop(
+            prior,
+            labels,
+            likelihood,
+            max_outer=options.max_sweeps,
+            tol=options.tol,
+            accelerate=bool(self.accelerate),
+            start=warm_posterior(prior, init),
+            relative=options.criterion == "relative",
+            callback=options.callback,
+        )
+        status: Status = "converged" if run.converged else "stalled" if run.stalled else "max_sweeps"
+        skipped = [0] * len(run.trace)  # the double loop skips no site
+        relaxation = np.zeros(prior.n)
+        return make_result(
+            self, run.post, labels, likelihood, status, run.trace, skipped, relaxation, n_inner=run.newton_iterations
+        )

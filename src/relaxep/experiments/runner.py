@@ -4,7 +4,8 @@ A *cell* is one call of a module-level function with JSON-serialisable keyword
 arguments that returns one JSON-serialisable ``dict`` (a table row, possibly with a few
 list-valued extras such as a convergence trace).  Each finished cell is written at once
 to ``<cache>/<key>.json`` (atomically: a temporary file, then :func:`os.replace`), so a
-run that is killed midway resumes without recomputing finished cells.  The key hashes
+run that is killed midway resumes without recomputing finished cells; a cache file that
+cannot be read as a row is named in a warning, discarded and recomputed.  The key hashes
 the function and its arguments, so a ``--quick`` run and a full run never share cells.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import tempfile
+import warnings
 from collections.abc import Callable, Iterable
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -21,6 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from tqdm.auto import tqdm
+
+from relaxep._io import atomic_write_text
 
 __all__ = ["Cell", "run_cells"]
 
@@ -42,16 +45,20 @@ class Cell:
         return f"{safe}-{digest}"
 
 
-def _write_atomic(path: Path, row: dict) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+def _read_cached(path: Path) -> dict | None:
+    """A cached row, or ``None`` after discarding (with a warning naming it) a file that is not one."""
     try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(row, fh)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        with open(path) as fh:
+            row = json.load(fh)
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        reason = f"{type(exc).__name__}: {exc}"
+    else:
+        if isinstance(row, dict) and row:
+            return row
+        reason = f"expected a JSON object with the cell's row, found {type(row).__name__} {str(row)[:40]}"
+    warnings.warn(f"discarding the corrupted cache file {path} ({reason}); the cell is recomputed", stacklevel=3)
+    path.unlink(missing_ok=True)
+    return None
 
 
 def _call(cell: Cell) -> tuple[str, dict]:
@@ -96,13 +103,13 @@ def run_cells(
     rows: dict[str, dict] = {}
     if cache is not None:
         cache.mkdir(parents=True, exist_ok=True)
-        for stale in cache.glob(".tmp-*"):  # a write cut short by a killed run
+        for stale in (*cache.glob(".tmp-*"), *cache.glob(".*.part")):  # writes cut short by a killed run
             stale.unlink(missing_ok=True)
         for key in keys:
             path = cache / f"{key}.json"
-            if path.is_file():
-                with open(path) as fh:
-                    rows[key] = json.load(fh)
+            row = _read_cached(path) if path.is_file() else None
+            if row is not None:
+                rows[key] = row
     todo = [c for c in cells if c.key not in rows]
     if stats is not None:
         stats["cached"] = stats.get("cached", 0) + len(cells) - len(todo)
@@ -112,7 +119,7 @@ def run_cells(
     def record(key: str, row: dict) -> None:
         rows[key] = row
         if cache is not None:
-            _write_atomic(cache / f"{key}.json", row)
+            atomic_write_text(cache / f"{key}.json", json.dumps(row))
         bar.update(1)
 
     try:

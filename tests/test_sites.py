@@ -4,8 +4,9 @@ import numpy as np
 import pytest
 
 from oracles import gaussian_kl_quad, lik_fn, tilted_quad
-from relaxep import EP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP
-from relaxep.rules import paper_relaxed_objective, relaxed_cavity, relaxed_objective, site_from_tilted
+from problems import wavy_problem
+from relaxep import EP, FractionalEP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from relaxep.sites import Cavity, Site, paper_relaxed_objective, relaxed_cavity, relaxed_objective, site_from_tilted
 
 CASES = [
     # cavity mean, cavity var, site precision, site mean, marginal var A_ii
@@ -27,7 +28,7 @@ def test_ep_site_times_cavity_is_the_tilted_distribution(lik, case):
     mean, var = case[:2]
     name = {"NoisyStep": "step", "Probit": "probit", "Logistic": "logistic"}[type(lik).__name__]
     _, t_mean, t_var = tilted_quad(lik_fn(name, getattr(lik, "eps", 0.0)), mean, var)
-    prop = EP().update(lik, mean, var, 0.0, 0.0, 0.0, var)
+    prop = EP().update(lik, Cavity(mean, var), Site(0.0, 0.0, var))
     m, v = _cavity_times_site(mean, var, prop.precision, prop.mean_precision)
     assert m == pytest.approx(t_mean, rel=1e-8)
     assert v == pytest.approx(t_var, rel=1e-8)
@@ -41,7 +42,7 @@ def test_power_ep_site_is_the_powered_site_with_variance_times_u(case):
     _, t_mean, t_var = tilted_quad(lik_fn("step", 0.2), mean, var, power=u)
     tau_u = 1.0 / t_var - 1.0 / var
     nu_u = t_mean / t_var - mean / var
-    prop = PowerEP(u).update(lik, mean, var, 0.0, 0.0, 0.0, var)
+    prop = PowerEP(u).update(lik, Cavity(mean, var), Site(0.0, 0.0, var))
     assert prop.precision == pytest.approx(tau_u / u, rel=1e-7)
     assert prop.mean_precision / prop.precision == pytest.approx(nu_u / tau_u, rel=1e-7)
 
@@ -49,9 +50,10 @@ def test_power_ep_site_is_the_powered_site_with_variance_times_u(case):
 @pytest.mark.parametrize("lik", [NoisyStep(0.2), Probit()], ids=repr)
 @pytest.mark.parametrize("case", CASES)
 def test_power_ep_with_u_one_and_rep_with_huge_c_are_ep(lik, case):
-    ep = EP().update(lik, *case[:2], *case[2:3], case[2] * case[3], case[3], case[4])
-    for rule in (PowerEP(1.0), RelaxedEP(c=1e8)):
-        other = rule.update(lik, *case[:2], *case[2:3], case[2] * case[3], case[3], case[4])
+    cavity, site = Cavity(*case[:2]), Site(case[2], case[2] * case[3], case[4])
+    ep = EP().update(lik, cavity, site)
+    for rule in (PowerEP(1.0), RelaxedEP(c=1e8), FractionalEP(1.0)):
+        other = rule.update(lik, cavity, site)
         assert other.precision == ep.precision
         assert other.mean_precision == ep.mean_precision
         assert other.relaxation == 0.0
@@ -77,15 +79,15 @@ def test_scale_free_penalty_is_invariant_to_kernel_amplitude():
     """With the penalty c b lambda, scaling every variance by s^2 leaves the chosen b*lambda unchanged."""
     lik = NoisyStep(0.0)
     rule = RelaxedEP(c=0.05, penalty="scale_free")
-    b1 = rule.relaxation(lik, -1.0, 1.0, 0.0, 0.8, 1.0)
+    b1 = rule.optimal_relaxation(lik, Cavity(-1.0, 1.0), Site(0.5, 0.5 * 0.8, 0.6))
     s2 = 9.0
-    b2 = rule.relaxation(lik, -1.0 * 3, 1.0 * s2, 0.0, 0.8 * 3, 1.0 * s2)
+    b2 = rule.optimal_relaxation(lik, Cavity(-1.0 * 3, 1.0 * s2), Site(0.5 / s2, 0.5 / s2 * 0.8 * 3, 0.6 * s2))
     assert b1 > 0
     assert b2 * s2 == pytest.approx(b1, rel=1e-3)
 
 
 def test_printed_objective_is_not_a_kl():
-    """Appendix B's printed Q without the penalty goes negative: a KL cannot (DESIGN.md)."""
+    """Appendix B's printed Q without the penalty goes negative: a KL cannot (docs/decisions.md)."""
     lik = NoisyStep(0.2)
     worst = np.inf
     for mean in np.linspace(-3, 3, 13):
@@ -105,7 +107,7 @@ def test_line_search_finds_the_global_minimum_on_a_dense_grid(c, case):
     mean, var, tau, site_mean, a_ii = case
     lik = NoisyStep(0.1)
     rule = RelaxedEP(c=c)
-    b = rule.relaxation(lik, mean, var, tau, site_mean, a_ii)
+    b = rule.optimal_relaxation(lik, Cavity(mean, var), Site(tau, tau * site_mean, a_ii))
     dense = np.concatenate([[0.0], np.logspace(-6, 6, 20001) / var])
     q_dense = relaxed_objective(lik, dense, mean, var, site_mean, c)
     q_b = relaxed_objective(lik, np.float64(b), mean, var, site_mean, c)
@@ -115,16 +117,16 @@ def test_line_search_finds_the_global_minimum_on_a_dense_grid(c, case):
 
 def test_relaxation_is_used_somewhere_for_small_c():
     """A site whose cavity straddles the step is relaxed when c is small, less so as c grows."""
-    bs = [float(RelaxedEP(c=c).relaxation(NoisyStep(0.1), -1.0, 2.0, 0.0, 2.0, 1.0)) for c in (0.001, 0.01, 0.1, 10)]
+    cavity, site = Cavity(-1.0, 2.0), Site(0.5, 1.0, 1.0)  # site mean 2.0
+    bs = [float(RelaxedEP(c=c).optimal_relaxation(NoisyStep(0.1), cavity, site)) for c in (0.001, 0.01, 0.1, 10)]
     assert bs[0] > bs[1] > bs[2] > 0
     assert bs[3] == 0.0
 
 
 def test_paper_variant_multiplies_the_relaxation_back():
     lik = NoisyStep(0.1)
-    args = (lik, -3.0, 1.0, 0.5, 1.0, 2.0, 0.6)
     rule = RelaxedEP(c=0.01, variant="paper")
-    prop = rule.update(*args)
+    prop = rule.update(lik, Cavity(-3.0, 1.0), Site(0.5, 1.0, 0.6))  # site mean 2.0
     b = float(prop.relaxation)
     rm, rv = relaxed_cavity(-3.0, 1.0, 2.0, b)
     out = lik.log_z(rm, rv)
@@ -135,8 +137,9 @@ def test_paper_variant_multiplies_the_relaxation_back():
 
 def test_damping_interpolates_natural_parameters():
     lik = Probit()
-    full = EP().update(lik, 0.3, 1.0, 0.2, 0.1, 0.5, 0.8)
-    half = EP(damping=0.25).update(lik, 0.3, 1.0, 0.2, 0.1, 0.5, 0.8)
+    cavity, site = Cavity(0.3, 1.0), Site(0.2, 0.1, 0.8)
+    full = EP().update(lik, cavity, site)
+    half = EP(damping=0.25).update(lik, cavity, site)
     assert half.precision == pytest.approx(0.75 * 0.2 + 0.25 * full.precision)
     assert half.mean_precision == pytest.approx(0.75 * 0.1 + 0.25 * full.mean_precision)
 
@@ -151,10 +154,19 @@ def test_damping_interpolates_natural_parameters():
         (lambda: RelaxedEP(variant="printed"), "variant"),
         (lambda: EP(damping=0.0), "damping"),
         (lambda: EP(damping=1.5), "damping"),
+        (lambda: FractionalEP(0.0), "fraction"),
+        (lambda: FractionalEP(1.5), "fraction"),
+        (lambda: RelaxedEP(penalty="relative"), "penalty"),
     ],
 )
 def test_bad_rule_parameters_are_rejected(make, match):
     with pytest.raises(ValueError, match=match):
+        make()
+
+
+@pytest.mark.parametrize("make", [lambda: EP(damping="0.5"), lambda: PowerEP(u=None), lambda: RelaxedEP(c="1")])
+def test_rule_parameters_of_the_wrong_type_are_a_type_error(make):
+    with pytest.raises(TypeError, match="must be a real number"):
         make()
 
 
@@ -165,3 +177,29 @@ def test_rule_params_round_trip():
     assert rule == RelaxedEP(c=5.0)
     with pytest.raises(ValueError, match="c must be"):
         rule.set_params(c=-2.0)
+
+
+@pytest.mark.parametrize("schedule", ["blocked", "parallel"])
+def test_fractional_ep_with_fraction_one_is_ep(schedule):
+    K, y = wavy_problem(40, 0)
+    a = infer(K, y, NoisyStep(0.1), EP(), schedule=schedule, tol=1e-9, max_sweeps=300)
+    b = infer(K, y, NoisyStep(0.1), FractionalEP(1.0), schedule=schedule, tol=1e-9, max_sweeps=300)
+    np.testing.assert_array_equal(a.site_precision, b.site_precision)
+    np.testing.assert_array_equal(a.mean, b.mean)
+
+
+@pytest.mark.parametrize(("lik", "name", "eps"), [(Probit(), "probit", 0.0), (NoisyStep(0.1), "step", 0.1)])
+def test_fractional_ep_fixed_point_matches_the_fraction_tilted_moments(lik, name, eps):
+    """At convergence every marginal equals the moments of t^a q^{\\a} (by adaptive quadrature)."""
+    fraction = 0.5
+    K, y = wavy_problem(20, 1)
+    res = infer(K, y, lik, FractionalEP(fraction), tol=1e-12, max_sweeps=2000)
+    assert res.converged
+    var = np.diag(res.cov)
+    cav_var = 1.0 / (1.0 / var - fraction * res.site_precision)
+    cav_mean = cav_var * (res.mean / var - fraction * res.site_mean_precision)
+    t = lik_fn(name, eps)
+    for i in range(len(y)):
+        _, m, v = tilted_quad(lambda g, i=i: t(y[i] * g), cav_mean[i], cav_var[i], power=fraction)[:3]
+        assert m == pytest.approx(res.mean[i], abs=1e-7)
+        assert v == pytest.approx(var[i], rel=1e-6)

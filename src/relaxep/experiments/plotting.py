@@ -1,4 +1,4 @@
-"""Figures of the studies, drawn from their table rows (matplotlib, Agg backend)."""
+"""Figures of the studies, drawn from their table rows (matplotlib's object API; pyplot is never imported)."""
 
 from __future__ import annotations
 
@@ -23,26 +23,23 @@ Rows = Sequence[dict[str, Any]]
 _DPI = 72
 
 
-def _plt():
-    import matplotlib
+def _figure(nrows: int = 1, ncols: int = 1, figsize: tuple[float, float] = (6.4, 4.8)):
+    """A figure and its axes, without pyplot: no global backend or figure registry is touched."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(nrows, ncols)
 
 
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=_DPI, bbox_inches="tight")
-    _plt().close(fig)
     return path
 
 
 def plot_toy_boundaries(rows: Rows, X: np.ndarray, y: np.ndarray, path: Path, eps: float = 0.2) -> Path:
     """Figure 1(a): decision boundaries ``w^T x = 0`` of the posterior means."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(4.2, 4.0))
+    fig, ax = _figure(figsize=(4.2, 4.0))
     ax.scatter(*X[y > 0].T, marker="o", facecolors="none", edgecolors="tab:blue", label="y = +1")
     ax.scatter(*X[y < 0].T, marker="x", color="tab:red", label="y = -1")
     pick = {"EP": "tab:orange", "PEP u=0.8": "tab:green", "REP c=20": "tab:purple", "REP-paper c=20": "tab:brown"}
@@ -64,8 +61,7 @@ def plot_toy_boundaries(rows: Rows, X: np.ndarray, y: np.ndarray, path: Path, ep
 
 def plot_toy_errors(rows: Rows, path: Path, eps: float = 0.2) -> Path:
     """Figure 1(b)-(e): mean-square error of mean and covariance against ``u`` and ``c``."""
-    plt = _plt()
-    fig, axes = plt.subplots(2, 2, figsize=(7.5, 5.5))
+    fig, axes = _figure(2, 2, figsize=(7.5, 5.5))
     sel = [r for r in rows if r["eps"] == eps]
     ep = next(r for r in sel if r["method"] == "EP")
     pep = sorted((r for r in sel if r["rule"] == "PowerEP"), key=lambda r: r["u"])
@@ -99,8 +95,7 @@ def plot_synthetic_boundaries(
     rows: Rows, X: np.ndarray, y: np.ndarray, grid: np.ndarray, methods: Sequence[str], path: Path
 ) -> Path:
     """Figure 2: decision boundaries (latent mean = 0) on one 20%-noise training set."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(methods), figsize=(3.3 * len(methods), 3.4))
+    fig, axes = _figure(1, len(methods), figsize=(3.3 * len(methods), 3.4))
     gx, gy = np.meshgrid(grid, grid)
     for ax, name in zip(np.atleast_1d(axes), methods, strict=False):
         row = next((r for r in rows if r["method"] == name and "boundary_latent" in r), None)
@@ -116,9 +111,8 @@ def plot_synthetic_boundaries(
 
 def plot_synthetic_traces(rows: Rows, methods: Sequence[str], path: Path) -> Path:
     """Figure 3: ``R(iter)`` of the first repeat at each flip rate."""
-    plt = _plt()
     rates = sorted({r["rate"] for r in rows})
-    fig, axes = plt.subplots(1, len(rates), figsize=(4.2 * len(rates), 3.3))
+    fig, axes = _figure(1, len(rates), figsize=(4.2 * len(rates), 3.3))
     for ax, rate in zip(np.atleast_1d(axes), rates, strict=False):
         for name in methods:
             row = next((r for r in rows if r["method"] == name and r["rate"] == rate and r["repeat"] == 0), None)
@@ -132,10 +126,9 @@ def plot_synthetic_traces(rows: Rows, methods: Sequence[str], path: Path) -> Pat
 
 def plot_synthetic_summary(summary: Rows, path: Path) -> Path:
     """Figure 4: mean sweeps, failures to converge and test error per method and flip rate."""
-    plt = _plt()
     rates = sorted({r["rate"] for r in summary})
     methods = list(dict.fromkeys(r["method"] for r in summary))
-    fig, axes = plt.subplots(1, 3, figsize=(11, 3.6))
+    fig, axes = _figure(1, 3, figsize=(11, 3.6))
     width = 0.8 / len(rates)
     x = np.arange(len(methods))
     for k, rate in enumerate(rates):
@@ -157,11 +150,10 @@ def plot_synthetic_summary(summary: Rows, path: Path) -> Path:
 
 def plot_uci(summary: Rows, path: Path, rate: float = 0.0) -> Path:
     """Figure 5: test error (mean +- std over splits) per dataset and method."""
-    plt = _plt()
     sel = [r for r in summary if r["rate"] == rate]
     datasets = list(dict.fromkeys(r["dataset"] for r in sel))
     methods = list(dict.fromkeys(r["method"] for r in sel))
-    fig, ax = plt.subplots(figsize=(8, 3.6))
+    fig, ax = _figure(figsize=(8, 3.6))
     width = 0.8 / len(methods)
     x = np.arange(len(datasets))
     for k, m in enumerate(methods):
@@ -181,10 +173,9 @@ def plot_uci(summary: Rows, path: Path, rate: float = 0.0) -> Path:
 
 def plot_spam(summary: Rows, path: Path) -> Path:
     """Figure 6: Spam test error against the fraction of flipped labels."""
-    plt = _plt()
     sel = [r for r in summary if r["dataset"] == "spambase"]
     methods = list(dict.fromkeys(r["method"] for r in sel))
-    fig, ax = plt.subplots(figsize=(5, 3.6))
+    fig, ax = _figure(figsize=(5, 3.6))
     for m in methods:
         pts = sorted((r["rate"], r["error_mean"], r["error_std"]) for r in sel if r["method"] == m)
         ax.errorbar([100 * p[0] for p in pts], [100 * p[1] for p in pts], [100 * p[2] for p in pts], label=m, capsize=2)
@@ -195,8 +186,7 @@ def plot_spam(summary: Rows, path: Path) -> Path:
 
 def plot_robustness(table: Rows, path: Path) -> Path:
     """Convergence rate and median sweeps of each method, one bar per problem set."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = _figure(1, 2, figsize=(11, 3.8))
     methods = list(dict.fromkeys(r["method"] for r in table))
     sets = list(dict.fromkeys(r.get("set", "suite") for r in table))
     by = {(r["method"], r.get("set", "suite")): r for r in table}

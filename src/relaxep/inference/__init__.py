@@ -1,0 +1,24 @@
+"""Inference methods (site updates, double-loop EP, the automatic cascade), ``infer`` and its result."""
+
+from relaxep.inference.auto import Auto
+from relaxep.inference.double_loop import DoubleLoopEP
+from relaxep.inference.driver import as_method, infer
+from relaxep.inference.evidence import evidence_gradient, log_evidence
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.result import Attempt, InferenceResult
+from relaxep.inference.site_updates import SiteUpdates
+
+__all__ = [
+    "Attempt",
+    "Auto",
+    "ConvergenceMonitor",
+    "DoubleLoopEP",
+    "InferenceMethod",
+    "InferenceResult",
+    "RunOptions",
+    "SiteUpdates",
+    "as_method",
+    "evidence_gradient",
+    "infer",
+    "log_evidence",
+]

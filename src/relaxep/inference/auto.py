@@ -1,0 +1,99 @@
+r"""The automatic cascade: EP where EP converges, else cheaper remedies first, else a convergent method.
+
+All stages aim at the same EP fixed point, so the cascade always answers "the EP
+approximation", whichever stage got there.  The policy lives here, in one place: each stage
+runs with the caller's budget and a tolerance tightened by its damping step (a step
+:math:`s` shortens every change by :math:`s`; Minka), and an early stage is abandoned as soon
+as :math:`R` has set no new minimum in ``stall_window`` sweeps (oscillation, not slow
+convergence).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Literal
+
+import numpy as np
+
+from relaxep._typing import Array
+from relaxep._validation import check_positive_int
+from relaxep.inference.double_loop import DoubleLoopEP
+from relaxep.inference.method import InferenceMethod, RunOptions
+from relaxep.inference.result import Attempt, InferenceResult
+from relaxep.inference.site_updates import SiteUpdates
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import Prior
+from relaxep.schedules import Schedule
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["Auto"]
+
+#: the stages of ``Auto()`` (and ``rule="auto"``), tried in this order
+DEFAULT_STAGES: tuple[SiteRule | InferenceMethod, ...] = (EP(), EP(damping=0.5), DoubleLoopEP())
+
+
+class Auto(InferenceMethod):
+    """Try ``stages`` in turn; return the first that converges, else the one with the smallest final ``R``.
+
+    Parameters
+    ----------
+    stages : tuple of SiteRule or InferenceMethod
+        Default: EP, EP damped 0.5, double-loop EP.  A site rule runs as
+        :class:`~relaxep.inference.SiteUpdates` with this cascade's ``schedule``, ``order`` and
+        ``random_state``.
+    stall_window : int
+        An early stage (every stage but the last) is abandoned when ``R`` has set no new
+        minimum in this many sweeps.
+    schedule, order, random_state
+        For the site-rule stages (see :class:`~relaxep.inference.SiteUpdates`).
+
+    The result's ``attempts`` lists every stage tried (:class:`~relaxep.inference.Attempt`);
+    its ``method`` is the stage whose posterior it returns.
+    """
+
+    def __init__(
+        self,
+        stages: tuple[SiteRule | InferenceMethod, ...] = DEFAULT_STAGES,
+        stall_window: int = 20,
+        schedule: Schedule | str = "blocked",
+        order: Literal["fixed", "random"] = "fixed",
+        random_state: int | np.random.Generator | None = None,
+    ) -> None:
+        stages = tuple(stages)
+        if not stages or not all(isinstance(s, SiteRule | InferenceMethod) for s in stages):
+            raise TypeError(f"stages must be a non-empty tuple of site rules and inference methods, got {stages!r}")
+        check_positive_int(stall_window, "stall_window")
+        SiteUpdates(None, schedule, order, random_state)  # validates them
+        self.stages = stages
+        self.stall_window = stall_window
+        self.schedule = schedule
+        self.order = order
+        self.random_state = random_state
+
+    def _method(self, stage: SiteRule | InferenceMethod) -> InferenceMethod:
+        if isinstance(stage, SiteRule):
+            return SiteUpdates(stage, self.schedule, self.order, self.random_state)
+        return stage
+
+    def run(
+        self,
+        prior: Prior,
+        labels: Array,
+        likelihood: Likelihood,
+        options: RunOptions,
+        init: InferenceResult | None = None,
+    ) -> InferenceResult:
+        results = []
+        for k, stage in enumerate(self.stages):
+            method = self._method(stage)
+            last = k == len(self.stages) - 1
+            stage_options = replace(
+                options, tol=method.tolerance(options.tol), stall_window=None if last else int(self.stall_window)
+            )
+            result = method.run(prior, labels, likelihood, stage_options, init if k == 0 else None)
+            results.append(result)
+            if result.converged:
+                break
+        best = results[-1] if results[-1].converged else min(results, key=lambda r: r.trace[-1])
+        attempts = tuple(Attempt(r.method, r.status, r.n_sweeps) for r in results)
+        return replace(best, attempts=attempts)

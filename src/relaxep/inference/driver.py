@@ -1,0 +1,178 @@
+r"""``infer``: the one call that runs an inference method on a prior and labels."""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from contextlib import nullcontext
+from typing import Literal
+
+import numpy as np
+from numpy.typing import ArrayLike
+from threadpoolctl import threadpool_limits
+
+from relaxep._validation import check_binary_labels, check_positive_int, check_positive_number
+from relaxep.inference.auto import Auto
+from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
+from relaxep.inference.result import InferenceResult
+from relaxep.inference.site_updates import SiteUpdates
+from relaxep.likelihoods import Likelihood, NoisyStep
+from relaxep.posterior import Posterior, Prior, as_prior
+from relaxep.schedules import Blocked, Parallel, Schedule, as_schedule
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["as_method", "infer"]
+
+
+def as_method(
+    rule: SiteRule | InferenceMethod | str | None,
+    schedule: Schedule | str = "blocked",
+    order: Literal["fixed", "random"] = "fixed",
+    random_state: int | np.random.Generator | None = None,
+    on_improper: Literal["skip", "raise"] = "skip",
+) -> InferenceMethod:
+    """The inference method for ``rule``: a site rule runs as :class:`SiteUpdates` with these options,
+    ``"auto"`` is :class:`Auto` with them, an inference method is used as it is."""
+    if isinstance(rule, InferenceMethod):
+        return rule
+    if isinstance(rule, str):
+        if rule != "auto":
+            raise ValueError(f"rule must be a SiteRule, an InferenceMethod or 'auto', got {rule!r}")
+        return Auto(schedule=schedule, order=order, random_state=random_state)
+    if rule is None or isinstance(rule, SiteRule):
+        return SiteUpdates(EP() if rule is None else rule, schedule, order, random_state, on_improper)
+    raise TypeError(
+        f"rule must be a relaxep SiteRule (EP, PowerEP, RelaxedEP, ...), an InferenceMethod or 'auto', got {rule!r}"
+    )
+
+
+def infer(
+    K: ArrayLike | Prior,
+    y: ArrayLike,
+    likelihood: Likelihood | None = None,
+    rule: SiteRule | InferenceMethod | Literal["auto"] | None = None,
+    *,
+    schedule: Schedule | Literal["blocked", "sequential", "parallel"] = "blocked",
+    max_sweeps: int = 200,
+    tol: float = 1e-3,
+    order: Literal["fixed", "random"] = "fixed",
+    criterion: Literal["alpha", "relative"] = "alpha",
+    random_state: int | np.random.Generator | None = None,
+    on_improper: Literal["skip", "raise"] = "skip",
+    init: InferenceResult | None = None,
+    callback: Callable[[int, Posterior], None] | None = None,
+    require_both_classes: bool = True,
+    blas_threads: int | None = None,
+    block_size: int | None = None,
+    parallel_step: float | None = None,
+) -> InferenceResult:
+    r"""Approximate the GP classification posterior with EP, Power EP, Relaxed EP or a convergent method.
+
+    With a site rule, it runs the paper's sequential updates (each site in turn, each followed
+    by a rank-one posterior correction), applied blockwise; every sweep ends by recomputing
+    the posterior from the sites with one factorisation.
+
+    Parameters
+    ----------
+    K : array_like of shape (n, n), or Prior
+        Prior covariance of ``f`` at the training inputs (add any jitter or latent noise
+        yourself; latent noise :math:`s^2` turns the step into
+        :math:`\epsilon + (1-2\epsilon)\Phi(yf/s)`), or a :class:`~relaxep.posterior.Prior`.
+    y : array_like of shape (n,)
+        Labels in ``{-1, +1}``, both present.
+    likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
+    rule : SiteRule, InferenceMethod or "auto", default ``EP()``
+        A site rule (``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(fraction)``) runs
+        as :class:`~relaxep.inference.SiteUpdates` with ``schedule``, ``order``,
+        ``random_state`` and ``on_improper``; ``"auto"`` is :class:`~relaxep.inference.Auto`
+        (EP, damped EP, double-loop EP: the first that converges) with the same options; an
+        inference method (``DoubleLoopEP()``, ``Auto(...)``, ``SiteUpdates(...)``) runs as it
+        is.  ``infer``'s default is plain EP, the paper's baseline: this low-level call does
+        what it is told, while :class:`~relaxep.GPClassifier` defaults to the robust ``"auto"``.
+    schedule : Schedule or {"blocked", "sequential", "parallel"}
+        :class:`~relaxep.schedules.Blocked` (default: the paper's sequential iterates to
+        rounding, applied as one BLAS-3 update per block of 64 sites),
+        :class:`~relaxep.schedules.Sequential` (a rank-one update after each site) or
+        :class:`~relaxep.schedules.Parallel` (all sites from one set of cavities with an
+        adaptive step; same fixed points, other iterates).  Pass ``Blocked(block_size)`` or
+        ``Parallel(step)`` for their options.
+    max_sweeps : int
+        Upper bound on sweeps (>= 1).
+    tol : float
+        Converged when the statistic is below ``tol`` in a sweep without skipped sites.
+    order : {"fixed", "random"}
+        Site order within a sweep; ``"random"`` draws a permutation per sweep.
+    criterion : {"alpha", "relative"}
+        ``"alpha"`` (the paper): :math:`R = \|\alpha_t - \alpha_{t-1}\|_2`, which scales with
+        the kernel amplitude.  ``"relative"``: :math:`R / \|\alpha_t\|_2`, scale-free.
+        ``trace`` records the chosen statistic.
+    random_state : int, Generator or None
+        Seed for ``order="random"``.
+    on_improper : {"skip", "raise"}
+        An improper cavity is skipped and counted (default), or raises
+        :class:`~relaxep.ImproperPosteriorError`.
+    init : InferenceResult, optional
+        Warm start from these sites (same ``n``); ignored when they make the posterior
+        improper under this ``K``.
+    callback : callable, optional
+        ``callback(sweep, posterior)`` after each sweep's site updates and before the
+        refresh (for monitoring and tests).
+    require_both_classes : bool
+        Reject ``y`` with one class only (default).  ``False`` allows it, e.g. for a
+        single site, whose posterior is well defined.
+    blas_threads : int or None
+        Run with at most this many BLAS threads (``threadpoolctl``), restored on return;
+        ``None`` (default) leaves the caller's setting alone.  Below about 2000 sites one
+        thread is often faster (``benchmarks/results/``).
+    block_size, parallel_step : int, float, optional
+        Old spellings of ``schedule=Blocked(block_size)`` and ``schedule=Parallel(parallel_step)``.
+
+    Returns
+    -------
+    InferenceResult
+        Its ``status`` says how the run ended (:mod:`relaxep.inference.result`).
+    """
+    prior = as_prior(K)
+    labels = check_binary_labels(y, prior.n, both_classes=require_both_classes)
+    likelihood = NoisyStep(eps=0.1) if likelihood is None else likelihood
+    if not isinstance(likelihood, Likelihood):
+        raise TypeError(f"likelihood must be a relaxep Likelihood, got {likelihood!r}")
+    schedule = _old_schedule_options(schedule, block_size, parallel_step)
+    method = as_method(rule, schedule, order, random_state, on_improper)
+    if criterion not in CRITERIA:
+        raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
+    options = RunOptions(
+        max_sweeps=check_positive_int(max_sweeps, "max_sweeps"),
+        tol=check_positive_number(tol, "tol"),
+        criterion=criterion,
+        callback=callback,
+    )
+    if blas_threads is not None:
+        check_positive_int(blas_threads, "blas_threads")
+    limits = threadpool_limits(limits=blas_threads, user_api="blas") if blas_threads is not None else nullcontext()
+    with limits:
+        return method.run(prior, labels, likelihood, options, init)
+
+
+def _old_schedule_options(
+    schedule: Schedule | str, block_size: int | None, parallel_step: float | None
+) -> Schedule | str:
+    """Map the old one-schedule keywords onto schedule objects (with a FutureWarning)."""
+    if block_size is None and parallel_step is None:
+        return schedule
+    warnings.warn(
+        "block_size= and parallel_step= are old spellings: pass schedule=Blocked(block_size) or "
+        "schedule=Parallel(step) instead",
+        FutureWarning,
+        stacklevel=3,
+    )
+    name = as_schedule(schedule)
+    if block_size is not None:
+        blocked = Blocked(block_size)
+        if isinstance(name, Blocked):
+            schedule = blocked
+    if parallel_step is not None:
+        parallel = Parallel(parallel_step)
+        if isinstance(name, Parallel):
+            schedule = parallel
+    return schedule

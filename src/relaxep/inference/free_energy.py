@@ -1,0 +1,126 @@
+r"""The expectation-consistent free energy of EP and the double loop's inner problem.
+
+EP's fixed points are the stationary points of the expectation-consistent free energy
+(Opper & Winther 2005; Heskes & Zoeter 2002); :mod:`relaxep.inference.double_loop` derives
+it and minimises it.  Here: :math:`\log Z_r` of the tilted factors, the inner objective
+:math:`\Psi_s`, the free energy :math:`\Phi` and EP's moment residual, at the sites of a
+posterior of any representation (the protocol's marginals and :math:`\log Z_q`).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy import linalg
+
+from relaxep._typing import Array
+from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import Posterior, Prior
+
+__all__ = ["ec_free_energy", "inner_objective", "marginal_natural", "moment_residual", "phi_cov", "tilted_cumulants"]
+
+_LOG_2PI = math.log(2.0 * math.pi)
+
+
+def phi_cov(k1: Array, k2: Array, k3: Array, k4: Array) -> tuple[Array, Array, Array]:
+    r"""Covariance of :math:`\phi = (f, -f^2/2)` from cumulants, entries (11, 12, 22).
+
+    :math:`\operatorname{Cov}(f, f^2) = \kappa_3 + 2\kappa_1\kappa_2`,
+    :math:`\operatorname{Var}(f^2) = \kappa_4 + 2\kappa_2^2 + 4\kappa_1\kappa_3 + 4\kappa_1^2\kappa_2`.
+    """
+    return k2, -0.5 * (k3 + 2.0 * k1 * k2), 0.25 * (k4 + 2.0 * k2 * k2 + 4.0 * k1 * k3 + 4.0 * k1 * k1 * k2)
+
+
+def tilted_cumulants(
+    likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array
+) -> tuple[Array, Array, Array, Array]:
+    """Cumulants of the tilted in ``f`` (unfolded) for r-cavities in natural parameters."""
+    v = 1.0 / r_lam
+    k1, k2, k3, k4 = likelihood.tilted_cumulants(labels * r_h * v, v)
+    return labels * k1, k2, labels * k3, k4
+
+
+def _log_zr(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> Array:
+    r""":math:`\log Z_r = \log Z_t(y m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
+    v = 1.0 / r_lam
+    m = r_h * v
+    return likelihood.log_z(labels * m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
+
+
+def inner_objective(
+    prior: Prior,
+    labels: Array,
+    likelihood: Likelihood,
+    site_precision: Array,
+    site_mean_precision: Array,
+    anchor: tuple[Array, Array],
+) -> tuple[float, Posterior | None]:
+    r"""The inner objective at sites :math:`(\nu, \tau)`.
+
+    .. math::
+        \Psi_s(\nu, \tau) = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|
+            + \sum_i \log Z_{r,i}(s_i - (\nu_i, \tau_i))
+
+    Returns ``(inf, None)`` outside the domain (an improper r-cavity or posterior), else
+    the value and the posterior at these sites.
+    """
+    s_h, s_lam = anchor
+    r_lam = s_lam - site_precision
+    if not np.all(r_lam > 0.0):
+        return math.inf, None
+    try:
+        post = prior.posterior(site_precision, site_mean_precision, marginals_only=True)
+        log_zq = post.log_partition()
+    except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError):
+        return math.inf, None
+    if not np.all(post.marginal_var > 0.0):
+        return math.inf, None
+    log_zr = _log_zr(likelihood, labels, s_h - site_mean_precision, r_lam)
+    value = log_zq + float(np.sum(log_zr))
+    return (value, post) if math.isfinite(value) else (math.inf, None)
+
+
+def moment_residual(post: Posterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+    r"""Largest mismatch between the posterior marginals and the tilted moments at the anchored r-cavities.
+
+    :math:`\max_i \max(|E_r f_i - \mu_i| / \sqrt{A_{ii}},\ |\operatorname{Var}_r f_i - A_{ii}| / A_{ii})`,
+    the inner problem's gradient in scale-free units.  With the marginals as anchor it is
+    EP's own fixed-point residual; ``inf`` when an r-cavity is improper.
+    """
+    s_h, s_lam = anchor
+    r_lam = s_lam - post.site_precision
+    if not np.all(r_lam > 0.0):
+        return math.inf
+    k1, k2, _, _ = tilted_cumulants(likelihood, labels, s_h - post.site_mean_precision, r_lam)
+    a = post.marginal_var
+    return float(np.max(np.maximum(np.abs(k1 - post.mean) / np.sqrt(a), np.abs(k2 - a) / a)))
+
+
+def ec_free_energy(post: Posterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+    r"""The free energy :math:`\Phi` at the posterior's moments, with the inner problem's r-cavities.
+
+    .. math::
+        \Phi = (s - \lambda_s)\cdot\mu - \log Z_q(\lambda_q) - \sum_i \log Z_{r,i}(s_i - \lambda_{q,i})
+               + \sum_i \log Z_s(\lambda_{s,i}),
+
+    :math:`\lambda_s` the marginals' natural parameters and
+    :math:`\mu_i = (\mu_i, -(A_{ii} + \mu_i^2)/2)`.  At a solved inner problem this is
+    :math:`\Phi(\mu)`, which the outer loop never increases; at an EP fixed point
+    (anchor = marginals) it is minus the EP log evidence.
+    """
+    s_h, s_lam = anchor
+    a, m = post.marginal_var, post.mean
+    marg_h, marg_lam = m / a, 1.0 / a
+    coupling = (s_h - marg_h) * m - 0.5 * (s_lam - marg_lam) * (a + m * m)
+    log_zq = post.log_partition()
+    log_zr = _log_zr(likelihood, labels, s_h - post.site_mean_precision, s_lam - post.site_precision)
+    log_zs = 0.5 * marg_h * m + 0.5 * (_LOG_2PI - np.log(marg_lam))
+    return float(np.sum(coupling) - log_zq - np.sum(log_zr) + np.sum(log_zs))
+
+
+def marginal_natural(post: Posterior) -> tuple[Array, Array]:
+    r"""The marginals' natural parameters :math:`(\mu_i / A_{ii}, 1 / A_{ii})` (the outer loop's anchor)."""
+    a = post.marginal_var
+    return post.mean / a, 1.0 / a

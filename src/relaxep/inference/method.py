@@ -1,0 +1,141 @@
+r"""The inference-method interface, the options every method shares and the convergence monitor.
+
+An inference method takes a prior (a :class:`~relaxep.posterior.Prior`), labels and a
+likelihood and returns an :class:`~relaxep.inference.InferenceResult`.  Site updates by a
+rule and a schedule (:class:`~relaxep.inference.SiteUpdates`), double-loop EP and the
+automatic cascade are methods; a new algorithm is one more.
+
+The convergence statistic is the paper's
+:math:`R(\text{iter}) = \|\alpha_{\text{iter}} - \alpha_{\text{iter}-1}\|_2` with
+:math:`\alpha = \nu - T\mu` (for a dense prior the predictive weights, latent mean
+:math:`K\alpha`), or it divided by :math:`\|\alpha\|_2` (``criterion="relative"``).
+:math:`R` scales with the kernel amplitude (as :math:`\alpha \sim 1/\sqrt{\text{amp}}`), so
+an ``"alpha"`` tolerance is meaningful only together with the kernel's scale.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from relaxep._params import ParamsMixin
+from relaxep._typing import Array, Status
+from relaxep.errors import ImproperPosteriorError
+from relaxep.inference.evidence import log_evidence
+from relaxep.inference.result import InferenceResult
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import Posterior, Prior
+
+__all__ = ["CRITERIA", "ConvergenceMonitor", "InferenceMethod", "RunOptions"]
+
+CRITERIA = ("alpha", "relative")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """What every method is told: the sweep budget, the tolerance and criterion, a callback.
+
+    ``stall_window``: stop as ``"abandoned"`` when :math:`R` has set no new minimum in this
+    many sweeps (``None``: never).
+    """
+
+    max_sweeps: int = 200
+    tol: float = 1e-3
+    criterion: str = "alpha"
+    callback: Callable[[int, Posterior], None] | None = None
+    stall_window: int | None = None
+
+
+class ConvergenceMonitor:
+    """The convergence statistic after each sweep, and the early-stop tests built on it."""
+
+    def __init__(self, options: RunOptions, alpha: Array) -> None:
+        self.options = options
+        self.trace: list[float] = []
+        self._alpha = alpha
+
+    def record(self, alpha: Array) -> float:
+        """:math:`R` between ``alpha`` and the last recorded one (appended to :attr:`trace`)."""
+        r = float(np.linalg.norm(alpha - self._alpha))
+        if self.options.criterion == "relative":
+            r /= max(float(np.linalg.norm(alpha)), np.finfo(float).tiny)
+        self.trace.append(r)
+        self._alpha = alpha
+        return r
+
+    def below_tol(self) -> bool:
+        return bool(self.trace) and self.trace[-1] < self.options.tol
+
+    def stalled(self) -> bool:
+        """``R`` set no new minimum in the last ``stall_window`` sweeps."""
+        window = self.options.stall_window
+        if window is None or len(self.trace) <= window:
+            return False
+        return min(self.trace[-window:]) >= min(self.trace[:-window])
+
+
+class InferenceMethod(ParamsMixin, ABC):
+    """An algorithm that turns a prior, labels and a likelihood into a Gaussian posterior."""
+
+    @abstractmethod
+    def run(
+        self,
+        prior: Prior,
+        labels: Array,
+        likelihood: Likelihood,
+        options: RunOptions,
+        init: InferenceResult | None = None,
+    ) -> InferenceResult:
+        """Run to convergence or until ``options`` stop it; ``init`` warm-starts from its sites."""
+
+    def tolerance(self, tol: float) -> float:
+        """The tolerance this method should be run with to match an undamped method at ``tol``."""
+        return tol
+
+
+def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:
+    """The posterior at ``init``'s sites, or ``None`` (no ``init``, or its sites do not fit this prior)."""
+    if init is None:
+        return None
+    if init.site_precision.shape != (prior.n,):
+        raise ValueError(f"init has {init.site_precision.shape[0]} sites, the prior has {prior.n}")
+    try:
+        return prior.posterior(init.site_precision, init.site_mean_precision)
+    except ImproperPosteriorError:
+        return None  # those sites do not fit this K: start afresh
+
+
+def make_result(
+    method: InferenceMethod,
+    post: Posterior,
+    labels: Array,
+    likelihood: Likelihood,
+    status: Status,
+    trace: list[float],
+    skipped: list[int],
+    relaxation: Array,
+    step_sizes: list[float] | None = None,
+    n_inner: int = 0,
+) -> InferenceResult:
+    """The result of a run ending at ``post`` (arrays copied out of the mutable posterior)."""
+    return InferenceResult(
+        mean=post.mean.copy(),
+        alpha=post.alpha,
+        site_precision=post.site_precision.copy(),
+        site_mean_precision=post.site_mean_precision.copy(),
+        relaxation=relaxation.copy(),
+        status=status,
+        n_sweeps=len(trace),
+        n_skipped=int(sum(skipped)),
+        trace=np.asarray(trace),
+        log_evidence=log_evidence(post, likelihood, labels),
+        likelihood=likelihood,
+        method=method,
+        skipped_per_sweep=np.asarray(skipped, dtype=int),
+        step_sizes=np.asarray(step_sizes if step_sizes is not None else [1.0] * len(trace)),
+        posterior=post,
+        n_inner=n_inner,
+    )

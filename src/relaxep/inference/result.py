@@ -1,0 +1,158 @@
+r"""What an inference run returns: the posterior, the sites and how the run ended.
+
+Every run ends with one status, each with one meaning:
+
+``"converged"``
+    the convergence criterion held in a sweep that skipped no site, all cavities proper;
+``"max_sweeps"``
+    the sweep budget ran out (slow convergence or oscillation; look at ``trace``);
+``"diverged"``
+    a site update produced NaN/inf or the sites made the posterior improper; the result
+    holds the last proper posterior (the sites at the start of the failing sweep), never NaN;
+``"stalled"``
+    double-loop EP only: its inner problems stopped having a solution (a likelihood that
+    vanishes in one tail, see :mod:`relaxep.inference.double_loop`);
+``"abandoned"``
+    stopped early because :math:`R` set no new minimum in the last ``stall_window`` sweeps
+    (oscillation, not slow convergence); only where a stall window was asked for, as by
+    the early stages of :class:`~relaxep.inference.Auto`;
+``"stuck"``
+    stopped early because :math:`R` was below the tolerance while the same sites were
+    skipped in each of the last sweeps: the run sits at a fixed state that is not a fixed
+    point (those sites' cavities or updates are improper).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from relaxep._typing import Array, Status
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import Posterior
+
+if TYPE_CHECKING:
+    from relaxep.inference.method import InferenceMethod
+
+__all__ = ["Attempt", "InferenceResult"]
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One stage that :class:`~relaxep.inference.Auto` tried: the method, how it ended, its sweeps."""
+
+    method: InferenceMethod
+    status: Status
+    n_sweeps: int
+
+
+@dataclass(frozen=True)
+class InferenceResult:
+    """The outcome of :func:`~relaxep.infer`: posterior, sites, convergence diagnostics.
+
+    Attributes
+    ----------
+    mean : ndarray of shape (n,)
+        Posterior mean of ``f`` at the training points (``cov``: the covariance, dense priors).
+    alpha : ndarray of shape (n,)
+        :math:`\\nu - T\\mu`; for a dense prior the predictive weights, ``mean = K @ alpha``.
+    site_precision, site_mean_precision : ndarray of shape (n,)
+        Natural site parameters :math:`(\\tau_i, \\nu_i)` for ``f`` (not folded).
+    relaxation : ndarray of shape (n,)
+        REP's :math:`b_i` at each site's last update (zeros for other rules).
+    status : {"converged", "max_sweeps", "diverged", "stalled", "abandoned", "stuck"}
+        How the run ended (module docstring).
+    n_sweeps : int
+        Sweeps run (double-loop EP: outer iterations).
+    n_skipped : int
+        Site visits skipped in all sweeps (improper cavity or update).
+    trace : ndarray
+        The convergence statistic after each sweep.
+    log_evidence : float
+        EP approximation to :math:`\\log p(y)`; ``nan`` (undefined) when a cavity of the
+        final posterior is improper, which a ``"converged"`` run never has.
+    likelihood : Likelihood
+    method : InferenceMethod
+        What produced this posterior (with :class:`~relaxep.inference.Auto`: the stage).
+    skipped_per_sweep : ndarray of int
+        Site visits skipped in each sweep.
+    step_sizes : ndarray
+        The step each sweep applied (the parallel schedule halves it where needed; else 1).
+    attempts : tuple of Attempt
+        With :class:`~relaxep.inference.Auto`: every stage tried, in order (empty otherwise).
+    n_inner : int
+        Double-loop EP: inner iterations in all (each one Newton step).
+    """
+
+    mean: Array
+    alpha: Array
+    site_precision: Array
+    site_mean_precision: Array
+    relaxation: Array
+    status: Status
+    n_sweeps: int
+    n_skipped: int
+    trace: Array
+    log_evidence: float
+    likelihood: Likelihood
+    method: InferenceMethod
+    skipped_per_sweep: Array = field(repr=False)
+    step_sizes: Array = field(repr=False)
+    posterior: Posterior = field(repr=False, compare=False)
+    attempts: tuple[Attempt, ...] = ()
+    n_inner: int = 0
+
+    @property
+    def rule(self) -> Any:
+        """The site rule that produced the sites (the method itself where it has none)."""
+        return getattr(self.method, "rule", self.method)
+
+    @property
+    def cov(self) -> Array:
+        """Posterior covariance of ``f`` at the training points, ``(n, n)`` (dense priors).
+
+        Formed on first access (after the parallel schedule, whose sweeps keep only the
+        marginals, that is one more factorisation); exactly symmetric, a C-ordered view
+        of the posterior's array rather than a copy.
+        """
+        cov = getattr(self.posterior, "cov", None)
+        if cov is None:
+            raise AttributeError(f"{type(self.posterior).__name__} holds no n x n covariance; use marginal_var")
+        return cov.T
+
+    @property
+    def marginal_var(self) -> Array:
+        """Posterior marginal variances of ``f`` at the training points."""
+        return self.posterior.marginal_var.copy()
+
+    @property
+    def converged(self) -> bool:
+        """``status == "converged"``."""
+        return self.status == "converged"
+
+    def predict_latent(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> tuple[Array, Array]:
+        r"""Latent mean and variance at test points from ``K_star`` (``m x n``) and ``k_star_diag`` (``m``)."""
+        ks = np.asarray(cross_kernel, dtype=float)
+        kd = np.asarray(test_diag, dtype=float)
+        n = self.mean.shape[0]
+        if ks.ndim != 2 or ks.shape[1] != n:
+            raise ValueError(f"K_star must have shape (m, {n}), got {ks.shape}")
+        if kd.shape != (ks.shape[0],):
+            raise ValueError(f"k_star_diag must have shape ({ks.shape[0]},), got {kd.shape}")
+        if not (np.all(np.isfinite(ks)) and np.all(np.isfinite(kd))):
+            raise ValueError("K_star or k_star_diag contains NaN or inf")
+        if np.any(kd < 0.0):
+            raise ValueError("k_star_diag holds prior variances; they must be >= 0")
+        return self.posterior.predict_latent(ks, kd)
+
+    def predict_proba(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> Array:
+        r""":math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df` at test points.
+
+        NoisyStep: :math:`\epsilon + (1-2\epsilon)\Phi(\mu_*/s_*)`; probit:
+        :math:`\Phi(\mu_*/\sqrt{1 + s^2_*})`; logistic by quadrature.
+        """
+        mean, var = self.predict_latent(cross_kernel, test_diag)
+        return np.clip(self.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)

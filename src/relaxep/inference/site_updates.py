@@ -1,0 +1,152 @@
+r"""Site updates: a site rule swept over the sites by a schedule until the sites stop changing.
+
+One sweep visits every site (in a fixed or random order) through the schedule; the
+posterior is then refreshed from the sites by one factorisation (GPML: repeated rank-one
+updates lose precision), and the convergence statistic is recorded.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from scipy import linalg
+
+from relaxep._typing import Array, Status
+from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions, make_result, warm_posterior
+from relaxep.inference.result import InferenceResult
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior import Prior
+from relaxep.posterior.base import is_proper
+from relaxep.schedules import Schedule, SiteUpdater, as_schedule
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["SiteUpdates"]
+
+#: sweeps in a row with R below the tolerance and the same sites skipped before a run is "stuck"
+STUCK_SWEEPS = 5
+
+
+class SiteUpdates(InferenceMethod):
+    """EP-style inference: ``rule`` applied to every site, sweep after sweep, by ``schedule``.
+
+    Parameters
+    ----------
+    rule : SiteRule
+        ``EP()``, ``PowerEP(u)``, ``FractionalEP(fraction)``, ``RelaxedEP(c)``.
+    schedule : Schedule or {"blocked", "sequential", "parallel"}
+        :class:`~relaxep.schedules.Blocked` (default; the paper's sequential iterates in
+        BLAS-3 blocks), :class:`~relaxep.schedules.Sequential` or
+        :class:`~relaxep.schedules.Parallel`.
+    order : {"fixed", "random"}
+        Site order within a sweep; ``"random"`` draws a permutation per sweep.
+    random_state : int, Generator or None
+        Seed for ``order="random"``.
+    on_improper : {"skip", "raise"}
+        An improper cavity is skipped and counted (default), or raises
+        :class:`~relaxep.ImproperPosteriorError`.
+    """
+
+    def __init__(
+        self,
+        rule: SiteRule | None = None,
+        schedule: Schedule | str = "blocked",
+        order: Literal["fixed", "random"] = "fixed",
+        random_state: int | np.random.Generator | None = None,
+        on_improper: Literal["skip", "raise"] = "skip",
+    ) -> None:
+        if rule is not None and not isinstance(rule, SiteRule):
+            raise TypeError(f"rule must be a relaxep SiteRule (EP, PowerEP, FractionalEP, RelaxedEP), got {rule!r}")
+        as_schedule(schedule)
+        if order not in ("fixed", "random"):
+            raise ValueError(f"order must be 'fixed' or 'random', got {order!r}")
+        if on_improper not in ("skip", "raise"):
+            raise ValueError(f"on_improper must be 'skip' or 'raise', got {on_improper!r}")
+        self.rule = rule
+        self.schedule = schedule
+        self.order = order
+        self.random_state = random_state
+        self.on_improper = on_improper
+
+    def tolerance(self, tol: float) -> float:
+        """A damped step shortens every change by its step, so the tolerance is tightened by it (Minka)."""
+        return tol * float(self._rule.damping)
+
+    @property
+    def _rule(self) -> SiteRule:
+        return EP() if self.rule is None else self.rule
+
+    def run(
+        self,
+        prior: Prior,
+        labels: Array,
+        likelihood: Likelihood,
+        options: RunOptions,
+        init: InferenceResult | None = None,
+    ) -> InferenceResult:
+        n = prior.n
+        rng = np.random.default_rng(self.random_state)
+        post = warm_posterior(prior, init)
+        relaxation = init.relaxation.copy() if post is not None else np.zeros(n)
+        post = prior.posterior() if post is None else post
+        schedule = as_schedule(self.schedule).start()
+        updater = SiteUpdater(self._rule, likelihood, labels)
+        monitor = ConvergenceMonitor(options, post.alpha)
+        skipped: list[int] = []
+        steps: list[float] = []
+        status: Status = "max_sweeps"
+        stuck_for = 0
+        last_skipped: Array | None = None
+        for sweep in range(options.max_sweeps):
+            saved = (post.site_precision.copy(), post.site_mean_precision.copy(), relaxation.copy())
+            order = rng.permutation(n) if self.order == "random" else np.arange(n)
+            stats = None
+            try:
+                stats = schedule.sweep(post, updater, order)
+                if stats.n_improper_cavities and self.on_improper == "raise":
+                    raise _ImproperCavities(f"{stats.n_improper_cavities} improper cavities in sweep {sweep + 1}")
+                if options.callback is not None:
+                    options.callback(sweep, post)
+                if stats.n_nonfinite:
+                    raise ImproperPosteriorError(f"{stats.n_nonfinite} site updates were not finite")
+                if not schedule.refreshes:
+                    post.refresh()
+                if not np.all(np.isfinite(post.mean)):
+                    raise ImproperPosteriorError("the posterior mean is not finite")
+            except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError) as exc:
+                if isinstance(exc, _ImproperCavities):
+                    raise
+                status = "diverged"
+                monitor.trace.append(float("inf"))
+                skipped.append(n if stats is None else stats.n_skipped)  # no sweep result: every site counts
+                steps.append(0.0)
+                post = prior.posterior(saved[0], saved[1])
+                relaxation = saved[2]
+                break
+            accepted = np.ones(n, dtype=bool)
+            accepted[stats.skipped] = False
+            relaxation[accepted] = updater.proposed_relaxation[accepted]
+            skipped.append(stats.n_skipped)
+            steps.append(stats.step)
+            monitor.record(post.alpha)
+            if monitor.below_tol():
+                if stats.n_skipped == 0 and np.all(is_proper(post.cavities(slice(None), updater.fraction)[1])):
+                    status = "converged"
+                    break
+                same = last_skipped is not None and np.array_equal(stats.skipped, last_skipped)
+                stuck_for = stuck_for + 1 if same and stats.n_skipped else 0
+                if stuck_for >= STUCK_SWEEPS:
+                    status = "stuck"
+                    break
+            else:
+                stuck_for = 0
+            last_skipped = stats.skipped
+            if monitor.stalled():
+                status = "abandoned"
+                break
+        return make_result(self, post, labels, likelihood, status, monitor.trace, skipped, relaxation, steps)
+
+
+class _ImproperCavities(ImproperPosteriorError):
+    """Raised with ``on_improper="raise"``; passed to the caller, not turned into a status."""

@@ -1,0 +1,138 @@
+r"""Binary-classification likelihoods: the paper's noisy step, probit and logistic.
+
+Each is a function :math:`t(g)` of the label-folded latent :math:`g = y f`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.special import expit, log_expit, log_ndtr, xlogy
+
+from relaxep._numerics import normal_cdf_ratio, safe_log
+from relaxep._typing import Array
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+from relaxep.likelihoods.quadrature import QuadratureLikelihood
+
+__all__ = ["Logistic", "NoisyStep", "Probit"]
+
+
+def _step_cumulants(mean: Array, var: Array, scale: Array, dlog_z: Array) -> tuple[Array, Array, Array, Array]:
+    r"""Tilted cumulants when :math:`Z(\mu) = \epsilon + D\,\Phi(\mu/\sigma)` (step and probit).
+
+    With :math:`z = \mu/\sigma` and :math:`L^{(1)} = D N(z) / (\sigma Z)` (``dlog_z``), the
+    derivatives of :math:`Z` relative to :math:`Z` are
+    :math:`Z^{(k)}/Z = (-1)^{k-1} He_{k-1}(z)\, L^{(1)} / \sigma^{k-1}` (Hermite
+    polynomials); those of :math:`L = \log Z` follow by Faa di Bruno's formula.
+    """
+    z = mean / scale
+    r1 = dlog_z
+    q2 = -z * r1 / scale  # Z^(2) / Z
+    q3 = (z * z - 1.0) * r1 / scale**2  # Z^(3) / Z
+    q4 = (3.0 * z - z**3) * r1 / scale**3  # Z^(4) / Z
+    l2 = q2 - r1**2
+    l3 = q3 - 3.0 * q2 * r1 + 2.0 * r1**3
+    l4 = q4 - 4.0 * q3 * r1 - 3.0 * q2**2 + 12.0 * q2 * r1**2 - 6.0 * r1**4
+    return mean + var * r1, var + var**2 * l2, var**3 * l3, var**4 * l4
+
+
+class NoisyStep(Likelihood):
+    r"""The paper's label-noise step likelihood (eq. ``clslik``).
+
+    .. math:: t(g) = \epsilon + (1 - 2\epsilon)\,\Theta(g), \qquad 0 \le \epsilon < 1/2.
+
+    With :math:`z = \mu / s` and :math:`D = (1-\epsilon)^u - \epsilon^u`,
+
+    .. math::
+        \log Z = \operatorname{logaddexp}\big(u \log\epsilon,\; \log D + \log\Phi(z)\big),\quad
+        \partial_\mu \log Z = \frac{w}{s} \frac{N(z)}{\Phi(z)},\quad
+        \partial^2_\mu \log Z = -\partial_\mu \log Z\,\Big(\partial_\mu \log Z + \frac{z}{s}\Big),
+
+    where :math:`w = D\,\Phi(z) / Z` is computed in log space and the ratio
+    :math:`N(z)/\Phi(z)` through ``erfcx``.
+    """
+
+    def __init__(self, eps: float = 0.1) -> None:
+        value = float(eps)
+        if not np.isfinite(value) or not (0.0 <= value < 0.5):
+            raise ValueError(f"label-noise rate eps must lie in [0, 0.5), got {eps!r}")
+        self.eps = eps  # stored as given (scikit-learn's clone checks identity)
+        eps = value
+        self._log_eps = float(safe_log(eps))
+        self._log1m2eps = float(np.log1p(-2.0 * eps))
+        self._xlogx = (float(xlogy(1.0 - eps, 1.0 - eps)), float(xlogy(eps, eps)))
+
+    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        eps = float(self.eps)
+        sd = np.sqrt(var)
+        z = mean / sd
+        log_floor = power * safe_log(eps)  # u log eps, -inf for eps = 0
+        log_jump = np.log((1.0 - eps) ** power - eps**power)
+        log_cdf = log_ndtr(z)
+        log_z = np.logaddexp(log_floor, log_jump + log_cdf)
+        weight = np.exp(log_jump + log_cdf - log_z)
+        dlog_z = weight * normal_cdf_ratio(z) / sd
+        d2log_z = -dlog_z * (dlog_z + z / sd)
+        return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        # Z(mu) = eps + (1 - 2 eps) Phi(mu / s): sigma = s
+        return _step_cumulants(mean, var, np.sqrt(var), self._log_z(mean, var, 1.0).dlog_z)
+
+    def _log_lik(self, g: Array) -> Array:
+        # t(0) = eps + (1 - 2 eps) / 2 = 1/2 (Theta(0) = 1/2; a null set under any Gaussian)
+        eps = float(self.eps)
+        return np.where(g > 0, np.log1p(-eps), np.where(g < 0, self._log_eps, np.log(0.5)))
+
+    def _expected_log_lik(self, mean: Array, var: Array) -> Array:
+        # E[log t] = [(1-eps) log(1-eps) Phi(z) + eps log(eps) (1 - Phi(z))] / Z
+        z = mean / np.sqrt(var)
+        log_cdf = log_ndtr(z)
+        log_z = np.logaddexp(self._log_eps, self._log1m2eps + log_cdf)
+        hi, lo = self._xlogx
+        upper = np.exp(log_cdf - log_z) * hi
+        return upper + np.exp(log_ndtr(-z) - log_z) * lo if lo != 0.0 else upper
+
+
+class Probit(QuadratureLikelihood):
+    r"""Probit likelihood :math:`t(g) = \Phi(g)`.
+
+    At ``u = 1`` the answer is closed form: with :math:`z = \mu / \sqrt{1 + s^2}`,
+    :math:`\log Z = \log\Phi(z)`, :math:`\partial_\mu \log Z = r / \sqrt{1+s^2}` and
+    :math:`\partial^2_\mu \log Z = -r (z + r) / (1 + s^2)`, :math:`r = N(z)/\Phi(z)`.
+    Other powers use the mode-centred sinh quadrature rule.
+    """
+
+    def _log_lik(self, g: Array) -> Array:
+        return log_ndtr(g)
+
+    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+        r = normal_cdf_ratio(g)
+        return r, -r * (g + r)
+
+    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        if power != 1.0:
+            return super()._log_z(mean, var, power)
+        scale = np.sqrt(1.0 + var)
+        z = mean / scale
+        r = normal_cdf_ratio(z)
+        return TiltedLogZ(log_ndtr(z), r / scale, -r * (z + r) / scale**2)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        # Z(mu) = Phi(mu / sqrt(1 + s^2)): the step's form with eps = 0, sigma^2 = 1 + s^2
+        scale = np.sqrt(1.0 + var)
+        return _step_cumulants(mean, var, scale, normal_cdf_ratio(mean / scale) / scale)
+
+
+class Logistic(QuadratureLikelihood):
+    r"""Logistic likelihood :math:`t(g) = \sigma(g) = 1 / (1 + e^{-g})`.
+
+    All quantities by the mode-centred sinh quadrature rule;
+    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.
+    """
+
+    def _log_lik(self, g: Array) -> Array:
+        return log_expit(g)
+
+    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+        s_neg = expit(-g)
+        return s_neg, -expit(g) * s_neg

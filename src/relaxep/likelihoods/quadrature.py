@@ -1,0 +1,107 @@
+r"""A generic tilted-moment integrator for smooth, log-concave likelihoods."""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+from scipy.special import logsumexp
+
+from relaxep._typing import Array
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+
+__all__ = ["QuadratureLikelihood"]
+
+
+class QuadratureLikelihood(Likelihood):
+    r"""A log-concave, increasing likelihood integrated by a mode-centred sinh rule.
+
+    The tilted density :math:`p(g) \propto t(g)^u N(g | \mu, s^2)` is log-concave; its
+    mode :math:`\hat g` solves :math:`u\,(\log t)'(\hat g) = (\hat g - \mu)/s^2` and lies
+    in :math:`[\mu, \mu + s^2 u (\log t)'(\mu)]`, where a safeguarded Newton iteration
+    finds it.  The integrals are then taken by the trapezoid rule in :math:`x` after the
+    substitution :math:`g = \hat g + a \sinh x`, with :math:`a = \min(\ell, 1)`
+    (:math:`\ell` the Laplace standard deviation, 1 the width of the likelihood's
+    transition): nodes are dense at the mode and spread geometrically into the tails,
+    so both scales are resolved.  The step is chosen so that the transition at
+    :math:`g = 0` is sampled at least every 0.25.  Against adaptive quadrature the
+    error stays below 1e-10 for :math:`|\mu| \le 200`, :math:`10^{-4} \le s^2 \le 10^4`,
+    :math:`u \in [0.3, 1]` (see ``tests/test_likelihoods.py``).
+    """
+
+    _newton_iterations: int = 60
+    _max_nodes: int = 4096
+
+    @abstractmethod
+    def _log_lik(self, g: Array) -> Array: ...
+
+    @abstractmethod
+    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+        """First and second derivative of ``log t``."""
+
+    def _laplace(self, mean: Array, var: Array, power: float) -> tuple[Array, Array]:
+        """Mode of the tilted density and the inverse curvature there."""
+        d1_mu, _ = self._dlog_lik(mean)
+        lo = mean.copy()
+        hi = mean + var * power * d1_mu
+        g = 0.5 * (lo + hi)
+        for _ in range(self._newton_iterations):
+            d1, d2 = self._dlog_lik(g)
+            grad = power * d1 - (g - mean) / var
+            hess = power * d2 - 1.0 / var
+            lo = np.where(grad > 0, g, lo)
+            hi = np.where(grad > 0, hi, g)
+            step = g - grad / hess
+            outside = ~((step >= lo) & (step <= hi))
+            g_new = np.where(outside, 0.5 * (lo + hi), step)
+            done = np.all(np.abs(g_new - g) <= 1e-10 * (1.0 + np.abs(g)))
+            g = g_new
+            if done:
+                break
+        _, d2 = self._dlog_lik(g)
+        return g, 1.0 / (1.0 / var - power * d2)
+
+    def _tilted_nodes(self, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
+        """Nodes ``g_k``, normalised tilted weights and ``log Z`` (nodes on the last axis)."""
+        mean, var = np.broadcast_arrays(mean, var)
+        mode, lap_var = self._laplace(mean, var, power)
+        lap_sd = np.sqrt(lap_var)
+        scale = np.minimum(lap_sd, 1.0)
+        half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
+        max_step = np.minimum(0.08, 0.25 / np.maximum(np.abs(mode), scale))
+        n_nodes = int(np.clip(np.max(np.ceil(2.0 * half_width / max_step), initial=1) + 1, 64, self._max_nodes))
+        x = np.linspace(-1.0, 1.0, n_nodes) * half_width[..., None]
+        step = (2.0 * half_width / (n_nodes - 1))[..., None]
+        g = mode[..., None] + scale[..., None] * np.sinh(x)
+        m, v = mean[..., None], var[..., None]
+        log_terms = (
+            np.log(step * scale[..., None] * np.cosh(x))
+            + power * self._log_lik(g)
+            - 0.5 * (g - m) ** 2 / v
+            - 0.5 * np.log(2.0 * np.pi * v)
+        )
+        log_z = logsumexp(log_terms, axis=-1)
+        weights = np.exp(log_terms - log_z[..., None])
+        return g, weights, log_z
+
+    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        g, weights, log_z = self._tilted_nodes(mean, var, power)
+        mean_b, var_b = np.broadcast_arrays(mean, var)
+        tilted_mean = np.sum(weights * g, axis=-1)
+        tilted_var = np.sum(weights * (g - tilted_mean[..., None]) ** 2, axis=-1)
+        dlog_z = (tilted_mean - mean_b) / var_b
+        d2log_z = (tilted_var - var_b) / var_b**2
+        return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        g, weights, _ = self._tilted_nodes(mean, var, 1.0)
+        k1 = np.sum(weights * g, axis=-1)
+        d = g - k1[..., None]
+        k2 = np.sum(weights * d**2, axis=-1)
+        k3 = np.sum(weights * d**3, axis=-1)
+        k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+        return k1, k2, k3, k4
+
+    def _expected_log_lik(self, mean: Array, var: Array) -> Array:
+        g, weights, _ = self._tilted_nodes(mean, var, 1.0)
+        return np.sum(weights * self._log_lik(g), axis=-1)

@@ -1,0 +1,18 @@
+"""Posterior representations behind one protocol, and the priors that make them."""
+
+from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior.base import Posterior, SweepStats, cavity
+from relaxep.posterior.dense import DensePosterior
+from relaxep.posterior.prior import DensePrior, Prior, as_prior
+
+__all__ = [
+    "DensePosterior",
+    "DensePrior",
+    "ImproperPosteriorError",
+    "KernelNotPositiveDefiniteError",
+    "Posterior",
+    "Prior",
+    "SweepStats",
+    "as_prior",
+    "cavity",
+]

@@ -1,0 +1,167 @@
+r"""The posterior protocol every representation implements (GPML's init / update / marginals triple).
+
+Naming, stated once for the package: the prior is :math:`N(f | 0, K)`; site :math:`i` has
+natural parameters :math:`\tau_i` (``site_precision``) and :math:`\nu_i`
+(``site_mean_precision``, the precision-adjusted mean, GPML's ``tnu``), :math:`T =
+\operatorname{diag}(\tau)`; the Gaussian posterior :math:`q(f) = N(\mu, A)` has mean ``mean``
+(:math:`\mu`) and marginal variances ``marginal_var`` (:math:`A_{ii}`); the cavity of site
+:math:`i` is :math:`N(h_i, \lambda_i)`, the marginal with the site (or a fraction of it)
+divided out.
+
+A representation (dense today, sparse and block-diagonal later) holds this state and offers
+what an inference method needs: the marginals and cavities, a one-site update, bulk site
+changes followed by a refresh, a sequential sweep it may run its own way, :math:`\log Z_q`
+for the evidence, and predictions from the prior's cross-covariances.  The schedules and
+inference methods speak only this protocol.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from relaxep._typing import Array
+
+__all__ = ["Posterior", "SiteProposer", "SweepStats", "cavity", "is_proper"]
+
+#: ``propose(i, cavity_mean, cavity_var, tau_i, nu_i, marginal_var_i) -> (tau, nu)``: a new site for site ``i``
+SiteProposer = Callable[[int, float, float, float, float, float], tuple[float, float]]
+
+
+@dataclass(frozen=True)
+class SweepStats:
+    """What happened in one sweep.
+
+    ``skipped`` lists every site left unchanged: improper cavities (also counted in
+    ``n_improper_cavities``), updates that would make a marginal variance non-positive, and
+    non-finite proposals (also counted in ``n_nonfinite``, which the caller treats as
+    divergence).  ``step`` is the step the sweep applied (the parallel schedule's, else 1).
+    """
+
+    skipped: Array = field(default_factory=lambda: np.zeros(0, dtype=np.intp))
+    n_improper_cavities: int = 0
+    n_nonfinite: int = 0
+    step: float = 1.0
+
+    @property
+    def n_skipped(self) -> int:
+        """Site visits skipped in the sweep."""
+        return int(self.skipped.size)
+
+
+def cavity(
+    marginal_mean: Array, marginal_var: Array, precision: Array, mean_precision: Array, fraction: float = 1.0
+) -> tuple[Array, Array]:
+    r"""Cavity of a site: the marginal with the fraction :math:`\eta` of the site divided out.
+
+    .. math::
+        \lambda = \big(1/A_{ii} - \eta\,\tau_i\big)^{-1},\qquad
+        h = \lambda\,\big(\mu_i / A_{ii} - \eta\,\nu_i\big).
+
+    Floats or arrays.  The variance is ``inf`` or negative where the cavity is improper
+    (:math:`1/A_{ii} \le \eta\,\tau_i`); test with ``np.isfinite(var) & (var > 0)``.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        var = 1.0 / (1.0 / marginal_var - fraction * precision)
+        return var * (marginal_mean / marginal_var - fraction * mean_precision), var
+
+
+def is_proper(var: Array) -> Array:
+    """Where a cavity variance from :func:`cavity` belongs to a proper Gaussian."""
+    return np.isfinite(var) & (var > 0.0)
+
+
+class Posterior(ABC):
+    """A Gaussian posterior of ``f`` given site parameters: the protocol inference runs against.
+
+    Attributes
+    ----------
+    site_precision, site_mean_precision : ndarray of shape (n,)
+        The sites :math:`(\\tau, \\nu)`; change them only through :meth:`update_site` or
+        :meth:`set_sites` (followed by :meth:`refresh`).
+    mean : ndarray of shape (n,)
+        Posterior mean :math:`\\mu` at the training points.
+    """
+
+    site_precision: Array
+    site_mean_precision: Array
+    mean: Array
+
+    @property
+    @abstractmethod
+    def n(self) -> int:
+        """Number of sites."""
+
+    @property
+    @abstractmethod
+    def marginal_var(self) -> Array:
+        """Posterior marginal variances :math:`A_{ii}`."""
+
+    @property
+    def alpha(self) -> Array:
+        r""":math:`\alpha = \nu - T\mu` (for a dense prior the predictive weights, :math:`\mu = K\alpha`)."""
+        return self.site_mean_precision - self.site_precision * self.mean
+
+    def cavities(self, index: int | Array | slice = slice(None), fraction: float = 1.0) -> tuple[Array, Array]:
+        """Cavity means and variances (:func:`cavity`) of the sites ``index``."""
+        return cavity(
+            self.mean[index],
+            self.marginal_var[index],
+            self.site_precision[index],
+            self.site_mean_precision[index],
+            fraction,
+        )
+
+    @abstractmethod
+    def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
+        """Replace site ``i`` and update the posterior; ``False`` (nothing changed) if that would
+        make a marginal variance non-positive."""
+
+    @abstractmethod
+    def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
+        """Overwrite site parameters without updating the posterior; call :meth:`refresh` next."""
+
+    @abstractmethod
+    def refresh(self, marginals_only: bool = False) -> None:
+        """Recompute the posterior from the sites (``marginals_only``: the mean and marginals suffice)."""
+
+    @abstractmethod
+    def log_partition(self) -> float:
+        r""":math:`\log Z_q = \log\int N(f|0,K)\prod_i e^{-\tau_i f_i^2/2 + \nu_i f_i} df
+        = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|`."""
+
+    @abstractmethod
+    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
+        """Latent predictive mean and variance from the prior's cross-covariances and test variances."""
+
+    def apply_sequential(
+        self, order: Sequence[int] | Array, propose: SiteProposer, fraction: float = 1.0, block_size: int = 1
+    ) -> SweepStats:
+        r"""Visit the sites in ``order``, each update applied before the next cavity is formed.
+
+        For each site: its cavity (with ``fraction`` of the site removed); skip it if
+        improper; ask ``propose`` for a new site; skip it if not finite or if
+        :meth:`update_site` refuses it.  ``block_size`` lets a representation apply the same
+        iterates in blocks (the generic loop ignores it).  The posterior is not refreshed.
+        """
+        skipped: list[int] = []
+        improper = nonfinite = 0
+        for i in order:
+            i = int(i)
+            tau_i, nu_i, a_ii = self.site_precision[i], self.site_mean_precision[i], self.marginal_var[i]
+            cav_mean, cav_var = cavity(self.mean[i], a_ii, tau_i, nu_i, fraction)
+            if not is_proper(cav_var):
+                skipped.append(i)
+                improper += 1
+                continue
+            new_tau, new_nu = propose(i, cav_mean, cav_var, tau_i, nu_i, a_ii)
+            if not (np.isfinite(new_tau) and np.isfinite(new_nu)):
+                skipped.append(i)
+                nonfinite += 1
+                continue
+            if not self.update_site(i, new_tau, new_nu):
+                skipped.append(i)
+        return SweepStats(np.asarray(skipped, dtype=np.intp), improper, nonfinite)

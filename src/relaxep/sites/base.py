@@ -1,0 +1,126 @@
+r"""The site-rule interface and the one primitive every rule reduces to.
+
+Naming (as GPML states its own): a *site* is the Gaussian factor
+:math:`\tilde t_i(f_i) \propto \exp(-\tau_i f_i^2/2 + \nu_i f_i)` that stands in for the
+likelihood :math:`t_i`; its natural parameters are the *precision* :math:`\tau_i` and the
+*mean-precision* :math:`\nu_i = \tau_i m_i` (so a flat site is :math:`\tau_i = 0` and a
+negative site variance is :math:`\tau_i < 0`).  The *cavity* :math:`N(h_i, \lambda_i)` is the
+posterior marginal with (a fraction of) the site divided out, and the *tilted*
+distribution is :math:`t_i \times` cavity.  Rules see the label-folded latent
+:math:`g = y f`; :func:`propose_sites` folds and unfolds, in one place.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from relaxep._params import ParamsMixin
+from relaxep._typing import Array
+from relaxep._validation import check_unit_interval
+from relaxep.likelihoods import Likelihood
+
+__all__ = ["Cavity", "Site", "SiteProposal", "SiteRule", "propose_sites", "site_from_tilted"]
+
+
+@dataclass(frozen=True)
+class Cavity:
+    """Cavity :math:`N(h, \\lambda)` of the folded latent (floats or arrays over sites)."""
+
+    mean: Array
+    var: Array
+
+
+@dataclass(frozen=True)
+class Site:
+    r"""A site's current natural parameters (folded) and the posterior marginal variance :math:`A_{ii}`."""
+
+    precision: Array
+    mean_precision: Array
+    marginal_var: Array
+
+    @property
+    def mean(self) -> Array:
+        r"""Site mean :math:`m_i = \nu_i / \tau_i`, and 0 for a flat site (:math:`\tau_i = 0`)."""
+        tau = np.asarray(self.precision, dtype=float)
+        safe = np.where(tau != 0.0, tau, 1.0)
+        return np.where(tau != 0.0, self.mean_precision / safe, 0.0)
+
+
+@dataclass(frozen=True)
+class SiteProposal:
+    """New site natural parameters ``(tau, nu)`` and the relaxation ``b`` used (0 for EP, Power EP)."""
+
+    precision: Array
+    mean_precision: Array
+    relaxation: Array
+
+
+def site_from_tilted(dlog_z: Array, d2log_z: Array, cavity_mean: Array, cavity_var: Array) -> tuple[Array, Array]:
+    r"""Site natural parameters that moment-match the tilted distribution.
+
+    With :math:`d_1, d_2` the derivatives of :math:`\log Z` in the cavity mean
+    :math:`\mu` (variance :math:`s^2`), the tilted moments are
+    :math:`\hat m = \mu + s^2 d_1`, :math:`\hat v = s^2 (1 + s^2 d_2)` and the site
+    (tilted / cavity) is (GPML, Rasmussen & Williams eq. 3.59):
+
+    .. math::
+        \tau = \frac{1}{\hat v} - \frac{1}{s^2} = \frac{-d_2}{1 + s^2 d_2},\qquad
+        \nu = \frac{\hat m}{\hat v} - \frac{\mu}{s^2} = \frac{d_1 - \mu d_2}{1 + s^2 d_2}.
+    """
+    denom = 1.0 + cavity_var * d2log_z
+    return -d2log_z / denom, (dlog_z - cavity_mean * d2log_z) / denom
+
+
+class SiteRule(ParamsMixin):
+    r"""Base class: propose a site for a cavity, then damp in natural parameters.
+
+    With step size :math:`s` (``damping``; 1 is undamped),
+    :math:`\tau \leftarrow (1-s)\tau_{old} + s\,\tau_{new}`, likewise :math:`\nu`.
+    Subclasses implement :meth:`_propose`.
+    """
+
+    damping: float = 1.0
+    #: fraction of the site the cavity removes (1: the whole site, as EP, the paper's PEP and REP)
+    cavity_fraction: float = 1.0
+
+    def update(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> SiteProposal:
+        """New (damped) site parameters for ``cavity``, given the ``site``'s current ones (all folded)."""
+        tau, nu, relaxation = self._propose(likelihood, cavity, site)
+        if self.damping != 1.0:
+            s = float(self.damping)
+            tau = (1.0 - s) * site.precision + s * tau
+            nu = (1.0 - s) * site.mean_precision + s * nu
+        return SiteProposal(tau, nu, relaxation)
+
+    def _propose(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
+        """Undamped ``(tau, nu, b)``."""
+        raise NotImplementedError
+
+
+def check_damping(damping: float) -> float:
+    """Validate ``damping`` and return it unchanged (parameters are stored as given, for ``clone``)."""
+    check_unit_interval(damping, "damping (the step size of a site update)")
+    return damping
+
+
+def propose_sites(
+    rule: SiteRule,
+    likelihood: Likelihood,
+    labels: Array,
+    cavity_mean: Array,
+    cavity_var: Array,
+    site_precision: Array,
+    site_mean_precision: Array,
+    marginal_var: Array,
+) -> SiteProposal:
+    r"""``rule``'s new sites in :math:`f` (floats or arrays): fold :math:`g = y f`, propose, unfold.
+
+    The precision and ``b`` do not change under folding; :math:`\nu` and the cavity mean
+    change sign with :math:`y`.
+    """
+    cavity = Cavity(labels * cavity_mean, cavity_var)
+    site = Site(site_precision, labels * site_mean_precision, marginal_var)
+    proposal = rule.update(likelihood, cavity, site)
+    return SiteProposal(proposal.precision, labels * proposal.mean_precision, proposal.relaxation)

@@ -1,0 +1,71 @@
+"""The automatic cascade: EP where EP converges; else damped EP; else double-loop EP, one policy."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from problems import wavy_problem
+from relaxep import EP, Attempt, Auto, DoubleLoopEP, FractionalEP, NoisyStep, SiteUpdates, infer
+from relaxep.inference.site_updates import SiteUpdates as _SiteUpdates
+
+
+def test_auto_is_plain_ep_where_ep_converges():
+    K, y = wavy_problem(60, 2)
+    ep = infer(K, y, NoisyStep(0.1), EP(), tol=1e-6)
+    auto = infer(K, y, NoisyStep(0.1), "auto", tol=1e-6)
+    assert ep.converged and auto.converged
+    np.testing.assert_array_equal(auto.mean, ep.mean)
+    assert auto.attempts == (Attempt(SiteUpdates(EP()), "converged", ep.n_sweeps),)
+
+
+def test_auto_falls_back_when_ep_oscillates(oscillating):
+    K, y, eps = oscillating
+    auto = infer(K, y, NoisyStep(eps), "auto", max_sweeps=150)
+    assert auto.converged
+    first = auto.attempts[0]
+    assert first == Attempt(SiteUpdates(EP()), "max_sweeps", 150)  # R kept setting new minima: not abandoned
+    assert auto.rule.damping == 0.5
+    assert auto.trace[-1] < 0.5e-3  # tolerance tightened by the damping step
+
+
+def test_an_early_stage_is_abandoned_when_r_sets_no_new_minimum(hard_suite_problem):
+    """The stall rule: stop when the last 20 sweeps hold no new minimum of R (and only then)."""
+    K, y, lik = hard_suite_problem
+    res = infer(K, y, lik, Auto(stages=(EP(), DoubleLoopEP())), max_sweeps=150)
+    ep = res.attempts[0]
+    assert ep.status == "abandoned"
+    plain = infer(K, y, lik, EP(), max_sweeps=ep.n_sweeps)
+    trace = plain.trace
+    assert min(trace[-20:]) >= min(trace[:-20])  # no new minimum in the window that ended it
+    assert all(min(trace[k - 20 : k]) < min(trace[: k - 20]) for k in range(21, ep.n_sweeps))
+
+
+def test_auto_ends_with_double_loop_when_damped_ep_fails_too(hard_suite_problem):
+    K, y, lik = hard_suite_problem
+    auto = infer(K, y, lik, "auto")
+    assert auto.converged
+    assert [a.method for a in auto.attempts] == [SiteUpdates(EP()), SiteUpdates(EP(damping=0.5)), DoubleLoopEP()]
+    assert [a.status for a in auto.attempts[:2]] == ["abandoned", "abandoned"]
+    alone = infer(K, y, lik, DoubleLoopEP())
+    np.testing.assert_array_equal(auto.mean, alone.mean)
+
+
+def test_the_tolerance_policy_lives_on_the_method():
+    assert SiteUpdates(EP(damping=0.5)).tolerance(1e-3) == 0.5e-3
+    assert SiteUpdates(FractionalEP(0.5, damping=0.25)).tolerance(1e-3) == 0.25e-3
+    assert DoubleLoopEP().tolerance(1e-3) == 1e-3
+
+
+def test_auto_passes_its_schedule_to_the_site_rule_stages():
+    K, y = wavy_problem(40, 1)
+    res = infer(K, y, NoisyStep(0.1), "auto", schedule="parallel")
+    assert isinstance(res.method, _SiteUpdates) and res.method.schedule == "parallel"
+    direct = infer(K, y, NoisyStep(0.1), EP(), schedule="parallel")
+    np.testing.assert_array_equal(res.mean, direct.mean)
+
+
+@pytest.mark.parametrize("stages", [(), ("EP",), (EP(), None)])
+def test_bad_stages_are_refused(stages):
+    with pytest.raises(TypeError, match="stages"):
+        Auto(stages=stages)
