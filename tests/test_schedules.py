@@ -31,10 +31,12 @@ def test_blocked_equals_sequential_after_every_sweep(lik, rule, block_size):
     seq = _sweep_states(K, y, lik, rule, "sequential", 6, order="random", random_state=3)
     blk = _sweep_states(K, y, lik, rule, Blocked(block_size), 6, order="random", random_state=3)
     assert len(seq) == len(blk) == 6
+    # Both orders of the same arithmetic differ by rounding (1e-14 per refresh, checked against
+    # 40-digit arithmetic); six sweeps of a run that has not converged amplify it to ~1e-10.
     for (t1, n1, m1), (t2, n2, m2) in zip(seq, blk, strict=True):
-        np.testing.assert_allclose(t2, t1, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(n2, n1, rtol=0, atol=1e-10)
-        np.testing.assert_allclose(m2, m1, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(t2, t1, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(n2, n1, rtol=0, atol=1e-9)
+        np.testing.assert_allclose(m2, m1, rtol=0, atol=1e-9)
 
 
 def test_blocked_posterior_equals_a_from_scratch_posterior():

@@ -62,8 +62,10 @@ class DensePosterior(Posterior):
         self._pending: tuple[Array, Array] | None = None  # deferred  A -= V diag(k) V^T
         self._many_weak_sites = False  # last full refresh: over a quarter of sites weak (see below)
         self.mean = np.empty(n)
-        self._chol: Array | None = None  # Cholesky factor of B when all tau >= 0
-        self._lu: tuple[Array, Array] | None = None  # LU of I + T K otherwise
+        self._chol: Array | None = None  # Cholesky factor of B = I + S K S, S = sqrt(max(T, 0))
+        self._log_det: float | None = None  # log|I + K T| at the current sites
+        self._has_negative = False  # some tau < 0 (entered by Woodbury on top of B)
+        self._lu: tuple[Array, Array] | None = None  # LU of I + T K, formed on demand for predictions
         self.refresh(marginals_only=marginals_only)
 
     # ------------------------------------------------------------------ state
@@ -117,14 +119,14 @@ class DensePosterior(Posterior):
         self.cov = dger(-d_tau / denom, col, col, a=self.cov, overwrite_a=True)
         self.site_precision[i] = precision
         self.site_mean_precision[i] = mean_precision
-        self._chol = self._lu = None
+        self._invalidate()
         return True
 
     def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
         """Overwrite site parameters without touching ``(cov, mean)``; call :meth:`refresh` next."""
         self.site_precision[index] = precision
         self.site_mean_precision[index] = mean_precision
-        self._chol = self._lu = None
+        self._invalidate()
 
     def _downdate(self, vectors: Array, coefficients: Array) -> None:
         r"""Apply accumulated rank-one corrections at once: :math:`A \leftarrow A - V \operatorname{diag}(k) V^\top`.
@@ -133,7 +135,7 @@ class DensePosterior(Posterior):
         """
         if coefficients.size:
             self.cov = dgemm(-1.0, vectors * coefficients, vectors, beta=1.0, c=self.cov, trans_b=1, overwrite_c=1)
-        self._chol = self._lu = None
+        self._invalidate()
 
     def _defer_downdate(self, vectors: Array, coefficients: Array) -> None:
         r"""Record :math:`A \leftarrow A - V \operatorname{diag}(k) V^\top` without applying it.
@@ -143,7 +145,7 @@ class DensePosterior(Posterior):
         refresh never pays for it.  ``vectors`` is kept, not copied.
         """
         self._pending = (vectors, coefficients)
-        self._chol = self._lu = None
+        self._invalidate()
 
     # ---------------------------------------------------------- blocked sweep
     def apply_sequential(
@@ -241,53 +243,60 @@ class DensePosterior(Posterior):
         """
         K, tau, nu = self.kernel, self.site_precision, self.site_mean_precision
         self._pending = None
+        self._invalidate()
         if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
             raise ImproperPosteriorError("site parameters are not finite")
         n = self.n
         if not np.any(tau):  # flat sites: the posterior is the prior, B = I
-            self._chol, self._lu = np.eye(n), None
+            self._chol, self._log_det = np.eye(n), 0.0
             self.cov = np.array(K, order="F")
             self.mean = K @ nu
             return
-        if np.all(tau >= 0.0):
-            sw = np.sqrt(tau)
-            b = sw[:, None] * K * sw[None, :]
-            b[np.diag_indices(n)] += 1.0
-            try:
-                chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
-            except linalg.LinAlgError as exc:
-                raise KernelNotPositiveDefiniteError(
-                    f"the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky "
-                    f"factor). {NOT_PSD_ADVICE}"
-                ) from exc
-            self._chol, self._lu = chol, None
+        tau_plus = np.maximum(tau, 0.0)
+        sw = np.sqrt(tau_plus)
+        b = sw[:, None] * K * sw[None, :]
+        b[np.diag_indices(n)] += 1.0
+        try:
+            chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
+        except linalg.LinAlgError as exc:
+            raise KernelNotPositiveDefiniteError(
+                f"the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky "
+                f"factor). {NOT_PSD_ADVICE}"
+            ) from exc
+        log_det = float(2.0 * np.sum(np.log(np.diagonal(chol))))
+        negative = np.flatnonzero(tau < 0.0)
+        correction = None
+        if negative.size:
+            linv = self._triangular_inverse(chol)
+            correction, mean, log_det_c = self._negative_sites(linv, sw, negative)
+            log_det += log_det_c
             if marginals_only:
-                self._refresh_marginals(chol, sw)
-                return
-            # Sites change little between sweeps: when the last refresh found too many weak
-            # sites for the inverse, go straight to K - V^T V instead of paying for potri first.
-            cov = None if self._many_weak_sites else self._covariance_from_inverse(chol, sw)
-            if cov is None:
-                v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
-                cov = K - v.T @ v
-                share = tau * np.diagonal(cov)
-                self._many_weak_sites = np.count_nonzero(share < self._DIRECT_BELOW) > n // 4
-        else:
-            m = tau[:, None] * K
-            m[np.diag_indices(n)] += 1.0  # I + T K
-            lu = linalg.lu_factor(m, check_finite=False)
-            # A = K (I + T K)^{-1}  (= (I + K T)^{-1} K, symmetric)
-            cov = linalg.lu_solve(lu, K, trans=1, check_finite=False)  # (I + K T) A = K
+                var = self._marginals_from_inverse(linv, sw, tau_plus)  # diag(A+), then the Woodbury term
+                self._set_marginals(var + np.einsum("ij,ij->j", correction, correction), mean)
+        elif marginals_only:
+            linv = self._triangular_inverse(chol)
+            var = self._marginals_from_inverse(linv, sw, tau_plus)
+            alpha = nu - sw * (linv.T @ (linv @ (sw * (K @ nu))))
+            self._set_marginals(var, K @ alpha)
+        self._chol, self._log_det, self._has_negative = chol, log_det, bool(negative.size)
+        if marginals_only:
+            return
+        # Sites change little between sweeps: when the last refresh found too many weak
+        # sites for the inverse, go straight to K - V^T V instead of paying for potri first.
+        cov = None if self._many_weak_sites else self._covariance_from_inverse(chol, sw)
+        if cov is None:
+            v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
+            cov = K - v.T @ v
+            share = tau_plus * np.diagonal(cov)
+            self._many_weak_sites = np.count_nonzero(share < self._DIRECT_BELOW) > n // 4
+        if correction is not None:
+            cov += correction.T @ correction  # A = A+ + A+_N C^-1 A+_N^T
             cov = 0.5 * (cov + cov.T)
-            if not np.all(np.isfinite(cov)):
-                raise ImproperPosteriorError("negative site precisions make the posterior improper")
-            try:  # positive (semi-)definite?  A Cholesky is ~10x cheaper than eigenvalues.
-                linalg.cholesky(cov + 1e-10 * np.abs(cov).max() * np.eye(n), lower=True, check_finite=False)
-            except linalg.LinAlgError as exc:
-                raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
             if np.any(np.diagonal(cov) <= 0.0):
                 raise ImproperPosteriorError("a posterior marginal variance is not positive")
-            self._chol, self._lu = None, lu
+            self.cov = np.asfortranarray(cov)
+            self.mean = mean
+            return
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
 
@@ -295,26 +304,66 @@ class DensePosterior(Posterior):
     # marginals only (the parallel schedule's sweeps): error <~ 1e3 eps cond(B), relative
     _DIRECT_BELOW_MARGINALS = 1e-3
 
-    def _refresh_marginals(self, chol: Array, sw: Array) -> None:
-        """``diag(A)`` and ``mean`` from the Cholesky factor of ``B`` (see :meth:`refresh`)."""
-        K, nu = self.kernel, self.site_mean_precision
+    def _invalidate(self) -> None:
+        self._chol = self._lu = self._log_det = None
+
+    @staticmethod
+    def _triangular_inverse(chol: Array) -> Array:
         linv, info = lapack.dtrtri(chol, lower=1)
         if info != 0:
             raise ImproperPosteriorError(f"triangular inverse of the Cholesky factor failed (info={info})")
-        # chol's strict upper triangle is zero and dtrtri(lower) leaves it so: linv is lower triangular
+        return linv  # chol's strict upper triangle is zero and dtrtri(lower) leaves it so
+
+    def _set_marginals(self, var: Array, mean: Array) -> None:
+        if not np.all(var > 0.0):
+            raise ImproperPosteriorError("a posterior marginal variance is not positive")
+        self._marginal_var = var
+        self.mean = mean
+        self._cov_stale = True
+
+    def _marginals_from_inverse(self, linv: Array, sw: Array, tau_plus: Array) -> Array:
+        r"""``diag(A+)`` for the sites ``tau_plus >= 0`` from :math:`L^{-1}` (see :meth:`refresh`)."""
+        K = self.kernel
         precision_share = 1.0 - np.einsum("ij,ij->j", linv, linv)  # tau_i A_ii
-        tau = self.site_precision
-        safe = np.where(precision_share >= self._DIRECT_BELOW_MARGINALS, tau, 1.0)
+        safe = np.where(precision_share >= self._DIRECT_BELOW_MARGINALS, tau_plus, 1.0)
         var = precision_share / safe
-        direct = np.flatnonzero(precision_share < self._DIRECT_BELOW_MARGINALS)
+        direct = np.flatnonzero((precision_share < self._DIRECT_BELOW_MARGINALS) & (sw > 0.0))
+        flat = np.flatnonzero(sw == 0.0)
+        if flat.size:  # a flat site's A+ variance: K_ii - |L^-1 S K_i|^2, formed with the direct ones
+            direct = np.union1d(direct, flat)
         if direct.size:
             w = linv @ (sw[:, None] * K[:, direct])
             var[direct] = K[direct, direct] - np.einsum("ij,ij->j", w, w)
-        kn = K @ nu
-        alpha = nu - sw * (linv.T @ (linv @ (sw * kn)))
-        self._marginal_var = var
-        self.mean = K @ alpha
-        self._cov_stale = True
+        return var
+
+    def _negative_sites(self, linv: Array, sw: Array, negative: Array) -> tuple[Array, Array, float]:
+        r"""The sites with :math:`\tau_i < 0`, entered by Woodbury on top of :math:`A_+ = (K^{-1} + T_+)^{-1}`.
+
+        With :math:`N` the negative sites and :math:`A_{+,N}` the columns of :math:`A_+` there
+        (:math:`K_N - K S B^{-1} S K_N`, :math:`O(n^2 k)`),
+
+        .. math::
+            A = A_+ + A_{+,N} C^{-1} A_{+,N}^\top,\qquad C = -T_N^{-1} - A_{+,NN},\qquad
+            \log|I + KT| = \log|B| + \log|C| + \textstyle\sum_N \log(-\tau_i),
+
+        the posterior proper exactly when :math:`C` is positive definite.  Returns
+        :math:`Z = L_C^{-1} A_{+,N}^\top` (so :math:`A = A_+ + Z^\top Z`), the mean and the
+        log-determinant's correction.
+        """
+        K, tau, nu = self.kernel, self.site_precision, self.site_mean_precision
+        k_cols = K[:, negative]
+        a_plus = k_cols - K @ (sw[:, None] * (linv.T @ (linv @ (sw[:, None] * k_cols))))
+        c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
+        c = 0.5 * (c + c.T)
+        try:
+            lc = linalg.cholesky(c, lower=True, check_finite=False)
+        except linalg.LinAlgError as exc:
+            raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
+        z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
+        mean_plus = K @ (nu - sw * (linv.T @ (linv @ (sw * (K @ nu)))))
+        mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
+        log_det = float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
+        return z, mean, log_det
 
     def _covariance_from_inverse(self, chol: Array, sw: Array) -> Array | None:
         r"""``A`` from :math:`B^{-1}` (LAPACK ``potri``, :math:`2n^3/3` flops), or ``None``.
@@ -358,23 +407,11 @@ class DensePosterior(Posterior):
             cov[direct, :] = cols.T
         return cov
 
-    def _ensure_factor(self) -> None:
-        if self._chol is None and self._lu is None:
-            self.refresh()
-
     def log_det_b(self) -> float:
-        r""":math:`\log|I + K T|` (= :math:`\log|B|`, :math:`2\sum\log L_{ii}` when all :math:`\tau \ge 0`)."""
-        self._ensure_factor()
-        if self._chol is not None:
-            return float(2.0 * np.sum(np.log(np.diagonal(self._chol))))
-        lu, piv = self._lu
-        diag = np.diagonal(lu)
-        n_swaps = np.count_nonzero(piv != np.arange(self.n))
-        sign = (-1.0) ** n_swaps * np.prod(np.sign(diag))
-        logdet = np.sum(np.log(np.abs(diag)))
-        if sign <= 0:
-            raise ImproperPosteriorError("I + T K has a non-positive determinant")
-        return float(logdet)
+        r""":math:`\log|I + K T|` (:math:`= \log|B|` when all :math:`\tau \ge 0`)."""
+        if self._log_det is None:
+            self.refresh(marginals_only=self._cov_stale)
+        return float(self._log_det)
 
     def log_partition(self) -> float:
         r""":math:`\log Z_q = \tfrac12 \nu^\top\mu - \tfrac12\log|I + K T|`."""
@@ -390,13 +427,18 @@ class DensePosterior(Posterior):
 
         with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`.
         """
-        self._ensure_factor()
+        if self._log_det is None:
+            self.refresh(marginals_only=self._cov_stale)
         mean = cross_kernel @ self.alpha
         tau = self.site_precision
-        if self._chol is not None:
+        if not self._has_negative:
             v = linalg.solve_triangular(self._chol, np.sqrt(tau)[:, None] * cross_kernel.T, lower=True)
             reduction = np.sum(v * v, axis=0)
         else:
+            if self._lu is None:
+                m = tau[:, None] * self.kernel
+                m[np.diag_indices(self.n)] += 1.0  # I + T K
+                self._lu = linalg.lu_factor(m, check_finite=False)
             w = linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
             reduction = np.sum(cross_kernel.T * w, axis=0)
         return mean, np.maximum(test_diag - reduction, 0.0)
