@@ -14,12 +14,14 @@ from scipy.special import expit
 RTOL = 1e-8  # quadrature-level agreement for closed forms
 
 
-def lik_fn(name: str, eps: float = 0.0):
+def lik_fn(name: str, eps: float = 0.0, scale: float = 1.0):
     """``t(g)`` as a plain function of the folded latent, by likelihood name."""
     if name == "step":
         return lambda g: eps + (1.0 - 2.0 * eps) * (np.asarray(g) >= 0)
     if name == "probit":
         return lambda g: stats.norm.cdf(g)
+    if name == "noisy-probit":
+        return lambda g: eps + (1.0 - 2.0 * eps) * stats.norm.cdf(np.asarray(g) / scale)
     if name == "logistic":
         return expit
     raise KeyError(name)

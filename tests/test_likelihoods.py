@@ -8,13 +8,18 @@ import pytest
 import relaxep.likelihoods as likmod
 from oracles import RTOL, lik_fn, tilted_quad
 from relaxep import Logistic, NoisyStep, Probit
+from relaxep.likelihoods import NoisyProbit
 
+#: every likelihood with its t(g) written independently (oracles.lik_fn)
 LIKELIHOODS = {
-    "step eps=0.2": (NoisyStep(0.2), "step", 0.2),
-    "step eps=0": (NoisyStep(0.0), "step", 0.0),
-    "step eps=0.01": (NoisyStep(0.01), "step", 0.01),
-    "probit": (Probit(), "probit", 0.0),
-    "logistic": (Logistic(), "logistic", 0.0),
+    "step eps=0.2": (NoisyStep(0.2), lik_fn("step", 0.2)),
+    "step eps=0": (NoisyStep(0.0), lik_fn("step", 0.0)),
+    "step eps=0.01": (NoisyStep(0.01), lik_fn("step", 0.01)),
+    "probit": (Probit(), lik_fn("probit")),
+    "logistic": (Logistic(), lik_fn("logistic")),
+    "noisy probit eps=0.05": (NoisyProbit(0.05, 1.0), lik_fn("noisy-probit", 0.05, 1.0)),
+    "noisy probit eps=0.2 scale=0.3": (NoisyProbit(0.2, 0.3), lik_fn("noisy-probit", 0.2, 0.3)),
+    "noisy probit eps=0.1 scale=0.05": (NoisyProbit(0.1, 0.05), lik_fn("noisy-probit", 0.1, 0.05)),
 }
 CAVITIES = [(0.3, 1.0), (-2.0, 0.5), (4.0, 9.0), (-0.7, 25.0), (1.5, 0.01)]
 POWERS = [1.0, 0.8, 0.5]
@@ -27,7 +32,7 @@ def test_every_likelihood_is_tested():
         for obj in vars(likmod).values()
         if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not inspect.isabstract(obj)
     }
-    tested = {type(lik) for lik, _, _ in LIKELIHOODS.values()}
+    tested = {type(lik) for lik, _ in LIKELIHOODS.values()}
     assert classes == tested
 
 
@@ -35,9 +40,9 @@ def test_every_likelihood_is_tested():
 @pytest.mark.parametrize("power", POWERS)
 @pytest.mark.parametrize("cavity", CAVITIES)
 def test_log_z_and_tilted_moments_equal_quadrature(key, power, cavity):
-    lik, name, eps = LIKELIHOODS[key]
+    lik, t = LIKELIHOODS[key]
     mean, var = cavity
-    log_z, t_mean, t_var = tilted_quad(lik_fn(name, eps), mean, var, power)
+    log_z, t_mean, t_var = tilted_quad(t, mean, var, power)
     out = lik.log_z(mean, var, power)
     m, v = out.moments(mean, var)
     assert out.log_z == pytest.approx(log_z, rel=RTOL, abs=RTOL)
@@ -48,10 +53,9 @@ def test_log_z_and_tilted_moments_equal_quadrature(key, power, cavity):
 @pytest.mark.parametrize("key", LIKELIHOODS)
 @pytest.mark.parametrize("cavity", CAVITIES)
 def test_expected_log_likelihood_equals_quadrature(key, cavity):
-    lik, name, eps = LIKELIHOODS[key]
-    if name == "step" and eps == 0.0:
+    lik, t = LIKELIHOODS[key]
+    if isinstance(lik, NoisyStep) and lik.eps == 0.0:
         pytest.skip("log t = -inf on g < 0 but that region has zero tilted mass; covered below")
-    t = lik_fn(name, eps)
     *_, expected = tilted_quad(t, *cavity, extra=lambda g: np.log(float(t(g))))
     assert float(lik.expected_log_lik(*cavity)) == pytest.approx(expected, rel=RTOL, abs=RTOL)
 
@@ -60,7 +64,7 @@ def test_noise_free_step_expected_log_likelihood_is_zero():
     assert NoisyStep(0.0).expected_log_lik(np.array([-3.0, 0.0, 2.0]), np.ones(3)) == pytest.approx(0.0)
 
 
-@pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic()], ids=repr)
+@pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic(), NoisyProbit(0.05)], ids=repr)
 @pytest.mark.parametrize("z", [-40.0, -38.0, 40.0])
 def test_finite_far_in_the_tails(lik, z):
     """|z| up to 40: no NaN, and the step's log Z equals its closed-form asymptote."""
@@ -91,8 +95,12 @@ def test_noisy_step_tail_derivatives_against_quadrature():
     [
         (NoisyStep(0.1), lambda m, v: 0.1 + 0.8 * __import__("scipy.stats").stats.norm.cdf(m / np.sqrt(v))),
         (Probit(), lambda m, v: __import__("scipy.stats").stats.norm.cdf(m / np.sqrt(1 + v))),
+        (
+            NoisyProbit(0.1, 0.5),
+            lambda m, v: 0.1 + 0.8 * __import__("scipy.stats").stats.norm.cdf(m / np.sqrt(0.25 + v)),
+        ),
     ],
-    ids=["step", "probit"],
+    ids=["step", "probit", "noisy-probit"],
 )
 def test_predict_closed_forms(lik, closed):
     m, v = np.array([-1.0, 0.0, 2.5]), np.array([0.3, 1.0, 4.0])
@@ -112,6 +120,23 @@ def test_logistic_predictive_equals_quadrature():
 def test_eps_outside_range_is_rejected(eps):
     with pytest.raises(ValueError, match="eps"):
         NoisyStep(eps)
+    with pytest.raises(ValueError, match="eps"):
+        NoisyProbit(eps)
+
+
+@pytest.mark.parametrize("scale", [0.0, -1.0, np.inf])
+def test_noisy_probit_scale_must_be_positive(scale):
+    with pytest.raises(ValueError, match="scale"):
+        NoisyProbit(0.1, scale)
+
+
+def test_noisy_probit_contains_probit_and_tends_to_the_step():
+    m, v = np.array([-3.0, 0.2, 2.0]), np.array([0.5, 2.0, 9.0])
+    for power in (1.0, 0.6):
+        a, b = NoisyProbit(0.0, 1.0).log_z(m, v, power), Probit().log_z(m, v, power)
+        np.testing.assert_allclose(a.log_z, b.log_z, rtol=1e-10)
+        np.testing.assert_allclose(a.d2log_z, b.d2log_z, rtol=1e-8)
+    np.testing.assert_allclose(NoisyProbit(0.1, 1e-6).log_z(m, v).log_z, NoisyStep(0.1).log_z(m, v).log_z, rtol=1e-10)
 
 
 @pytest.mark.parametrize("power", [0.0, -0.5, 1.5])
@@ -132,8 +157,7 @@ def test_likelihood_parameters_round_trip():
 @pytest.mark.parametrize("cavity", [*CAVITIES, (-6.0, 1.0)])
 def test_tilted_cumulants_equal_quadrature(key, cavity):
     """The four cumulants the double-loop EP's Newton steps use, against adaptive quadrature."""
-    lik, name, eps = LIKELIHOODS[key]
-    t = lik_fn(name, eps)
+    lik, t = LIKELIHOODS[key]
     mean, var = cavity
     _, m, v = tilted_quad(t, mean, var)
     *_, c3 = tilted_quad(t, mean, var, extra=lambda g: (g - m) ** 3)

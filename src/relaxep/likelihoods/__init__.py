@@ -1,7 +1,7 @@
 """Likelihoods: each answers ``log Z`` and its derivatives for a Gaussian cavity (GPML's design)."""
 
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
-from relaxep.likelihoods.binary import Logistic, NoisyStep, Probit
+from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
-__all__ = ["Likelihood", "Logistic", "NoisyStep", "Probit", "QuadratureLikelihood", "TiltedLogZ"]
+__all__ = ["Likelihood", "Logistic", "NoisyProbit", "NoisyStep", "Probit", "QuadratureLikelihood", "TiltedLogZ"]

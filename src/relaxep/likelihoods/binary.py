@@ -1,6 +1,9 @@
-r"""Binary-classification likelihoods: the paper's noisy step, probit and logistic.
+r"""Binary-classification likelihoods: the paper's noisy step, the noisy probit, probit and logistic.
 
-Each is a function :math:`t(g)` of the label-folded latent :math:`g = y f`.
+Each is a function :math:`t(g)` of the label-folded latent :math:`g = y f`.  The noisy probit
+:math:`\epsilon + (1 - 2\epsilon)\Phi(g / \sigma)` is the noisy step seen through Gaussian latent
+noise of scale :math:`\sigma`: it contains the step (:math:`\sigma \to 0`) and the probit
+(:math:`\epsilon = 0, \sigma = 1`).
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ from relaxep._typing import Array
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
-__all__ = ["Logistic", "NoisyStep", "Probit"]
+__all__ = ["Logistic", "NoisyProbit", "NoisyStep", "Probit"]
 
 
 def _step_cumulants(mean: Array, var: Array, scale: Array, dlog_z: Array) -> tuple[Array, Array, Array, Array]:
@@ -136,3 +139,66 @@ class Logistic(QuadratureLikelihood):
     def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
         s_neg = expit(-g)
         return s_neg, -expit(g) * s_neg
+
+
+class NoisyProbit(QuadratureLikelihood):
+    r"""Label noise with latent noise: the noisy step seen through :math:`N(0, \sigma^2)` noise on ``f``.
+
+    .. math:: t(g) = \epsilon + (1 - 2\epsilon)\,\Phi(g / \sigma), \qquad 0 \le \epsilon < 1/2,\ \sigma > 0,
+
+    the probability of label :math:`y` when the sign of :math:`f + e`, :math:`e \sim N(0, \sigma^2)`, is
+    flipped with probability :math:`\epsilon`.  ``NoisyProbit(0, 1)`` is :class:`Probit`; as
+    :math:`\sigma \to 0` it tends to :class:`NoisyStep`.  It is smooth, so EP on it behaves like EP
+    on the probit, while the floor :math:`\epsilon` keeps a flipped label from dragging the latent
+    function: a far-away wrong label costs at most :math:`\log(1/\epsilon)`.
+
+    At ``u = 1`` everything is closed form: with :math:`\varsigma = \sqrt{\sigma^2 + s^2}` and
+    :math:`z = \mu/\varsigma`, :math:`Z = \epsilon + (1 - 2\epsilon)\Phi(z)` (the noisy step's
+    formulas with :math:`s` replaced by :math:`\varsigma`), so the tilted cumulants follow as for the
+    step.  Powers ``u < 1`` and :math:`E[\log t]` use the mode-centred sinh rule with transition
+    width :math:`\sigma`.
+    """
+
+    def __init__(self, eps: float = 0.05, scale: float = 1.0) -> None:
+        value = float(eps)
+        if not np.isfinite(value) or not (0.0 <= value < 0.5):
+            raise ValueError(f"label-noise rate eps must lie in [0, 0.5), got {eps!r}")
+        if not (np.isfinite(float(scale)) and float(scale) > 0.0):
+            raise ValueError(f"latent noise scale must be positive and finite, got {scale!r}")
+        self.eps = eps
+        self.scale = scale
+        self._log_eps = float(safe_log(value))
+        self._log_jump = float(np.log1p(-2.0 * value))
+
+    @property
+    def _transition_width(self) -> float:
+        return float(self.scale)
+
+    def _log_lik(self, g: Array) -> Array:
+        return np.logaddexp(self._log_eps, self._log_jump + log_ndtr(g / float(self.scale)))
+
+    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+        sigma = float(self.scale)
+        z = g / sigma
+        log_cdf = log_ndtr(z)
+        weight = np.exp(self._log_jump + log_cdf - np.logaddexp(self._log_eps, self._log_jump + log_cdf))
+        d1 = weight * normal_cdf_ratio(z) / sigma
+        return d1, -d1 * (d1 + z / sigma)
+
+    def _closed_form(self, mean: Array, var: Array) -> TiltedLogZ:
+        sigma = np.sqrt(float(self.scale) ** 2 + var)
+        z = mean / sigma
+        log_cdf = log_ndtr(z)
+        log_z = np.logaddexp(self._log_eps, self._log_jump + log_cdf)
+        dlog_z = np.exp(self._log_jump + log_cdf - log_z) * normal_cdf_ratio(z) / sigma
+        return TiltedLogZ(log_z, dlog_z, -dlog_z * (dlog_z + z / sigma))
+
+    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        if power != 1.0:
+            return super()._log_z(mean, var, power)
+        return self._closed_form(mean, var)
+
+    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        # Z(mu) = eps + (1 - 2 eps) Phi(mu / varsigma): the step's form with sigma^2 = scale^2 + s^2
+        sigma = np.sqrt(float(self.scale) ** 2 + var)
+        return _step_cumulants(mean, var, sigma, self._closed_form(mean, var).dlog_z)

@@ -14,23 +14,29 @@ __all__ = ["QuadratureLikelihood"]
 
 
 class QuadratureLikelihood(Likelihood):
-    r"""A log-concave, increasing likelihood integrated by a mode-centred sinh rule.
+    r"""An increasing likelihood integrated by a mode-centred sinh rule.
 
-    The tilted density :math:`p(g) \propto t(g)^u N(g | \mu, s^2)` is log-concave; its
-    mode :math:`\hat g` solves :math:`u\,(\log t)'(\hat g) = (\hat g - \mu)/s^2` and lies
-    in :math:`[\mu, \mu + s^2 u (\log t)'(\mu)]`, where a safeguarded Newton iteration
-    finds it.  The integrals are then taken by the trapezoid rule in :math:`x` after the
-    substitution :math:`g = \hat g + a \sinh x`, with :math:`a = \min(\ell, 1)`
-    (:math:`\ell` the Laplace standard deviation, 1 the width of the likelihood's
-    transition): nodes are dense at the mode and spread geometrically into the tails,
-    so both scales are resolved.  The step is chosen so that the transition at
-    :math:`g = 0` is sampled at least every 0.25.  Against adaptive quadrature the
-    error stays below 1e-10 for :math:`|\mu| \le 200`, :math:`10^{-4} \le s^2 \le 10^4`,
-    :math:`u \in [0.3, 1]` (see ``tests/test_likelihoods.py``).
+    For a log-concave :math:`t` the tilted density :math:`p(g) \propto t(g)^u N(g | \mu, s^2)`
+    is log-concave; its mode :math:`\hat g` solves :math:`u\,(\log t)'(\hat g) = (\hat g - \mu)/s^2`
+    and lies in :math:`[\mu, \mu + s^2 u (\log t)'(\mu)]`, where a safeguarded Newton iteration
+    finds it (for a likelihood that is not log-concave it finds a point of that bracket,
+    which only places the nodes).  The integrals are then taken by the trapezoid rule in
+    :math:`x` after the substitution :math:`g = \hat g + a \sinh x`, with :math:`a = \min(\ell, w)`
+    (:math:`\ell` the Laplace standard deviation, :math:`w` the width of the likelihood's
+    transition, ``_transition_width``): nodes are dense at the mode and spread
+    geometrically into the tails, so both scales are resolved.  The step is chosen so that
+    the transition at :math:`g = 0` is sampled at least every :math:`w/4`.  Against adaptive
+    quadrature the error stays below 1e-10 for :math:`|\mu| \le 200`,
+    :math:`10^{-4} \le s^2 \le 10^4`, :math:`u \in [0.3, 1]` (see ``tests/test_likelihoods.py``).
     """
 
     _newton_iterations: int = 60
     _max_nodes: int = 4096
+
+    @property
+    def _transition_width(self) -> float:
+        """Width of the region around ``g = 0`` where ``t`` changes (1 for probit and logistic)."""
+        return 1.0
 
     @abstractmethod
     def _log_lik(self, g: Array) -> Array: ...
@@ -59,16 +65,18 @@ class QuadratureLikelihood(Likelihood):
             if done:
                 break
         _, d2 = self._dlog_lik(g)
-        return g, 1.0 / (1.0 / var - power * d2)
+        # log-concave t: d2 <= 0, the bound is inactive; otherwise it keeps the width positive
+        return g, 1.0 / np.maximum(1.0 / var - power * d2, 1.0 / var)
 
     def _tilted_nodes(self, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
         """Nodes ``g_k``, normalised tilted weights and ``log Z`` (nodes on the last axis)."""
         mean, var = np.broadcast_arrays(mean, var)
         mode, lap_var = self._laplace(mean, var, power)
         lap_sd = np.sqrt(lap_var)
-        scale = np.minimum(lap_sd, 1.0)
+        width = self._transition_width
+        scale = np.minimum(lap_sd, width)
         half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
-        max_step = np.minimum(0.08, 0.25 / np.maximum(np.abs(mode), scale))
+        max_step = np.minimum(0.08, 0.25 * width / np.maximum(np.abs(mode), scale))
         n_nodes = int(np.clip(np.max(np.ceil(2.0 * half_width / max_step), initial=1) + 1, 64, self._max_nodes))
         x = np.linspace(-1.0, 1.0, n_nodes) * half_width[..., None]
         step = (2.0 * half_width / (n_nodes - 1))[..., None]
