@@ -269,8 +269,8 @@ def test_alpha_criterion_scales_with_amplitude_and_relative_criterion_does_not()
     """docs/decisions.md: the step likelihood is scale-free, so EP on s^2 K has f scaled by s, alpha by 1/s."""
     K, y = curved_problem(40, 6)
     lik = NoisyStep(0.1)
-    base = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12)
-    scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12)
+    base = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="alpha")
+    scaled = infer(100.0 * K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="alpha")
     np.testing.assert_allclose(scaled.trace, base.trace / 10.0, rtol=1e-6)
     np.testing.assert_allclose(scaled.mean, 10.0 * base.mean, rtol=1e-6, atol=1e-9)
     rel = infer(K, y, lik, EP(), max_sweeps=6, tol=1e-12, criterion="relative")
@@ -361,3 +361,25 @@ def test_no_warning_filters_or_global_state_are_left_changed():
     infer(K, y, NoisyStep(0.1), "auto", max_sweeps=30)
     assert warnings.filters == filters
     np.testing.assert_array_equal(np.random.get_state()[1], state)  # noqa: NPY002
+
+
+@pytest.mark.parametrize("scale", [1e10, 1e-6])
+def test_the_default_criterion_does_not_depend_on_the_kernel_amplitude(scale):
+    """The noisy step sees only the sign of f: EP on c K is EP on K with f scaled by sqrt(c).  The
+    default statistic is the same at every amplitude, so the run stops at the same sweep with the
+    same probabilities (the paper's alpha criterion stops after one sweep at 1e10)."""
+    K, y = curved_problem(40, 6)
+    lik = NoisyStep(0.1)
+    X_star = K[:5]  # cross-covariances of the first five training points, as test points
+    base = infer(K, y, lik, EP(damping=0.5), max_sweeps=300)
+    scaled = infer(scale * K, y, lik, EP(damping=0.5), max_sweeps=300)
+    assert base.converged and scaled.converged and base.n_sweeps == scaled.n_sweeps > 3
+    np.testing.assert_allclose(scaled.trace, base.trace, rtol=1e-6, atol=1e-12)
+    np.testing.assert_allclose(
+        scaled.predict_proba(scale * X_star, scale * np.diag(K)[:5]),
+        base.predict_proba(X_star, np.diag(K)[:5]),
+        rtol=1e-9,
+        atol=1e-12,
+    )
+    if scale > 1:
+        assert infer(scale * K, y, lik, EP(damping=0.5), criterion="alpha").n_sweeps == 1

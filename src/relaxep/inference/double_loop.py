@@ -72,7 +72,7 @@ from relaxep.inference.free_energy import (
     phi_cov,
     tilted_cumulants,
 )
-from relaxep.inference.method import InferenceMethod, RunOptions, make_result, warm_posterior
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions, make_result, warm_posterior
 from relaxep.inference.result import InferenceResult
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior, DensePrior, Prior, as_prior
@@ -214,14 +214,14 @@ def double_loop(
     tol: float = 1e-3,
     accelerate: bool = True,
     start: DensePosterior | None = None,
-    relative: bool = False,
+    criterion: str = "alpha",
     callback: Callable[[int, DensePosterior], None] | None = None,
 ) -> DoubleLoopRun:
     r"""Run double-loop EP to an EP fixed point.
 
-    Converged when, in one outer iteration, :math:`R = \|\alpha_t - \alpha_{t-1}\|_2 <` ``tol``
-    and the EP moment residual (:func:`~relaxep.inference.free_energy.moment_residual` at
-    anchor = marginals) is below ``tol``.
+    Converged when, in one outer iteration, the change ``R`` (``criterion``, see
+    :mod:`relaxep.inference.method`) is below ``tol`` and the EP moment residual
+    (:func:`~relaxep.inference.free_energy.moment_residual` at anchor = marginals) is below ``tol``.
 
     Parameters
     ----------
@@ -234,8 +234,8 @@ def double_loop(
         than the two plain steps (``False``: plain steps, one inner solve per iteration).
     start : DensePosterior, optional
         Initial sites; used only if their cavities are proper (else the prior, all sites flat).
-    relative : bool
-        Use :math:`R / \|\alpha_t\|_2` (``criterion="relative"``).
+    criterion : {"alpha", "relative", "marginals"}
+        The change between outer iterations (:class:`~relaxep.inference.method.ConvergenceMonitor`).
     callback : callable, optional
         ``callback(outer_iteration, posterior)`` after each outer iteration.
     """
@@ -263,7 +263,7 @@ def double_loop(
             return new, math.nan if plain else math.inf
         return new, ec_free_energy(new, labels, likelihood, anchor)
 
-    alpha_prev = post.alpha
+    monitor = ConvergenceMonitor(RunOptions(max_sweeps=max_outer, tol=tol, criterion=criterion), post)
     unsolved_in_a_row = 0
     for _ in range(max_outer):
         anchor = marginal_natural(post)
@@ -292,14 +292,9 @@ def double_loop(
             post, phi = best, best_phi
         else:
             post, phi = step(anchor, post)
-        alpha_now = post.alpha
-        change = float(np.linalg.norm(alpha_now - alpha_prev))
-        if relative:
-            change /= max(float(np.linalg.norm(alpha_now)), np.finfo(float).tiny)
-        run.trace.append(change)
+        run.trace.append(monitor.record(post))
         run.free_energy.append(phi)
         run.residual.append(moment_residual(post, labels, likelihood, marginal_natural(post)))
-        alpha_prev = alpha_now
         run.post = post
         if callback is not None:
             callback(len(run.trace) - 1, post)
@@ -373,7 +368,7 @@ class DoubleLoopEP(InferenceMethod):
             tol=options.tol,
             accelerate=bool(self.accelerate),
             start=warm_posterior(prior, init),
-            relative=options.criterion == "relative",
+            criterion=options.criterion,
             callback=options.callback,
         )
         status: Status = "converged" if run.converged else "stalled" if run.stalled else "max_sweeps"

@@ -56,7 +56,7 @@ def infer(
     max_sweeps: int = 200,
     tol: float = 1e-3,
     order: Literal["fixed", "random"] = "fixed",
-    criterion: Literal["alpha", "relative"] = "alpha",
+    criterion: Literal["marginals", "alpha", "relative"] = "marginals",
     random_state: int | np.random.Generator | None = None,
     on_improper: Literal["skip", "raise"] = "skip",
     init: InferenceResult | None = None,
@@ -102,10 +102,13 @@ def infer(
         Converged when the statistic is below ``tol`` in a sweep without skipped sites.
     order : {"fixed", "random"}
         Site order within a sweep; ``"random"`` draws a permutation per sweep.
-    criterion : {"alpha", "relative"}
-        ``"alpha"`` (the paper): :math:`R = \|\alpha_t - \alpha_{t-1}\|_2`, which scales with
-        the kernel amplitude.  ``"relative"``: :math:`R / \|\alpha_t\|_2`, scale-free.
-        ``trace`` records the chosen statistic.
+    criterion : {"marginals", "alpha", "relative"}
+        ``"marginals"`` (default): the largest change of a posterior marginal, its mean in
+        standard deviations and its variance as a log-ratio; scale-free.  ``"alpha"`` (the
+        paper's): :math:`R = \|\alpha_t - \alpha_{t-1}\|_2`, which scales with the kernel
+        amplitude (on :math:`10^{10}K` it is below 1e-3 after one sweep).  ``"relative"``:
+        :math:`R / \|\alpha_t\|_2`.  ``trace`` records the chosen statistic
+        (:mod:`relaxep.inference.method`).
     random_state : int, Generator or None
         Seed for ``order="random"``.
     on_improper : {"skip", "raise"}

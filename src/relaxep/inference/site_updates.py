@@ -92,7 +92,7 @@ class SiteUpdates(InferenceMethod):
         post = prior.posterior() if post is None else post
         schedule = as_schedule(self.schedule).start()
         updater = SiteUpdater(self._rule, likelihood, labels)
-        monitor = ConvergenceMonitor(options, post.alpha)
+        monitor = ConvergenceMonitor(options, post)
         skipped: list[int] = []
         steps: list[float] = []
         status: Status = "max_sweeps"
@@ -129,7 +129,7 @@ class SiteUpdates(InferenceMethod):
             relaxation[accepted] = updater.proposed_relaxation[accepted]
             skipped.append(stats.n_skipped)
             steps.append(stats.step)
-            monitor.record(post.alpha)
+            monitor.record(post)
             if monitor.below_tol():
                 if stats.n_skipped == 0 and np.all(is_proper(post.cavities(slice(None), updater.fraction)[1])):
                     status = "converged"

@@ -104,7 +104,7 @@ def _fit_cell(spec: dict[str, Any], m: dict[str, Any], max_sweeps: int, truth: d
     K, y, K_star, k_diag, y_test, lik = make_problem(spec)
     chosen = as_method(build(m))
     start = time.perf_counter()
-    res = infer(K, y, lik, chosen, max_sweeps=max_sweeps, tol=chosen.tolerance(1e-3))
+    res = infer(K, y, lik, chosen, max_sweeps=max_sweeps, tol=chosen.tolerance(1e-3), criterion="alpha")
     elapsed = time.perf_counter() - start
     row = dict(spec)
     row.update(
