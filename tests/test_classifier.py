@@ -242,3 +242,13 @@ def test_estimator_accepts_auto():
     clf = GPClassifier(RBF(0.7), likelihood=NoisyStep(0.2), rule="auto", optimizer=None).fit(X, y)
     assert clf.result_.converged and clf.result_.attempts
     assert clf.score(X, y) > 0.6
+
+
+def test_every_status_but_converged_warns():
+    """A fit that ends 'stuck' (R below tol while the same sites are skipped) is not a converged fit."""
+    X, y, ls, amp, eps = oscillating_inputs()
+    kw = dict(kernel=C(amp, "fixed") * RBF(ls, "fixed"), likelihood=NoisyStep(eps), jitter=1e-6 * amp, optimizer=None)
+    clf = GPClassifier(rule=RelaxedEP(0.1), max_sweeps=200, **kw)
+    with pytest.warns(ConvergenceWarning, match="status"):
+        clf.fit(X, y)
+    assert clf.result_.status not in ("converged", "diverged")

@@ -283,3 +283,12 @@ def test_best_evidence_keeps_the_converged_run_of_highest_evidence():
     assert ok and chosen.converged
     assert chosen.log_evidence == max(r.log_evidence for r in ok)
     assert [a.method.rule for a in chosen.attempts] == [RelaxedEP(c) for c in grid]
+
+
+def test_a_rep_run_that_stopped_stuck_counts_against_never_diverges():
+    from relaxep.experiments.claims import _claim_never_diverges
+
+    verdict, measured = _claim_never_diverges(toy=[{"method": "REP c=0.1", "status": "stuck"}])
+    assert verdict == "does not hold" and "1 stopped otherwise" in measured
+    verdict, _ = _claim_never_diverges(toy=[{"method": "REP c=0.1", "status": "converged"}])
+    assert verdict == "holds"

@@ -12,6 +12,7 @@ from relaxep import (
     EP,
     Blocked,
     DensePrior,
+    DoubleLoopEP,
     FractionalEP,
     ImproperPosteriorError,
     KernelNotPositiveDefiniteError,
@@ -311,20 +312,55 @@ def test_old_schedule_keywords_still_work_and_say_so():
 
 
 def test_blas_threads_is_applied_and_restored():
-    """The caller's BLAS thread count is not changed by infer, with or without the option."""
+    """Without the option the caller's BLAS thread count is used unchanged; with it, the count
+    holds during the run and the caller's is back afterwards."""
+    from threadpoolctl import threadpool_limits
+
     K, y = curved_problem(30, 7)
-    before = [pool["num_threads"] for pool in threadpool_info()]
-    seen = []
-    infer(K, y, Probit(), EP(), blas_threads=1, callback=lambda s, p: seen.append(threadpool_info()))
-    assert all(pool["num_threads"] == 1 for pool in seen[0] if pool["user_api"] == "blas")
-    infer(K, y, Probit(), EP())
-    assert [pool["num_threads"] for pool in threadpool_info()] == before
+
+    def blas_threads():
+        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
+
+    with threadpool_limits(limits=2, user_api="blas"):
+        seen: list[set] = []
+        infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
+        assert seen and all(s == {2} for s in seen)
+        seen.clear()
+        infer(K, y, Probit(), EP(), blas_threads=1, callback=lambda s, p: seen.append(blas_threads()))
+        assert seen and all(s == {1} for s in seen)
+        assert blas_threads() == {2}
 
 
-def _idling_fractional_problem(seed: int):
-    """A 1-D label-noise problem (seed 1 or 25 of a grid) where FractionalEP(0.5) settles at R ~ 0
-    while a few sites are skipped every sweep (their update would make A_ii negative)."""
-    rng = np.random.default_rng(seed)
+def test_an_error_in_the_callers_callback_is_the_callers():
+    K, y = curved_problem(20, 7)
+
+    def callback(sweep, post):
+        if sweep == 1:
+            np.linalg.cholesky(-np.eye(2))
+
+    with pytest.raises(np.linalg.LinAlgError):
+        infer(K, y, Probit(), EP(), callback=callback, tol=1e-12)
+
+
+def test_options_that_a_method_takes_in_its_constructor_are_refused_in_infer():
+    K, y = curved_problem(20, 7)
+    for kwargs in (dict(schedule="parallel"), dict(order="random"), dict(on_improper="raise")):
+        with pytest.raises(ValueError, match="constructor"):
+            infer(K, y, Probit(), DoubleLoopEP(), **kwargs)
+    with pytest.raises(ValueError, match="order"):
+        infer(K, y, Probit(), DoubleLoopEP(), order="backwards")
+
+
+def test_auto_honours_on_improper(oscillating):
+    K, y, eps = oscillating
+    with pytest.raises(ImproperPosteriorError, match="improper cavities"):
+        infer(K, y, NoisyStep(eps), "auto", max_sweeps=150, on_improper="raise")
+
+
+def _idling_fractional_problem():
+    """A 1-D label-noise problem (seed 25 of a grid) where FractionalEP(0.5) settles at R ~ 0
+    while two sites are skipped every sweep (their update would make A_ii negative)."""
+    rng = np.random.default_rng(25)
     X = rng.uniform(-1, 1, (40, 1))
     y = np.sign(np.sin(3 * X[:, 0]) + 1e-9)
     y[rng.random(40) < 0.2] *= -1
@@ -332,17 +368,38 @@ def _idling_fractional_problem(seed: int):
     return rbf(X, ls, amp) + 1e-6 * amp * np.eye(40), y, float(eps)
 
 
-@pytest.mark.parametrize("seed", [1, 25])
-def test_a_run_that_skips_the_same_sites_at_a_fixed_state_stops_as_stuck(seed):
-    K, y, eps = _idling_fractional_problem(seed)
-    res = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=300, tol=1e-6)
+def test_a_run_that_skips_the_same_sites_below_tol_stops_as_stuck():
+    K, y, eps = _idling_fractional_problem()
+    res = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=300, tol=1e-6, criterion="alpha")
     assert res.status == "stuck" and not res.converged
     assert res.n_sweeps < 300
     assert np.all(res.trace[-5:] < 1e-6)
     assert np.all(res.skipped_per_sweep[-6:] == res.skipped_per_sweep[-1]) and res.skipped_per_sweep[-1] > 0
     # the state it stops at is the one the full budget would end at
-    longer = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=res.n_sweeps + 20, tol=1e-300)
+    longer = infer(K, y, NoisyStep(eps), FractionalEP(0.5), max_sweeps=res.n_sweeps + 20, tol=1e-300, criterion="alpha")
     np.testing.assert_allclose(longer.mean, res.mean, atol=1e-5 * np.abs(res.mean).max())
+
+
+class _RefusingPosterior(DensePosterior):
+    """A dense posterior that refuses every update of site 0 (as if it made A_00 negative)."""
+
+    def update_site(self, i, precision, mean_precision):
+        return False if i == 0 else super().update_site(i, precision, mean_precision)
+
+
+class _RefusingPrior(DensePrior):
+    def posterior(self, site_precision=None, site_mean_precision=None, marginals_only=False):
+        return _RefusingPosterior(self.kernel, site_precision, site_mean_precision, marginals_only=marginals_only)
+
+
+def test_stuck_fires_when_only_the_refused_site_is_left_and_not_before():
+    K, y = curved_problem(30, 4, flip=0.0)
+    res = infer(_RefusingPrior(K), y, Probit(), EP(), schedule="sequential", max_sweeps=300, tol=1e-6)
+    assert res.status == "stuck"
+    assert np.all(res.skipped_per_sweep == 1)
+    below = np.flatnonzero(res.trace < 1e-6)
+    assert res.n_sweeps == below[0] + 5  # five sweeps below tol with the same site skipped, then stop
+    assert res.site_precision[0] == 0.0  # never updated
 
 
 def test_converged_means_the_rules_own_cavities_are_proper():

@@ -139,10 +139,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 "Try damping (e.g. EP(damping=0.5)), a larger jitter / latent noise (WhiteKernel), "
                 "or RelaxedEP with a smaller c."
             )
-        if result.status in ("max_sweeps", "stalled"):
+        if result.status != "converged":
             warnings.warn(
                 f"inference did not converge: status {result.status!r} after {result.n_sweeps} sweeps "
-                f"(last R = {result.trace[-1]:.3g}, {result.n_skipped} site visits skipped). "
+                f"(last change {result.trace[-1]:.3g}, {result.n_skipped} site visits skipped). "
                 "Consider damping, more max_sweeps or a larger tol.",
                 ConvergenceWarning,
                 stacklevel=2,

@@ -232,8 +232,9 @@ def _claim_never_diverges(**tables: Any) -> tuple[str, str]:
             continue
         div = sum(r["status"] == "diverged" for r in rows)
         mx = sum(r["status"] == "max_sweeps" for r in rows)
-        fails += div + mx
-        parts.append(f"{study}: {div} diverged, {mx} hit max_sweeps of {len(rows)} REP runs")
+        other = sum(r["status"] not in ("converged", "diverged", "max_sweeps") for r in rows)
+        fails += div + mx + other
+        parts.append(f"{study}: {div} diverged, {mx} hit max_sweeps, {other} stopped otherwise of {len(rows)} REP runs")
     if not parts:
         return "not run", "no rows"
     return ("holds" if fails == 0 else "does not hold"), "; ".join(parts) + " (all c, both variants)"

@@ -50,6 +50,7 @@ def summarize(rows: Rows, keys: Sequence[str], pair_key: str, reference: str | N
             n_converged=int(conv.sum()),
             n_max_sweeps=sum(r["status"] == "max_sweeps" for r in grp),
             n_diverged=sum(r["status"] == "diverged" for r in grp),
+            n_stuck=sum(r["status"] == "stuck" for r in grp),
             mean_sweeps=float(sweeps.mean()),
             median_sweeps=float(np.median(sweeps)),
             mean_sweeps_converged=float(sweeps[conv].mean()) if conv.any() else math.nan,

@@ -44,11 +44,12 @@ class Auto(InferenceMethod):
     stall_window : int
         An early stage (every stage but the last) is abandoned when ``R`` has set no new
         minimum in this many sweeps.
-    schedule, order, random_state
+    schedule, order, random_state, on_improper
         For the site-rule stages (see :class:`~relaxep.inference.SiteUpdates`).
 
     The result's ``attempts`` lists every stage tried (:class:`~relaxep.inference.Attempt`);
-    its ``method`` is the stage whose posterior it returns.
+    its ``method`` is the stage whose posterior it returns, and its ``status`` that stage's (so an
+    unconverged cascade can end ``"abandoned"``, ``"stuck"``, ``"stalled"`` or ``"max_sweeps"``).
     """
 
     def __init__(
@@ -58,21 +59,23 @@ class Auto(InferenceMethod):
         schedule: Schedule | str = "blocked",
         order: Literal["fixed", "random"] = "fixed",
         random_state: int | np.random.Generator | None = None,
+        on_improper: Literal["skip", "raise"] = "skip",
     ) -> None:
         stages = tuple(stages)
         if not stages or not all(isinstance(s, SiteRule | InferenceMethod) for s in stages):
             raise TypeError(f"stages must be a non-empty tuple of site rules and inference methods, got {stages!r}")
         check_positive_int(stall_window, "stall_window")
-        SiteUpdates(None, schedule, order, random_state)  # validates them
+        SiteUpdates(None, schedule, order, random_state, on_improper)  # validates them
         self.stages = stages
         self.stall_window = stall_window
         self.schedule = schedule
         self.order = order
         self.random_state = random_state
+        self.on_improper = on_improper
 
     def _method(self, stage: SiteRule | InferenceMethod) -> InferenceMethod:
         if isinstance(stage, SiteRule):
-            return SiteUpdates(stage, self.schedule, self.order, self.random_state)
+            return SiteUpdates(stage, self.schedule, self.order, self.random_state, self.on_improper)
         return stage
 
     def run(

@@ -32,18 +32,30 @@ def as_method(
     on_improper: Literal["skip", "raise"] = "skip",
 ) -> InferenceMethod:
     """The inference method for ``rule``: a site rule runs as :class:`SiteUpdates` with these options,
-    ``"auto"`` is :class:`Auto` with them, an inference method is used as it is."""
+    ``"auto"`` is :class:`Auto` with them, an inference method is used as it is (then the options
+    must keep their defaults: they belong in its constructor)."""
+    SiteUpdates(None, schedule, order, random_state, on_improper)  # validates the options, whatever the rule
     if isinstance(rule, InferenceMethod):
+        given = dict(schedule=schedule, order=order, random_state=random_state, on_improper=on_improper)
+        changed = [k for k, v in given.items() if v is not _DEFAULTS[k] and v != _DEFAULTS[k]]
+        if changed:
+            raise ValueError(
+                f"{', '.join(changed)} apply to site rules and 'auto'; {type(rule).__name__} takes its own "
+                f"options in its constructor (e.g. SiteUpdates(rule, schedule=...), Auto(schedule=...))"
+            )
         return rule
     if isinstance(rule, str):
         if rule != "auto":
             raise ValueError(f"rule must be a SiteRule, an InferenceMethod or 'auto', got {rule!r}")
-        return Auto(schedule=schedule, order=order, random_state=random_state)
+        return Auto(schedule=schedule, order=order, random_state=random_state, on_improper=on_improper)
     if rule is None or isinstance(rule, SiteRule):
         return SiteUpdates(EP() if rule is None else rule, schedule, order, random_state, on_improper)
     raise TypeError(
         f"rule must be a relaxep SiteRule (EP, PowerEP, RelaxedEP, ...), an InferenceMethod or 'auto', got {rule!r}"
     )
+
+
+_DEFAULTS = dict(schedule="blocked", order="fixed", random_state=None, on_improper="skip")
 
 
 def infer(

@@ -10,16 +10,19 @@ Every run ends with one status, each with one meaning:
     a site update produced NaN/inf or the sites made the posterior improper; the result
     holds the last proper posterior (the sites at the start of the failing sweep), never NaN;
 ``"stalled"``
-    double-loop EP only: its inner problems stopped having a solution (a likelihood that
-    vanishes in one tail, see :mod:`relaxep.inference.double_loop`);
+    a convergent method could make no more progress away from a fixed point: double-loop
+    EP's inner problems stopped having a solution (a likelihood that vanishes in one tail,
+    see :mod:`relaxep.inference.double_loop`), or no step of :class:`~relaxep.inference.ConvergentEP`
+    lowered its free energy;
 ``"abandoned"``
     stopped early because :math:`R` set no new minimum in the last ``stall_window`` sweeps
     (oscillation, not slow convergence); only where a stall window was asked for, as by
     the early stages of :class:`~relaxep.inference.Auto`;
 ``"stuck"``
     stopped early because :math:`R` was below the tolerance while the same sites were
-    skipped in each of the last sweeps: the run sits at a fixed state that is not a fixed
-    point (those sites' cavities or updates are improper).
+    skipped in each of the last five sweeps: the sites that can be updated have settled (to
+    the tolerance) and the others cannot be (their cavities or updates are improper), so
+    more sweeps would not reach a fixed point.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ class InferenceResult:
     @property
     def rule(self) -> Any:
         """The site rule that produced the sites (the method itself where it has none)."""
-        return getattr(self.method, "rule", self.method)
+        return getattr(self.method, "_rule", self.method)
 
     @property
     def cov(self) -> Array:
@@ -137,9 +140,8 @@ class InferenceResult:
         r"""Latent mean and variance at test points from ``K_star`` (``m x n``) and ``k_star_diag`` (``m``)."""
         ks = np.asarray(cross_kernel, dtype=float)
         kd = np.asarray(test_diag, dtype=float)
-        n = self.mean.shape[0]
-        if ks.ndim != 2 or ks.shape[1] != n:
-            raise ValueError(f"K_star must have shape (m, {n}), got {ks.shape}")
+        if ks.ndim != 2:
+            raise ValueError(f"K_star must be a matrix of cross-covariances, got shape {ks.shape}")
         if kd.shape != (ks.shape[0],):
             raise ValueError(f"k_star_diag must have shape ({ks.shape[0]},), got {kd.shape}")
         if not (np.all(np.isfinite(ks)) and np.all(np.isfinite(kd))):

@@ -27,6 +27,9 @@ __all__ = ["SiteUpdates"]
 #: sweeps in a row with R below the tolerance and the same sites skipped before a run is "stuck"
 STUCK_SWEEPS = 5
 
+#: what a failing sweep or refresh raises: the run ends as "diverged" with the last proper posterior
+_FAILURES = (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError)
+
 
 class SiteUpdates(InferenceMethod):
     """EP-style inference: ``rule`` applied to every site, sweep after sweep, by ``schedule``.
@@ -104,22 +107,25 @@ class SiteUpdates(InferenceMethod):
             stats = None
             try:
                 stats = schedule.sweep(post, updater, order)
-                if stats.n_improper_cavities and self.on_improper == "raise":
-                    raise _ImproperCavities(f"{stats.n_improper_cavities} improper cavities in sweep {sweep + 1}")
-                if options.callback is not None:
-                    options.callback(sweep, post)
-                if stats.n_nonfinite:
-                    raise ImproperPosteriorError(f"{stats.n_nonfinite} site updates were not finite")
-                if not schedule.refreshes:
-                    post.refresh()
-                if not np.all(np.isfinite(post.mean)):
-                    raise ImproperPosteriorError("the posterior mean is not finite")
-            except (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError) as exc:
-                if isinstance(exc, _ImproperCavities):
-                    raise
+            except _FAILURES:
+                pass  # the parallel step found no proper posterior: diverged below, every site counted
+            if stats is not None and stats.n_improper_cavities and self.on_improper == "raise":
+                raise ImproperPosteriorError(f"{stats.n_improper_cavities} improper cavities in sweep {sweep + 1}")
+            if stats is not None and options.callback is not None:
+                options.callback(sweep, post)  # outside the try: an error in the caller's code is the caller's
+            if stats is not None and not stats.n_nonfinite:
+                try:
+                    if not schedule.refreshes:
+                        post.refresh()
+                    healthy = bool(np.all(np.isfinite(post.mean)))
+                except _FAILURES:
+                    healthy = False
+            else:
+                healthy = False
+            if not healthy:
                 status = "diverged"
                 monitor.trace.append(float("inf"))
-                skipped.append(n if stats is None else stats.n_skipped)  # no sweep result: every site counts
+                skipped.append(n if stats is None else stats.n_skipped)
                 steps.append(0.0)
                 post = prior.posterior(saved[0], saved[1])
                 relaxation = saved[2]
@@ -146,7 +152,3 @@ class SiteUpdates(InferenceMethod):
                 status = "abandoned"
                 break
         return make_result(self, post, labels, likelihood, status, monitor.trace, skipped, relaxation, steps)
-
-
-class _ImproperCavities(ImproperPosteriorError):
-    """Raised with ``on_improper="raise"``; passed to the caller, not turned into a status."""

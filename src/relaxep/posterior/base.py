@@ -35,7 +35,7 @@ SiteProposer = Callable[[int, float, float, float, float, float], tuple[float, f
 class SweepStats:
     """What happened in one sweep.
 
-    ``skipped`` lists every site left unchanged: improper cavities (also counted in
+    ``skipped`` lists (sorted) every site left unchanged: improper cavities (also counted in
     ``n_improper_cavities``), updates that would make a marginal variance non-positive, and
     non-finite proposals (also counted in ``n_nonfinite``, which the caller treats as
     divergence).  ``step`` is the step the sweep applied (the parallel schedule's, else 1).
@@ -164,4 +164,4 @@ class Posterior(ABC):
                 continue
             if not self.update_site(i, new_tau, new_nu):
                 skipped.append(i)
-        return SweepStats(np.asarray(skipped, dtype=np.intp), improper, nonfinite)
+        return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
