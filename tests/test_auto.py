@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from problems import wavy_problem
-from relaxep import EP, Attempt, Auto, DoubleLoopEP, FractionalEP, NoisyStep, SiteUpdates, infer
+from relaxep import EP, Attempt, Auto, ConvergentEP, DoubleLoopEP, FractionalEP, NoisyStep, SiteUpdates, infer
 from relaxep.inference.site_updates import SiteUpdates as _SiteUpdates
 
 
@@ -28,7 +28,12 @@ def test_auto_falls_back_when_ep_oscillates(oscillating):
     # with the paper's statistic R kept setting new minima there: EP ran its whole budget
     paper = infer(K, y, NoisyStep(eps), "auto", max_sweeps=150, criterion="alpha")
     assert paper.converged and paper.attempts[0] == Attempt(SiteUpdates(EP()), "max_sweeps", 150)
-    assert auto.rule.damping == 0.5
+
+
+def test_a_damped_stage_runs_with_its_tolerance_tightened(oscillating):
+    K, y, eps = oscillating
+    auto = infer(K, y, NoisyStep(eps), Auto(stages=(EP(), EP(damping=0.5))), max_sweeps=150)
+    assert auto.converged and auto.rule.damping == 0.5
     assert auto.trace[-1] < 0.5e-3  # tolerance tightened by the damping step
 
 
@@ -44,14 +49,21 @@ def test_an_early_stage_is_abandoned_when_r_sets_no_new_minimum(hard_suite_probl
     assert all(min(trace[k - 20 : k]) < min(trace[: k - 20]) for k in range(21, ep.n_sweeps))
 
 
-def test_auto_ends_with_double_loop_when_damped_ep_fails_too(hard_suite_problem):
+def test_auto_ends_with_convergent_ep_where_ep_fails(hard_suite_problem):
     K, y, lik = hard_suite_problem
     auto = infer(K, y, lik, "auto")
     assert auto.converged
-    assert [a.method for a in auto.attempts] == [SiteUpdates(EP()), SiteUpdates(EP(damping=0.5)), DoubleLoopEP()]
-    assert [a.status for a in auto.attempts[:2]] == ["abandoned", "abandoned"]
-    alone = infer(K, y, lik, DoubleLoopEP())
+    assert [a.method for a in auto.attempts] == [SiteUpdates(EP()), ConvergentEP()]
+    assert auto.attempts[0].status == "abandoned"
+    alone = infer(K, y, lik, ConvergentEP())
     np.testing.assert_array_equal(auto.mean, alone.mean)
+
+
+def test_the_double_loop_is_the_last_resort_when_convergent_ep_stalls(hard_suite_problem):
+    """A convergent stage given too small a budget hands over to the next one."""
+    K, y, lik = hard_suite_problem
+    res = infer(K, y, lik, Auto(stages=(EP(), ConvergentEP(max_newton=1), DoubleLoopEP())), max_sweeps=3)
+    assert [type(a.method) for a in res.attempts] == [SiteUpdates, ConvergentEP, DoubleLoopEP]
 
 
 def test_the_tolerance_policy_lives_on_the_method():

@@ -116,3 +116,27 @@ def test_refresh_from_the_inverse_of_b_equals_the_textbook_covariance(scale, wea
     post.refresh(marginals_only=True)
     np.testing.assert_allclose(post.marginal_var, np.diag(want), rtol=1e-9)  # sweeps of the parallel schedule
     np.testing.assert_allclose(post.mean, want @ nu, rtol=0, atol=2e-11 * np.abs(want @ nu).max())
+
+
+@pytest.mark.parametrize("amplitude", [10.0, 1000.0])
+def test_parallel_damping_ends_the_period_two_oscillation_at_the_same_fixed_point(amplitude):
+    """Separable clusters, probit: undamped parallel EP falls into a 2-cycle (R alternates and
+    never shrinks); with the reversal-triggered damping it converges, to the sequential fixed point."""
+    rng = np.random.default_rng(1)
+    X = np.r_[rng.normal(-2, 0.5, (30, 2)), rng.normal(2, 0.5, (30, 2))]
+    y = np.r_[np.ones(30), -np.ones(30)]
+    K = RBF(1.5)(X) * amplitude + 1e-6 * amplitude * np.eye(60)
+    cycling = infer(K, y, Probit(), EP(), schedule=Parallel(damp_oscillation=False), max_sweeps=200)
+    assert cycling.status == "max_sweeps"
+    np.testing.assert_allclose(cycling.trace[-4:-2], cycling.trace[-2:], rtol=1e-6)  # period two
+    damped = infer(K, y, Probit(), EP(), schedule="parallel", tol=1e-9, max_sweeps=500)
+    sequential = infer(K, y, Probit(), EP(), schedule="blocked", tol=1e-9, max_sweeps=500)
+    assert damped.converged and sequential.converged and damped.step_sizes.min() < 1.0
+    np.testing.assert_allclose(damped.mean, sequential.mean, rtol=1e-6)
+    assert damped.log_evidence == pytest.approx(sequential.log_evidence, rel=1e-9)
+
+
+def test_an_ordinary_overshoot_does_not_damp_the_parallel_step():
+    K, y = wavy_problem(100, 2, jitter=1e-2)
+    res = infer(K, y, Probit(), EP(), schedule="parallel", tol=1e-9, max_sweeps=500)
+    assert res.converged and np.all(res.step_sizes == 1.0)

@@ -10,8 +10,17 @@ from importlib.metadata import PackageNotFoundError, version
 
 from relaxep.classifier import GPClassifier
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.inference import Attempt, Auto, DoubleLoopEP, InferenceMethod, InferenceResult, SiteUpdates, infer
-from relaxep.likelihoods import Likelihood, Logistic, NoisyStep, Probit
+from relaxep.inference import (
+    Attempt,
+    Auto,
+    ConvergentEP,
+    DoubleLoopEP,
+    InferenceMethod,
+    InferenceResult,
+    SiteUpdates,
+    infer,
+)
+from relaxep.likelihoods import Likelihood, Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.posterior import DensePrior, Prior
 from relaxep.schedules import Blocked, Parallel, Sequential
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
@@ -21,6 +30,7 @@ __all__ = [
     "Attempt",
     "Auto",
     "Blocked",
+    "ConvergentEP",
     "DensePrior",
     "DivergenceError",
     "DoubleLoopEP",
@@ -32,6 +42,7 @@ __all__ = [
     "KernelNotPositiveDefiniteError",
     "Likelihood",
     "Logistic",
+    "NoisyProbit",
     "NoisyStep",
     "Parallel",
     "PowerEP",

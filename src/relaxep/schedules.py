@@ -108,21 +108,46 @@ class Parallel(Schedule):
     posterior is improper or not finite, :math:`s` is halved (for the rest of the run) and the
     step retried, down to ``min_step`` (then :class:`~relaxep.ImproperPosteriorError`).  Sites
     with improper cavities keep their parameters.  Only the marginals are refreshed each sweep.
+
+    With ``damp_oscillation`` the step is also halved when two sweeps in a row propose a change
+    that points against the one before (their inner product, in the sites' own units
+    :math:`\Delta\tau\, A_{ii}` and :math:`\Delta\nu \sqrt{A_{ii}}`, is negative): the signature of
+    the period-two oscillation parallel EP falls into where it overshoots (one reversal alone is
+    the ordinary first overshoot of a converging run).  Damping removes the oscillation without
+    moving the fixed points (Minka 2001).
     """
 
     refreshes: ClassVar[bool] = True
 
-    def __init__(self, step: float = 1.0, min_step: float = 1.0 / 1024) -> None:
+    def __init__(self, step: float = 1.0, min_step: float = 1.0 / 1024, damp_oscillation: bool = True) -> None:
         check_unit_interval(step, "parallel step")
         check_unit_interval(min_step, "min_step")
+        if not isinstance(damp_oscillation, bool | np.bool_):
+            raise TypeError(f"damp_oscillation must be a bool, got {damp_oscillation!r}")
         self.step = step
         self.min_step = min_step
+        self.damp_oscillation = damp_oscillation
         self._size = float(step)
+        self._last_direction: Array | None = None
+        self._reversals = 0
 
     def start(self) -> Parallel:
         run = copy.copy(self)
         run._size = float(self.step)
+        run._last_direction = None
+        run._reversals = 0
         return run
+
+    def _damp_if_reversed(self, index: Array, d_tau: Array, d_nu: Array, marginal_var: Array) -> None:
+        direction = np.zeros(2 * marginal_var.size)
+        direction[index] = d_tau * marginal_var[index]
+        direction[marginal_var.size + index] = d_nu * np.sqrt(marginal_var[index])
+        last, self._last_direction = self._last_direction, direction
+        # a reversal: the change points back (cosine below -1/2) at the last one
+        bounced = last is not None and float(direction @ last) < -0.5 * np.linalg.norm(direction) * np.linalg.norm(last)
+        self._reversals = self._reversals + 1 if bounced else 0
+        if self._reversals >= 2 and self._size / 2 >= self.min_step:  # twice in a row
+            self._size /= 2
 
     def sweep(self, post: Posterior, updater: SiteUpdater, order: Array) -> SweepStats:
         a = post.marginal_var.copy()
@@ -137,6 +162,8 @@ class Parallel(Schedule):
         finite = np.isfinite(prop_tau) & np.isfinite(prop_nu)
         nonfinite = idx[~finite]
         idx, prop_tau, prop_nu = idx[finite], prop_tau[finite], prop_nu[finite]
+        if self.damp_oscillation:
+            self._damp_if_reversed(idx, prop_tau - tau[idx], prop_nu - nu[idx], a)
         while True:
             s = self._size
             post.set_sites(idx, tau[idx] + s * (prop_tau - tau[idx]), nu[idx] + s * (prop_nu - nu[idx]))

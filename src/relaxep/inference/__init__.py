@@ -1,6 +1,7 @@
 """Inference methods (site updates, double-loop EP, the automatic cascade), ``infer`` and its result."""
 
 from relaxep.inference.auto import Auto
+from relaxep.inference.convergent import ConvergentEP
 from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.driver import as_method, infer
 from relaxep.inference.evidence import evidence_gradient, log_evidence
@@ -12,6 +13,7 @@ __all__ = [
     "Attempt",
     "Auto",
     "ConvergenceMonitor",
+    "ConvergentEP",
     "DoubleLoopEP",
     "InferenceMethod",
     "InferenceResult",

@@ -1,11 +1,15 @@
-r"""The automatic cascade: EP where EP converges, else cheaper remedies first, else a convergent method.
+r"""The automatic cascade: EP where EP converges, else a convergent method that reaches the same fixed point.
 
 All stages aim at the same EP fixed point, so the cascade always answers "the EP
 approximation", whichever stage got there.  The policy lives here, in one place: each stage
 runs with the caller's budget and a tolerance tightened by its damping step (a step
 :math:`s` shortens every change by :math:`s`; Minka), and an early stage is abandoned as soon
 as :math:`R` has set no new minimum in ``stall_window`` sweeps (oscillation, not slow
-convergence).
+convergence).  The default stages are EP, :class:`~relaxep.inference.ConvergentEP` (descent on
+the EC free energy: a few factorisations an outer iteration) and, should that stall,
+:class:`~relaxep.inference.DoubleLoopEP` (Newton on :math:`2n \times 2n` systems, slow but the
+last resort).  Damped EP, the former second stage, is left out: where plain EP oscillates it
+mostly oscillated too, at the cost of another stall window (``benchmarks/results/defaults.md``).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int
+from relaxep.inference.convergent import ConvergentEP
 from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.method import InferenceMethod, RunOptions
 from relaxep.inference.result import Attempt, InferenceResult
@@ -29,7 +34,7 @@ from relaxep.sites import EP, SiteRule
 __all__ = ["Auto"]
 
 #: the stages of ``Auto()`` (and ``rule="auto"``), tried in this order
-DEFAULT_STAGES: tuple[SiteRule | InferenceMethod, ...] = (EP(), EP(damping=0.5), DoubleLoopEP())
+DEFAULT_STAGES: tuple[SiteRule | InferenceMethod, ...] = (EP(), ConvergentEP(), DoubleLoopEP())
 
 
 class Auto(InferenceMethod):
@@ -38,7 +43,7 @@ class Auto(InferenceMethod):
     Parameters
     ----------
     stages : tuple of SiteRule or InferenceMethod
-        Default: EP, EP damped 0.5, double-loop EP.  A site rule runs as
+        Default: EP, convergent EP, double-loop EP.  A site rule runs as
         :class:`~relaxep.inference.SiteUpdates` with this cascade's ``schedule``, ``order`` and
         ``random_state``.
     stall_window : int

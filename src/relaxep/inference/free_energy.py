@@ -10,6 +10,7 @@ posterior of any representation (the protocol's marginals and :math:`\log Z_q`).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg
@@ -19,7 +20,17 @@ from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteErro
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
-__all__ = ["ec_free_energy", "inner_objective", "marginal_natural", "moment_residual", "phi_cov", "tilted_cumulants"]
+__all__ = [
+    "RCavities",
+    "ec_free_energy",
+    "inner_objective",
+    "marginal_natural",
+    "moment_free_energy",
+    "moment_residual",
+    "phi_cov",
+    "r_cavities",
+    "tilted_cumulants",
+]
 
 _LOG_2PI = math.log(2.0 * math.pi)
 
@@ -124,3 +135,103 @@ def marginal_natural(post: Posterior) -> tuple[Array, Array]:
     r"""The marginals' natural parameters :math:`(\mu_i / A_{ii}, 1 / A_{ii})` (the outer loop's anchor)."""
     a = post.marginal_var
     return post.mean / a, 1.0 / a
+
+
+@dataclass
+class RCavities:
+    r"""The cavities whose tilted distributions have given moments, and the conjugate :math:`F_r` there.
+
+    For targets :math:`(m_i, v_i)` (folded), :math:`(h_i, c_i)` maximises
+    :math:`h m_i - c (v_i + m_i^2)/2 - L_i(h, c)` with
+    :math:`L_i(h, c) = \log\int t_i(g) e^{hg - cg^2/2} dg`; the maximum is :math:`F_{r,i}(m_i, v_i)`.
+    ``ok`` is False where no proper cavity (``c > 0``) reaches the targets.
+    """
+
+    precision_mean: Array  # h, folded
+    precision: Array  # c
+    conjugate: Array  # F_r per site
+    ok: bool
+
+
+def _log_zr_folded(likelihood: Likelihood, h: Array, c: Array) -> Array:
+    var = 1.0 / c
+    mean = h * var
+    return likelihood.log_z(mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
+
+
+def r_cavities(
+    likelihood: Likelihood,
+    target_mean: Array,
+    target_var: Array,
+    start: RCavities | None = None,
+    tol: float = 1e-10,
+    max_iter: int = 60,
+) -> RCavities:
+    r"""Solve for the r-cavities of targets :math:`(m, v)` (folded) by damped Newton, all sites at once.
+
+    :math:`D(h, c) = L(h, c) - h m + c (v + m^2)/2` is convex with gradient
+    :math:`E_r[\phi] - (m, -(v + m^2)/2)` and Hessian :math:`\operatorname{Cov}_r[\phi]`,
+    :math:`\phi = (g, -g^2/2)` (the tilted cumulants); steps keep :math:`c > 0` and are backtracked
+    (Armijo) per site.  Starts from ``start`` (warm) or from the Gaussian :math:`(m/v, 1/v)`.
+    """
+    m, v = target_mean, target_var
+    if start is None:
+        c = 1.0 / v
+        h = m * c
+    else:
+        h, c = start.precision_mean.copy(), start.precision.copy()
+    d = _log_zr_folded(likelihood, h, c) - h * m + 0.5 * c * (v + m * m)
+    active = np.flatnonzero(np.isfinite(d))
+    failed = np.zeros(m.shape, bool)
+    failed[~np.isfinite(d)] = True
+    for _ in range(max_iter):
+        var = 1.0 / c[active]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            k1, k2, k3, k4 = likelihood.tilted_cumulants(h[active] * var, var)
+            ma, va = m[active], v[active]
+            g1 = k1 - ma
+            g2 = 0.5 * (va + ma * ma - k2 - k1 * k1)
+            c11, c12, c22 = phi_cov(k1, k2, k3, k4)
+            det = c11 * c22 - c12 * c12
+            dh = -(c22 * g1 - c12 * g2) / det
+            dc = -(c11 * g2 - c12 * g1) / det
+        broken = ~(np.isfinite(dh) & np.isfinite(dc) & (det > 0.0))  # no Newton step: out of reach
+        done = (np.abs(g1) <= tol * np.sqrt(va)) & (np.abs(g2) <= tol * (va + np.abs(ma) * np.sqrt(va)))
+        dh, dc = np.where(broken, 0.0, dh), np.where(broken, 0.0, dc)
+        t = np.where(dc < 0.0, np.minimum(1.0, 0.9 * c[active] / np.where(dc < 0.0, -dc, 1.0)), 1.0)
+        slope = g1 * dh + g2 * dc
+        d0 = d[active]
+        bad = np.ones(active.shape, bool)
+        for _ in range(40):
+            h_new, c_new = h[active] + t * dh, c[active] + t * dc
+            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+                d_new = _log_zr_folded(likelihood, h_new, c_new) - h_new * ma + 0.5 * c_new * (va + ma * ma)
+            bad = ~(d_new <= d0 + 1e-4 * t * slope + 1e-13 * np.abs(d0))
+            if not bad.any():
+                break
+            t = np.where(bad, 0.5 * t, t)
+        keep = ~bad
+        h[active[keep]], c[active[keep]], d[active[keep]] = h_new[keep], c_new[keep], d_new[keep]
+        failed[active[(broken | bad) & ~done]] = True
+        active = active[~(done | broken | bad)]
+        if not active.size:
+            break
+    ok = not active.size and not failed.any() and bool(np.all(np.isfinite(d)))
+    return RCavities(h, c, -d, ok=ok)
+
+
+def moment_free_energy(
+    alpha: Array, mean: Array, site_precision: Array, marginal_var: Array, log_det: float, conjugate: Array
+) -> float:
+    r"""The EC free energy at the posterior's moments, given the r-side conjugates :math:`F_{r,i}(m_i, v_i)`.
+
+    .. math::
+        \Phi = \underbrace{\tfrac12\big[\alpha^\top m - \tau^\top v + \log|I + KT|\big]}_{\mathrm{KL}(q\,\|\,p)}
+             + \sum_i F_{r,i}(m_i, v_i) + \tfrac12\sum_i \log(2\pi e\, v_i),
+
+    :math:`\alpha^\top m = m^\top K^{-1} m`, :math:`\tau^\top v = n - \operatorname{tr}(K^{-1}A)`,
+    :math:`\log|I + KT| = \log|K| - \log|A|` (from a posterior: :math:`\nu^\top m - 2\log Z_q`).  Its
+    stationary points are EP's fixed points, where it equals :math:`-\log Z_{EP}`.
+    """
+    kl = 0.5 * (float(alpha @ mean) - float(site_precision @ marginal_var) + log_det)
+    return kl + float(np.sum(conjugate)) + 0.5 * float(np.sum(_LOG_2PI + 1.0 + np.log(marginal_var)))

@@ -100,7 +100,8 @@ class ConvergenceMonitor:
         return bool(self.trace) and self.trace[-1] < self.options.tol
 
     def stalled(self) -> bool:
-        """``R`` set no new minimum in the last ``stall_window`` sweeps."""
+        """``R`` set no new minimum in the last ``stall_window`` sweeps (oscillation; slow
+        convergence keeps setting minima)."""
         window = self.options.stall_window
         if window is None or len(self.trace) <= window:
             return False

@@ -31,7 +31,9 @@ from relaxep._validation import NOT_PSD_ADVICE
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.posterior.base import Posterior, SiteProposer, SweepStats, cavity, is_proper
 
-__all__ = ["DensePosterior"]
+__all__ = ["DensePosterior", "posterior_mean", "woodbury_negative_sites"]
+
+_TINY = np.finfo(float).tiny
 
 
 class DensePosterior(Posterior):
@@ -212,7 +214,7 @@ class DensePosterior(Posterior):
                 new_tau[t], new_nu[t] = tau_new, nu_new
             self.set_sites(block, new_tau, new_nu)
         self._defer_downdate(vectors[:, :used], coefs[:used])
-        return SweepStats(np.asarray(skipped, dtype=np.intp), improper, nonfinite)
+        return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
 
     # ------------------------------------------------------------- refresh
     def refresh(self, marginals_only: bool = False) -> None:
@@ -264,11 +266,11 @@ class DensePosterior(Posterior):
                 f"factor). {NOT_PSD_ADVICE}"
             ) from exc
         log_det = float(2.0 * np.sum(np.log(np.diagonal(chol))))
-        negative = np.flatnonzero(tau < 0.0)
+        negative = np.flatnonzero(tau < -_TINY)  # (a subnormal negative precision is a flat site)
         correction = None
         if negative.size:
             linv = self._triangular_inverse(chol)
-            correction, mean, log_det_c = self._negative_sites(linv, sw, negative)
+            correction, mean, log_det_c = woodbury_negative_sites(self.kernel, chol, sw, tau, nu, negative)
             log_det += log_det_c
             if marginals_only:
                 var = self._marginals_from_inverse(linv, sw, tau_plus)  # diag(A+), then the Woodbury term
@@ -336,35 +338,6 @@ class DensePosterior(Posterior):
             var[direct] = K[direct, direct] - np.einsum("ij,ij->j", w, w)
         return var
 
-    def _negative_sites(self, linv: Array, sw: Array, negative: Array) -> tuple[Array, Array, float]:
-        r"""The sites with :math:`\tau_i < 0`, entered by Woodbury on top of :math:`A_+ = (K^{-1} + T_+)^{-1}`.
-
-        With :math:`N` the negative sites and :math:`A_{+,N}` the columns of :math:`A_+` there
-        (:math:`K_N - K S B^{-1} S K_N`, :math:`O(n^2 k)`),
-
-        .. math::
-            A = A_+ + A_{+,N} C^{-1} A_{+,N}^\top,\qquad C = -T_N^{-1} - A_{+,NN},\qquad
-            \log|I + KT| = \log|B| + \log|C| + \textstyle\sum_N \log(-\tau_i),
-
-        the posterior proper exactly when :math:`C` is positive definite.  Returns
-        :math:`Z = L_C^{-1} A_{+,N}^\top` (so :math:`A = A_+ + Z^\top Z`), the mean and the
-        log-determinant's correction.
-        """
-        K, tau, nu = self.kernel, self.site_precision, self.site_mean_precision
-        k_cols = K[:, negative]
-        a_plus = k_cols - K @ (sw[:, None] * (linv.T @ (linv @ (sw[:, None] * k_cols))))
-        c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
-        c = 0.5 * (c + c.T)
-        try:
-            lc = linalg.cholesky(c, lower=True, check_finite=False)
-        except linalg.LinAlgError as exc:
-            raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
-        z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
-        mean_plus = K @ (nu - sw * (linv.T @ (linv @ (sw * (K @ nu)))))
-        mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
-        log_det = float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
-        return z, mean, log_det
-
     def _covariance_from_inverse(self, chol: Array, sw: Array) -> Array | None:
         r"""``A`` from :math:`B^{-1}` (LAPACK ``potri``, :math:`2n^3/3` flops), or ``None``.
 
@@ -427,12 +400,16 @@ class DensePosterior(Posterior):
 
         with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`.
         """
+        if cross_kernel.shape[1:] != (self.n,):
+            raise ValueError(
+                f"K_star must have shape (m, {self.n}) (covariances to the training inputs), got {cross_kernel.shape}"
+            )
         if self._log_det is None:
             self.refresh(marginals_only=self._cov_stale)
         mean = cross_kernel @ self.alpha
         tau = self.site_precision
         if not self._has_negative:
-            v = linalg.solve_triangular(self._chol, np.sqrt(tau)[:, None] * cross_kernel.T, lower=True)
+            v = linalg.solve_triangular(self._chol, np.sqrt(np.maximum(tau, 0.0))[:, None] * cross_kernel.T, lower=True)
             reduction = np.sum(v * v, axis=0)
         else:
             if self._lu is None:
@@ -442,3 +419,60 @@ class DensePosterior(Posterior):
             w = linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
             reduction = np.sum(cross_kernel.T * w, axis=0)
         return mean, np.maximum(test_diag - reduction, 0.0)
+
+
+def woodbury_negative_sites(
+    kernel: Array, chol: Array, sw: Array, tau: Array, nu: Array, negative: Array
+) -> tuple[Array, Array, float]:
+    r"""Sites with :math:`\tau_i < 0`, entered by Woodbury on top of :math:`A_+ = (K^{-1} + T_+)^{-1}`.
+
+    ``chol`` is the Cholesky factor of :math:`B = I + S K S`, :math:`S = \operatorname{diag}(\sqrt{\max(\tau, 0)})`
+    (``sw``).  With :math:`N` the negative sites and :math:`A_{+,N} = K_N - K S B^{-1} S K_N` the
+    columns of :math:`A_+` there (:math:`O(n^2 k)`),
+
+    .. math::
+        A = A_+ + A_{+,N} C^{-1} A_{+,N}^\top,\qquad C = -T_N^{-1} - A_{+,NN},\qquad
+        \log|I + KT| = \log|B| + \log|C| + \textstyle\sum_N \log(-\tau_i),
+
+    the posterior proper exactly when :math:`C` is positive definite.  Returns
+    :math:`Z = L_C^{-1} A_{+,N}^\top` (so :math:`A = A_+ + Z^\top Z`), the mean :math:`A\nu` and the
+    log-determinant's correction :math:`\log|C| + \sum_N \log(-\tau_i)`.
+
+    Raises
+    ------
+    ImproperPosteriorError
+        If :math:`C` is not positive definite.
+    """
+    factor = (chol, True)
+    k_cols = kernel[:, negative]
+    a_plus = k_cols - kernel @ (sw[:, None] * linalg.cho_solve(factor, sw[:, None] * k_cols, check_finite=False))
+    c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
+    c = 0.5 * (c + c.T)
+    try:
+        lc = linalg.cholesky(c, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
+    z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
+    mean_plus = kernel @ (nu - sw * linalg.cho_solve(factor, sw * (kernel @ nu), check_finite=False))
+    mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
+    return z, mean, float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
+
+
+def posterior_mean(kernel: Array, site_precision: Array, site_mean_precision: Array) -> Array:
+    r"""Only the mean :math:`\mu = (K^{-1} + T)^{-1}\nu`: one Cholesky and solves, no inverse.
+
+    Negative :math:`\tau_i` by :func:`woodbury_negative_sites`.  :class:`~relaxep.posterior.ImproperPosteriorError`
+    when the sites make the posterior improper (or ``K`` is not positive semi-definite).
+    """
+    tau, nu = site_precision, site_mean_precision
+    sw = np.sqrt(np.maximum(tau, 0.0))
+    b = sw[:, None] * kernel * sw[None, :]
+    b[np.diag_indices(kernel.shape[0])] += 1.0
+    try:
+        chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("I + S^1/2 K S^1/2 has no Cholesky factor") from exc
+    negative = np.flatnonzero(tau < -_TINY)  # (a subnormal negative precision is a flat site)
+    if negative.size:
+        return woodbury_negative_sites(kernel, chol, sw, tau, nu, negative)[1]
+    return kernel @ (nu - sw * linalg.cho_solve((chol, True), sw * (kernel @ nu), check_finite=False))

@@ -10,12 +10,13 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 
+import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, cholesky_factor
 from relaxep.posterior.base import Posterior
-from relaxep.posterior.dense import DensePosterior
+from relaxep.posterior.dense import DensePosterior, posterior_mean
 
 __all__ = ["DensePrior", "Prior", "as_prior"]
 
@@ -36,6 +37,10 @@ class Prior(ABC):
         marginals_only: bool = False,
     ) -> Posterior:
         """The posterior for these sites (flat sites, i.e. the prior, when omitted)."""
+
+    def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
+        """Only the posterior mean for these sites (a representation may do this more cheaply)."""
+        return self.posterior(site_precision, site_mean_precision, marginals_only=True).mean
 
 
 class DensePrior(Prior):
@@ -67,6 +72,10 @@ class DensePrior(Prior):
         marginals_only: bool = False,
     ) -> DensePosterior:
         return DensePosterior(self.kernel, site_precision, site_mean_precision, marginals_only=marginals_only)
+
+    def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
+        """One Cholesky and solves (:func:`~relaxep.posterior.dense.posterior_mean`), no inverse."""
+        return posterior_mean(self.kernel, np.asarray(site_precision, float), np.asarray(site_mean_precision, float))
 
 
 def as_prior(prior: Prior | ArrayLike) -> Prior:
