@@ -40,7 +40,7 @@ def test_a_damped_stage_runs_with_its_tolerance_tightened(oscillating):
 def test_an_early_stage_is_abandoned_when_r_sets_no_new_minimum(hard_suite_problem):
     """The stall rule: stop when the last 20 sweeps hold no new minimum of R (and only then)."""
     K, y, lik = hard_suite_problem
-    res = infer(K, y, lik, Auto(stages=(EP(), DoubleLoopEP())), max_sweeps=150)
+    res = infer(K, y, lik, Auto(stages=(EP(), DoubleLoopEP()), stall_window=20), max_sweeps=150)
     ep = res.attempts[0]
     assert ep.status == "abandoned"
     plain = infer(K, y, lik, EP(), max_sweeps=ep.n_sweeps)

@@ -60,7 +60,7 @@ class Auto(InferenceMethod):
     def __init__(
         self,
         stages: tuple[SiteRule | InferenceMethod, ...] = DEFAULT_STAGES,
-        stall_window: int = 20,
+        stall_window: int = 10,
         schedule: Schedule | str = "blocked",
         order: Literal["fixed", "random"] = "fixed",
         random_state: int | np.random.Generator | None = None,
