@@ -23,17 +23,23 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import lapack
 from scipy.linalg.blas import dgemm, dger
 
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior._dense_linalg import (
+    DIRECT_BELOW,
+    TINY,
+    covariance_from_inverse,
+    marginals_from_inverse,
+    posterior_mean,
+    triangular_inverse,
+    woodbury_negative_sites,
+)
 from relaxep.posterior.base import Posterior, SiteProposer, SweepStats, cavity, is_proper
 
-__all__ = ["DensePosterior", "posterior_mean", "woodbury_negative_sites"]
-
-_TINY = np.finfo(float).tiny
+__all__ = ["DensePosterior", "posterior_mean"]
 
 
 class DensePosterior(Posterior):
@@ -266,18 +272,18 @@ class DensePosterior(Posterior):
                 f"factor). {NOT_PSD_ADVICE}"
             ) from exc
         log_det = float(2.0 * np.sum(np.log(np.diagonal(chol))))
-        negative = np.flatnonzero(tau < -_TINY)  # (a subnormal negative precision is a flat site)
+        negative = np.flatnonzero(tau < -TINY)  # (a subnormal negative precision is a flat site)
         correction = None
         if negative.size:
-            linv = self._triangular_inverse(chol)
+            linv = triangular_inverse(chol)
             correction, mean, log_det_c = woodbury_negative_sites(self.kernel, chol, sw, tau, nu, negative)
             log_det += log_det_c
             if marginals_only:
-                var = self._marginals_from_inverse(linv, sw, tau_plus)  # diag(A+), then the Woodbury term
+                var = marginals_from_inverse(K, linv, sw, tau_plus)  # diag(A+), then the Woodbury term
                 self._set_marginals(var + np.einsum("ij,ij->j", correction, correction), mean)
         elif marginals_only:
-            linv = self._triangular_inverse(chol)
-            var = self._marginals_from_inverse(linv, sw, tau_plus)
+            linv = triangular_inverse(chol)
+            var = marginals_from_inverse(K, linv, sw, tau_plus)
             alpha = nu - sw * (linv.T @ (linv @ (sw * (K @ nu))))
             self._set_marginals(var, K @ alpha)
         self._chol, self._log_det, self._has_negative = chol, log_det, bool(negative.size)
@@ -285,12 +291,14 @@ class DensePosterior(Posterior):
             return
         # Sites change little between sweeps: when the last refresh found too many weak
         # sites for the inverse, go straight to K - V^T V instead of paying for potri first.
-        cov = None if self._many_weak_sites else self._covariance_from_inverse(chol, sw)
+        cov = None
+        if not self._many_weak_sites:
+            cov, self._many_weak_sites = covariance_from_inverse(K, chol, sw)
         if cov is None:
             v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
             cov = K - v.T @ v
             share = tau_plus * np.diagonal(cov)
-            self._many_weak_sites = np.count_nonzero(share < self._DIRECT_BELOW) > n // 4
+            self._many_weak_sites = np.count_nonzero(share < DIRECT_BELOW) > n // 4
         if correction is not None:
             cov += correction.T @ correction  # A = A+ + A+_N C^-1 A+_N^T
             cov = 0.5 * (cov + cov.T)
@@ -302,19 +310,8 @@ class DensePosterior(Posterior):
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
 
-    _DIRECT_BELOW = 1e-2  # tau_i A_ii under which A's column is formed directly (error <~ 1e2 eps cond(B))
-    # marginals only (the parallel schedule's sweeps): error <~ 1e3 eps cond(B), relative
-    _DIRECT_BELOW_MARGINALS = 1e-3
-
     def _invalidate(self) -> None:
         self._chol = self._lu = self._log_det = None
-
-    @staticmethod
-    def _triangular_inverse(chol: Array) -> Array:
-        linv, info = lapack.dtrtri(chol, lower=1)
-        if info != 0:
-            raise ImproperPosteriorError(f"triangular inverse of the Cholesky factor failed (info={info})")
-        return linv  # chol's strict upper triangle is zero and dtrtri(lower) leaves it so
 
     def _set_marginals(self, var: Array, mean: Array) -> None:
         if not np.all(var > 0.0):
@@ -322,63 +319,6 @@ class DensePosterior(Posterior):
         self._marginal_var = var
         self.mean = mean
         self._cov_stale = True
-
-    def _marginals_from_inverse(self, linv: Array, sw: Array, tau_plus: Array) -> Array:
-        r"""``diag(A+)`` for the sites ``tau_plus >= 0`` from :math:`L^{-1}` (see :meth:`refresh`)."""
-        K = self.kernel
-        precision_share = 1.0 - np.einsum("ij,ij->j", linv, linv)  # tau_i A_ii
-        safe = np.where(precision_share >= self._DIRECT_BELOW_MARGINALS, tau_plus, 1.0)
-        var = precision_share / safe
-        direct = np.flatnonzero((precision_share < self._DIRECT_BELOW_MARGINALS) & (sw > 0.0))
-        flat = np.flatnonzero(sw == 0.0)
-        if flat.size:  # a flat site's A+ variance: K_ii - |L^-1 S K_i|^2, formed with the direct ones
-            direct = np.union1d(direct, flat)
-        if direct.size:
-            w = linv @ (sw[:, None] * K[:, direct])
-            var[direct] = K[direct, direct] - np.einsum("ij,ij->j", w, w)
-        return var
-
-    def _covariance_from_inverse(self, chol: Array, sw: Array) -> Array | None:
-        r"""``A`` from :math:`B^{-1}` (LAPACK ``potri``, :math:`2n^3/3` flops), or ``None``.
-
-        :math:`A_{ij} = (\delta_{ij} - (B^{-1})_{ij}) / \sqrt{\tau_i\tau_j}` for sites
-        holding at least 1% of their posterior precision (:math:`\tau_i A_{ii} \ge 0.01`);
-        the columns of the others are formed directly, as
-        :math:`A_{\cdot J} = S^{-1/2} B^{-1} S^{1/2} K_{\cdot J}` in the other rows and
-        :math:`K_{JJ} - K_{J\cdot} S^{1/2} B^{-1} S^{1/2} K_{\cdot J}` in theirs.  Returns
-        ``None`` (use :math:`K - V^\top V`, :math:`7n^3/3` flops) when more than a quarter of
-        the sites are such.
-        """
-        K = self.kernel
-        n = self.n
-        binv, info = lapack.dpotri(chol, lower=1)
-        if info != 0:
-            return None
-        share = 1.0 - np.diagonal(binv)
-        direct = np.flatnonzero(share < self._DIRECT_BELOW)
-        if direct.size > n // 4:
-            self._many_weak_sites = True
-            return None
-        binv = np.tril(binv)
-        binv += np.tril(binv, -1).T  # B^{-1}, symmetric
-        cols = None
-        if direct.size:
-            # A = S^-1/2 B^-1 S^1/2 K (since I - B^-1 = B^-1 S^1/2 K S^1/2): no cancellation in
-            # rows of well-determined sites; rows of weak sites by A = K - K S^1/2 B^-1 S^1/2 K.
-            kj = K[:, direct]
-            t = binv @ (sw[:, None] * kj)
-            cols = t / np.where(share >= self._DIRECT_BELOW, sw, 1.0)[:, None]
-            cols[direct] = kj[direct] - K[direct] @ (sw[:, None] * t)
-        inv_sw = 1.0 / np.where(share >= self._DIRECT_BELOW, sw, 1.0)
-        cov = binv  # overwritten in place: (I - B^{-1}) / sqrt(tau tau^T)
-        cov *= -1.0
-        cov[np.diag_indices(n)] += 1.0
-        cov *= np.outer(inv_sw, inv_sw)  # a_i a_j == a_j a_i exactly: cov stays symmetric
-        if cols is not None:
-            cols[direct, :] = 0.5 * (cols[direct, :] + cols[direct, :].T)
-            cov[:, direct] = cols
-            cov[direct, :] = cols.T
-        return cov
 
     def log_det_b(self) -> float:
         r""":math:`\log|I + K T|` (:math:`= \log|B|` when all :math:`\tau \ge 0`)."""
@@ -419,60 +359,3 @@ class DensePosterior(Posterior):
             w = linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
             reduction = np.sum(cross_kernel.T * w, axis=0)
         return mean, np.maximum(test_diag - reduction, 0.0)
-
-
-def woodbury_negative_sites(
-    kernel: Array, chol: Array, sw: Array, tau: Array, nu: Array, negative: Array
-) -> tuple[Array, Array, float]:
-    r"""Sites with :math:`\tau_i < 0`, entered by Woodbury on top of :math:`A_+ = (K^{-1} + T_+)^{-1}`.
-
-    ``chol`` is the Cholesky factor of :math:`B = I + S K S`, :math:`S = \operatorname{diag}(\sqrt{\max(\tau, 0)})`
-    (``sw``).  With :math:`N` the negative sites and :math:`A_{+,N} = K_N - K S B^{-1} S K_N` the
-    columns of :math:`A_+` there (:math:`O(n^2 k)`),
-
-    .. math::
-        A = A_+ + A_{+,N} C^{-1} A_{+,N}^\top,\qquad C = -T_N^{-1} - A_{+,NN},\qquad
-        \log|I + KT| = \log|B| + \log|C| + \textstyle\sum_N \log(-\tau_i),
-
-    the posterior proper exactly when :math:`C` is positive definite.  Returns
-    :math:`Z = L_C^{-1} A_{+,N}^\top` (so :math:`A = A_+ + Z^\top Z`), the mean :math:`A\nu` and the
-    log-determinant's correction :math:`\log|C| + \sum_N \log(-\tau_i)`.
-
-    Raises
-    ------
-    ImproperPosteriorError
-        If :math:`C` is not positive definite.
-    """
-    factor = (chol, True)
-    k_cols = kernel[:, negative]
-    a_plus = k_cols - kernel @ (sw[:, None] * linalg.cho_solve(factor, sw[:, None] * k_cols, check_finite=False))
-    c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
-    c = 0.5 * (c + c.T)
-    try:
-        lc = linalg.cholesky(c, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
-    z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
-    mean_plus = kernel @ (nu - sw * linalg.cho_solve(factor, sw * (kernel @ nu), check_finite=False))
-    mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
-    return z, mean, float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
-
-
-def posterior_mean(kernel: Array, site_precision: Array, site_mean_precision: Array) -> Array:
-    r"""Only the mean :math:`\mu = (K^{-1} + T)^{-1}\nu`: one Cholesky and solves, no inverse.
-
-    Negative :math:`\tau_i` by :func:`woodbury_negative_sites`.  :class:`~relaxep.posterior.ImproperPosteriorError`
-    when the sites make the posterior improper (or ``K`` is not positive semi-definite).
-    """
-    tau, nu = site_precision, site_mean_precision
-    sw = np.sqrt(np.maximum(tau, 0.0))
-    b = sw[:, None] * kernel * sw[None, :]
-    b[np.diag_indices(kernel.shape[0])] += 1.0
-    try:
-        chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise ImproperPosteriorError("I + S^1/2 K S^1/2 has no Cholesky factor") from exc
-    negative = np.flatnonzero(tau < -_TINY)  # (a subnormal negative precision is a flat site)
-    if negative.size:
-        return woodbury_negative_sites(kernel, chol, sw, tau, nu, negative)[1]
-    return kernel @ (nu - sw * linalg.cho_solve((chol, True), sw * (kernel @ nu), check_finite=False))

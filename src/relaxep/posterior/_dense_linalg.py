@@ -1,0 +1,150 @@
+r"""The dense posterior's linear algebra, as pure functions of ``K`` and the factor of ``B``.
+
+:math:`B = I + S K S`, :math:`S = \operatorname{diag}(\sqrt{\max(\tau, 0)})` (``sw``), with Cholesky
+factor :math:`L` (``chol``); :math:`A_+ = (K^{-1} + T_+)^{-1}` is the posterior of the
+non-negative sites, and negative sites enter on top of it by Woodbury.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg import lapack
+
+from relaxep._typing import Array
+from relaxep.errors import ImproperPosteriorError
+
+__all__ = [
+    "covariance_from_inverse",
+    "marginals_from_inverse",
+    "posterior_mean",
+    "triangular_inverse",
+    "woodbury_negative_sites",
+]
+
+#: tau_i A_ii under which A's column is formed directly (error <~ 1e2 eps cond(B))
+DIRECT_BELOW = 1e-2
+#: marginals only (the parallel schedule's sweeps): error <~ 1e3 eps cond(B), relative
+DIRECT_BELOW_MARGINALS = 1e-3
+TINY = np.finfo(float).tiny
+
+
+def triangular_inverse(chol: Array) -> Array:
+    """:math:`L^{-1}` (lower triangular; ``chol``'s strict upper triangle is zero and stays so)."""
+    linv, info = lapack.dtrtri(chol, lower=1)
+    if info != 0:
+        raise ImproperPosteriorError(f"triangular inverse of the Cholesky factor failed (info={info})")
+    return linv
+
+
+def marginals_from_inverse(kernel: Array, linv: Array, sw: Array, tau_plus: Array) -> Array:
+    r""":math:`\operatorname{diag}(A_+)` from :math:`L^{-1}`: :math:`A_{ii} = (1 - (B^{-1})_{ii})/\tau_i`,
+    :math:`(B^{-1})_{ii} = \sum_k (L^{-1})_{ki}^2`; where :math:`\tau_i A_{ii}` is below
+    :data:`DIRECT_BELOW_MARGINALS` (or :math:`\tau_i = 0`) directly,
+    :math:`A_{ii} = K_{ii} - \|L^{-1} S K_{\cdot i}\|^2`."""
+    precision_share = 1.0 - np.einsum("ij,ij->j", linv, linv)  # tau_i A_ii
+    safe = np.where(precision_share >= DIRECT_BELOW_MARGINALS, tau_plus, 1.0)
+    var = precision_share / safe
+    direct = np.flatnonzero((precision_share < DIRECT_BELOW_MARGINALS) | (sw == 0.0))
+    if direct.size:
+        w = linv @ (sw[:, None] * kernel[:, direct])
+        var[direct] = kernel[direct, direct] - np.einsum("ij,ij->j", w, w)
+    return var
+
+
+def covariance_from_inverse(kernel: Array, chol: Array, sw: Array) -> tuple[Array | None, bool]:
+    r"""``A`` from :math:`B^{-1}` (LAPACK ``potri``, :math:`2n^3/3` flops), or ``None``.
+
+    :math:`A_{ij} = (\delta_{ij} - (B^{-1})_{ij}) / \sqrt{\tau_i\tau_j}` for sites
+    holding at least 1% of their posterior precision (:math:`\tau_i A_{ii} \ge 0.01`);
+    the columns of the others are formed directly, as
+    :math:`A_{\cdot J} = S^{-1/2} B^{-1} S^{1/2} K_{\cdot J}` in the other rows and
+    :math:`K_{JJ} - K_{J\cdot} S^{1/2} B^{-1} S^{1/2} K_{\cdot J}` in theirs.  Returns
+    ``(None, True)`` (use :math:`K - V^\top V`, :math:`7n^3/3` flops) when more than a quarter of
+    the sites are such, ``(None, False)`` when ``potri`` fails.
+    """
+    n = kernel.shape[0]
+    binv, info = lapack.dpotri(chol, lower=1)
+    if info != 0:
+        return None, False
+    share = 1.0 - np.diagonal(binv)
+    direct = np.flatnonzero(share < DIRECT_BELOW)
+    if direct.size > n // 4:
+        return None, True
+    binv = np.tril(binv)
+    binv += np.tril(binv, -1).T  # B^{-1}, symmetric
+    cols = None
+    if direct.size:
+        # A = S^-1/2 B^-1 S^1/2 K (since I - B^-1 = B^-1 S^1/2 K S^1/2): no cancellation in
+        # rows of well-determined sites; rows of weak sites by A = K - K S^1/2 B^-1 S^1/2 K.
+        kj = kernel[:, direct]
+        t = binv @ (sw[:, None] * kj)
+        cols = t / np.where(share >= DIRECT_BELOW, sw, 1.0)[:, None]
+        cols[direct] = kj[direct] - kernel[direct] @ (sw[:, None] * t)
+    inv_sw = 1.0 / np.where(share >= DIRECT_BELOW, sw, 1.0)
+    cov = binv  # overwritten in place: (I - B^{-1}) / sqrt(tau tau^T)
+    cov *= -1.0
+    cov[np.diag_indices(n)] += 1.0
+    cov *= np.outer(inv_sw, inv_sw)  # a_i a_j == a_j a_i exactly: cov stays symmetric
+    if cols is not None:
+        cols[direct, :] = 0.5 * (cols[direct, :] + cols[direct, :].T)
+        cov[:, direct] = cols
+        cov[direct, :] = cols.T
+    return cov, False
+
+
+def woodbury_negative_sites(
+    kernel: Array, chol: Array, sw: Array, tau: Array, nu: Array, negative: Array
+) -> tuple[Array, Array, float]:
+    r"""Sites with :math:`\tau_i < 0`, entered by Woodbury on top of :math:`A_+ = (K^{-1} + T_+)^{-1}`.
+
+    ``chol`` is the Cholesky factor of :math:`B = I + S K S`, :math:`S = \operatorname{diag}(\sqrt{\max(\tau, 0)})`
+    (``sw``).  With :math:`N` the negative sites and :math:`A_{+,N} = K_N - K S B^{-1} S K_N` the
+    columns of :math:`A_+` there (:math:`O(n^2 k)`),
+
+    .. math::
+        A = A_+ + A_{+,N} C^{-1} A_{+,N}^\top,\qquad C = -T_N^{-1} - A_{+,NN},\qquad
+        \log|I + KT| = \log|B| + \log|C| + \textstyle\sum_N \log(-\tau_i),
+
+    the posterior proper exactly when :math:`C` is positive definite.  Returns
+    :math:`Z = L_C^{-1} A_{+,N}^\top` (so :math:`A = A_+ + Z^\top Z`), the mean :math:`A\nu` and the
+    log-determinant's correction :math:`\log|C| + \sum_N \log(-\tau_i)`.
+
+    Raises
+    ------
+    ImproperPosteriorError
+        If :math:`C` is not positive definite.
+    """
+    factor = (chol, True)
+    k_cols = kernel[:, negative]
+    a_plus = k_cols - kernel @ (sw[:, None] * linalg.cho_solve(factor, sw[:, None] * k_cols, check_finite=False))
+    c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
+    c = 0.5 * (c + c.T)
+    try:
+        lc = linalg.cholesky(c, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
+    z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
+    mean_plus = kernel @ (nu - sw * linalg.cho_solve(factor, sw * (kernel @ nu), check_finite=False))
+    mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
+    return z, mean, float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
+
+
+def posterior_mean(kernel: Array, site_precision: Array, site_mean_precision: Array) -> Array:
+    r"""Only the mean :math:`\mu = (K^{-1} + T)^{-1}\nu`: one Cholesky and solves, no inverse.
+
+    Negative :math:`\tau_i` by :func:`woodbury_negative_sites`.  :class:`~relaxep.posterior.ImproperPosteriorError`
+    when the sites make the posterior improper (or ``K`` is not positive semi-definite).
+    """
+    tau, nu = site_precision, site_mean_precision
+    sw = np.sqrt(np.maximum(tau, 0.0))
+    b = sw[:, None] * kernel * sw[None, :]
+    b[np.diag_indices(kernel.shape[0])] += 1.0
+    try:
+        chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("I + S^1/2 K S^1/2 has no Cholesky factor") from exc
+    negative = np.flatnonzero(tau < -TINY)  # (a subnormal negative precision is a flat site)
+    if negative.size:
+        return woodbury_negative_sites(kernel, chol, sw, tau, nu, negative)[1]
+    return kernel @ (nu - sw * linalg.cho_solve((chol, True), sw * (kernel @ nu), check_finite=False))
