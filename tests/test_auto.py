@@ -59,11 +59,28 @@ def test_auto_ends_with_convergent_ep_where_ep_fails(hard_suite_problem):
     np.testing.assert_array_equal(auto.mean, alone.mean)
 
 
-def test_the_double_loop_is_the_last_resort_when_convergent_ep_stalls(hard_suite_problem):
-    """A convergent stage given too small a budget hands over to the next one."""
+def test_a_convergent_stage_out_of_budget_ends_the_cascade(hard_suite_problem):
+    """Still descending when its sweeps ran out: the double loop would only be slower."""
     K, y, lik = hard_suite_problem
-    res = infer(K, y, lik, Auto(stages=(EP(), ConvergentEP(max_newton=1), DoubleLoopEP())), max_sweeps=3)
-    assert [type(a.method) for a in res.attempts] == [SiteUpdates, ConvergentEP, DoubleLoopEP]
+    res = infer(K, y, lik, Auto(stages=(EP(), ConvergentEP(), DoubleLoopEP())), max_sweeps=3)
+    assert [type(a.method) for a in res.attempts] == [SiteUpdates, ConvergentEP]
+    assert res.attempts[-1].status == "max_sweeps"
+
+
+def test_the_double_loop_is_the_last_resort_when_convergent_ep_stalls():
+    """Separable clusters, probit, amplitude 100: the moments of the prior are out of reach of any
+    proper r-cavity, so ConvergentEP stalls at once and the double loop takes over."""
+    from sklearn.gaussian_process.kernels import RBF
+
+    from relaxep import Probit
+
+    rng = np.random.default_rng(1)
+    X = np.r_[rng.normal(-2, 0.5, (30, 2)), rng.normal(2, 0.5, (30, 2))]
+    y = np.r_[np.ones(30), -np.ones(30)]
+    K = 100.0 * RBF(1.5)(X) + 1e-4 * np.eye(60)
+    res = infer(K, y, Probit(), Auto(stages=(ConvergentEP(), DoubleLoopEP())), max_sweeps=50)
+    assert [(type(a.method), a.status) for a in res.attempts][:1] == [(ConvergentEP, "stalled")]
+    assert type(res.attempts[-1].method) is DoubleLoopEP
 
 
 def test_the_tolerance_policy_lives_on_the_method():

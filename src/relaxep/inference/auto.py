@@ -52,6 +52,10 @@ class Auto(InferenceMethod):
     schedule, order, random_state, on_improper
         For the site-rule stages (see :class:`~relaxep.inference.SiteUpdates`).
 
+    A convergent stage (:class:`~relaxep.inference.ConvergentEP`, :class:`~relaxep.inference.DoubleLoopEP`)
+    that runs out of sweeps ends the cascade: it was still lowering its free energy, and the
+    next stage would do the same more slowly; one that stalls hands over.
+
     The result's ``attempts`` lists every stage tried (:class:`~relaxep.inference.Attempt`);
     its ``method`` is the stage whose posterior it returns, and its ``status`` that stage's (so an
     unconverged cascade can end ``"abandoned"``, ``"stuck"``, ``"stalled"`` or ``"max_sweeps"``).
@@ -100,8 +104,8 @@ class Auto(InferenceMethod):
             )
             result = method.run(prior, labels, likelihood, stage_options, init if k == 0 else None)
             results.append(result)
-            if result.converged:
-                break
+            if result.converged or (method.convergent and result.status == "max_sweeps"):
+                break  # (a convergent stage out of budget was still descending: a later one would be slower)
         best = results[-1] if results[-1].converged else min(results, key=lambda r: r.trace[-1])
         attempts = tuple(Attempt(r.method, r.status, r.n_sweeps) for r in results)
         return replace(best, attempts=attempts)

@@ -37,6 +37,8 @@ oscillates on the noise-free step at n = 1000 this takes 15-25 outer iterations
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 import numpy as np
 
 from relaxep._typing import Array, Status
@@ -75,6 +77,8 @@ class ConvergentEP(InferenceMethod):
     max_newton : int
         Newton steps per mean block.
     """
+
+    convergent: ClassVar[bool] = True
 
     def __init__(self, memory: int = 4, max_newton: int = 10) -> None:
         if isinstance(memory, bool) or not isinstance(memory, int | np.integer) or memory < 0:

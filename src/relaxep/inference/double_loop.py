@@ -57,6 +57,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -340,6 +341,8 @@ class DoubleLoopEP(InferenceMethod):
         more than the plain steps (default ``True``; ``False`` is the textbook double loop,
         often hundreds of outer iterations where EP is unstable).
     """
+
+    convergent: ClassVar[bool] = True
 
     def __init__(self, accelerate: bool = True) -> None:
         if not isinstance(accelerate, bool | np.bool_):

@@ -29,6 +29,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -110,6 +111,10 @@ class ConvergenceMonitor:
 
 class InferenceMethod(ParamsMixin, ABC):
     """An algorithm that turns a prior, labels and a likelihood into a Gaussian posterior."""
+
+    #: each step lowers a free energy, so running out of sweeps means slow, not stuck: a cascade
+    #: does not hand such a run to a later (slower) stage of the same kind
+    convergent: ClassVar[bool] = False
 
     @abstractmethod
     def run(
