@@ -2,7 +2,6 @@
 
 import dataclasses
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from problems import oscillating_inputs
 from relaxep import EP, DivergenceError, GPClassifier, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, SiteUpdates
 from relaxep.datasets import load_dataset, make_synthetic, random_splits
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -222,10 +219,9 @@ def test_divergence_raises_a_clear_error(small, monkeypatch):
         GPClassifier(likelihood=Probit(), optimizer=None).fit(X, y)
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "pima.csv").is_file(), reason="needs ../shared/data/pima.csv")
 def test_pima_ep_probit_with_learned_hyperparameters_beats_25_percent():
     """Paper protocol: 319 train / 213 test, 5 seeded splits, z-scored on the training split."""
-    X, y = load_dataset("pima", SHARED_DATA)
+    X, y = load_dataset("pima")
     errors = []
     for train, test in random_splits(len(y), 319, 5, random_state=0):
         scaler = StandardScaler().fit(X[train])
