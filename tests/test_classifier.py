@@ -248,3 +248,27 @@ def test_every_status_but_converged_warns():
     with pytest.warns(ConvergenceWarning, match="status"):
         clf.fit(X, y)
     assert clf.result_.status not in ("converged", "diverged")
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(n_restarts_optimizer=-1), ValueError, "n_restarts_optimizer"),
+        (dict(n_restarts_optimizer=1.5), TypeError, "n_restarts_optimizer"),
+        (dict(max_sweeps=np.inf), ValueError, "max_sweeps"),
+        (dict(tol="0.001"), TypeError, "tol"),
+        (dict(jitter=-1.0), ValueError, "jitter"),
+        (dict(jitter=np.nan), ValueError, "jitter"),
+    ],
+)
+def test_bad_parameters_are_named_at_fit(small, params, error, match):
+    X, y = small
+    with pytest.raises(error, match=match):
+        GPClassifier(optimizer=None, **params).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # scikit-learn's kernel gradient warns of its own NaN
+def test_inputs_that_overflow_the_kernel_are_named_not_reported_as_a_bad_k(small):
+    X, y = small
+    with pytest.raises(ValueError, match="rescale X"):
+        GPClassifier().fit(X * 1e300, y)
