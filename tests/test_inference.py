@@ -452,3 +452,17 @@ def test_a_run_that_did_not_converge_reports_no_evidence():
     ok = infer(K, y, Probit(), EP())
     assert ok.converged and ok.log_evidence < 0.0
     del rng
+
+
+def test_prediction_refuses_negative_prior_variances():
+    K, y = curved_problem(20, 1)
+    res = infer(K, y, Probit(), EP())
+    with pytest.raises(ValueError, match="k_star_diag"):
+        res.predict_proba(K[:3], np.array([1.0, -0.5, 1.0]))
+
+
+def test_a_sparse_matrix_is_refused_with_a_type_error_that_says_what_to_do():
+    from scipy import sparse
+
+    with pytest.raises(TypeError, match=r"dense array.*toarray"):
+        infer(sparse.csr_matrix(np.eye(3)), np.array([1.0, -1.0, 1.0]), Probit(), EP())

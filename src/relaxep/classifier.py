@@ -133,6 +133,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 f"The type of the target is {type_of_target(y)}: {classes.size} classes."
             )
         self._check_parameters()
+        if self.kernel is not None and not isinstance(self.kernel, Kernel):
+            raise TypeError(
+                f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels), got {self.kernel!r}"
+            )
         self.classes_ = classes
         self.X_train_ = np.array(X, copy=True)
         self._y = np.where(y == classes[1], 1.0, -1.0)
@@ -231,7 +235,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
         bounds = self.kernel_.bounds
         starts = [self.kernel_.theta]
-        rng = check_random_state(self.random_state)
+        try:
+            rng = check_random_state(self.random_state)
+        except ValueError as exc:
+            raise ValueError(f"random_state: {exc}") from None
         if self.n_restarts_optimizer > 0:
             if not np.all(np.isfinite(bounds)):
                 raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
