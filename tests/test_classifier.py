@@ -2,7 +2,6 @@
 
 import dataclasses
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,8 +17,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from problems import oscillating_inputs
 from relaxep import EP, DivergenceError, GPClassifier, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, SiteUpdates
 from relaxep.datasets import load_dataset, make_synthetic, random_splits
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.fixture(scope="module")
@@ -222,10 +219,9 @@ def test_divergence_raises_a_clear_error(small, monkeypatch):
         GPClassifier(likelihood=Probit(), optimizer=None).fit(X, y)
 
 
-@pytest.mark.skipif(not (SHARED_DATA / "pima.csv").is_file(), reason="needs ../shared/data/pima.csv")
 def test_pima_ep_probit_with_learned_hyperparameters_beats_25_percent():
     """Paper protocol: 319 train / 213 test, 5 seeded splits, z-scored on the training split."""
-    X, y = load_dataset("pima", SHARED_DATA)
+    X, y = load_dataset("pima")
     errors = []
     for train, test in random_splits(len(y), 319, 5, random_state=0):
         scaler = StandardScaler().fit(X[train])
@@ -252,3 +248,27 @@ def test_every_status_but_converged_warns():
     with pytest.warns(ConvergenceWarning, match="status"):
         clf.fit(X, y)
     assert clf.result_.status not in ("converged", "diverged")
+
+
+@pytest.mark.parametrize(
+    "params, error, match",
+    [
+        (dict(n_restarts_optimizer=-1), ValueError, "n_restarts_optimizer"),
+        (dict(n_restarts_optimizer=1.5), TypeError, "n_restarts_optimizer"),
+        (dict(max_sweeps=np.inf), ValueError, "max_sweeps"),
+        (dict(tol="0.001"), TypeError, "tol"),
+        (dict(jitter=-1.0), ValueError, "jitter"),
+        (dict(jitter=np.nan), ValueError, "jitter"),
+    ],
+)
+def test_bad_parameters_are_named_at_fit(small, params, error, match):
+    X, y = small
+    with pytest.raises(error, match=match):
+        GPClassifier(optimizer=None, **params).fit(X, y)
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # scikit-learn's kernel gradient warns of its own NaN
+def test_inputs_that_overflow_the_kernel_are_named_not_reported_as_a_bad_k(small):
+    X, y = small
+    with pytest.raises(ValueError, match="rescale X"):
+        GPClassifier().fit(X * 1e300, y)

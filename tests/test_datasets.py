@@ -24,15 +24,22 @@ from relaxep.datasets import (
     random_splits,
     uci,
 )
-from relaxep.datasets.registry import CONTENT_SHA256
+from relaxep.datasets.registry import CONTENT_SHA256, PACKAGED_DATA
 
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
-needs_data = pytest.mark.skipif(
-    not all((SHARED_DATA / info.file).is_file() for info in DATASETS.values()),
-    reason=f"needs the project's benchmark CSVs in {SHARED_DATA}",
-)
+SHARED_DATA = PACKAGED_DATA  # the copies inside the package: every test runs on a fresh clone
 
-# label counts (+1, -1) from shared/data/README.md
+#: sha256 of the project's checked copies (the provenance README beside them lists the same)
+FILE_SHA256 = {
+    "diabetes_uci768.csv": "d24219c25c3a47acbb3e5fdfd4aa0fefd22a0f91f0bc40f5d8a8b145c9e56b5f",
+    "diabetis_split_badsns.csv": "a25e5a1c56ad9f911a7d7d6d1f53c496cd86c461a7f88a846ef6146d92a3c956",
+    "haberman.csv": "b7cce041cff60f48ac3139c2e3aaa50e6435fe916cfef1a9c6ce29da50d7cbef",
+    "heart.csv": "4c0865edffcfe56e30c36edf52a1d4e593144c6b581e07619aa3b6c056043bc1",
+    "heart_raetsch_splits.csv": "2fd0219b6373e793f50739cf5f8591994ebe7fb4f0dc8cd2fc06f92546369520",
+    "pima.csv": "e47fdcf210341a33228b6f5750446475d7e2b3865276430636ecd27a8b2671b8",
+    "spambase.csv": "1de92974a25755fb7ebe0683e09ef9fe9fb0c2a0afa29f38b45b799bbce46583",
+}
+
+# label counts (+1, -1) from the provenance README (relaxep/datasets/data/README.md)
 LABEL_COUNTS = {
     "heart": (120, 150),
     "pima": (177, 355),
@@ -42,7 +49,6 @@ LABEL_COUNTS = {
 }
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_shipped_datasets_have_the_documented_shapes_and_label_counts(name):
     info = DATASETS[name]
@@ -105,7 +111,6 @@ def test_paper_splits_are_deterministic_prefix_stable_and_seeded():
         paper_splits("iris")
 
 
-@needs_data
 @pytest.mark.parametrize(("name", "count", "sizes"), [("heart", 10, (170, 100)), ("diabetes", 1, (468, 300))])
 def test_fixed_splits_are_disjoint_with_the_documented_sizes(name, count, sizes):
     splits = fixed_splits(name, SHARED_DATA)
@@ -151,7 +156,6 @@ def test_shape_mismatch_raises_by_default_and_warns_when_not_strict(tmp_path):
         load_dataset("haberman", tmp_path)
 
 
-@needs_data
 def test_relaxep_data_environment_variable_is_honoured(tmp_path, monkeypatch):
     monkeypatch.setenv("RELAXEP_DATA", str(SHARED_DATA))
     assert get_data_home() == SHARED_DATA
@@ -168,7 +172,7 @@ def _number(value: float) -> str:
 
 
 def _write_originals(folder: Path) -> None:
-    """The shared CSVs written back in the original sources' formats."""
+    """The packaged CSVs written back in the original sources' formats."""
     folder.mkdir()
     X, y = load_dataset("heart", SHARED_DATA)
     classes = np.where(y > 0, 2, 1)  # Statlog: 1 absence, 2 presence
@@ -205,8 +209,6 @@ class _QuietHandler(http.server.SimpleHTTPRequestHandler):
 @pytest.fixture(scope="module")
 def mirror(tmp_path_factory):
     """A local HTTP server: ``<url>good/`` serves the originals, ``<url>bad/`` one corrupted value."""
-    if not all((SHARED_DATA / info.file).is_file() for info in DATASETS.values()):
-        pytest.skip(f"needs the project's benchmark CSVs in {SHARED_DATA}")
     root = tmp_path_factory.mktemp("mirror")
     _write_originals(root / "good")
     (root / "bad").mkdir()
@@ -229,7 +231,6 @@ def fetched(mirror, tmp_path_factory):
     return home, {name: fetch(name, home, mirror=mirror + "good/", timeout=5.0) for name in DATASETS}
 
 
-@needs_data
 @pytest.mark.parametrize("name", sorted(DATASETS))
 def test_fetch_from_the_original_formats_reproduces_the_shipped_data(fetched, name):
     home, paths = fetched
@@ -241,7 +242,6 @@ def test_fetch_from_the_original_formats_reproduces_the_shipped_data(fetched, na
     assert paths[name].read_text().splitlines()[0] == (SHARED_DATA / DATASETS[name].file).read_text().splitlines()[0]
 
 
-@needs_data
 def test_fetch_writes_the_shipped_bytes_and_leaves_no_temporary_files(fetched):
     home, paths = fetched
     assert sorted(p.name for p in home.iterdir()) == sorted(info.file for info in DATASETS.values())
@@ -250,7 +250,6 @@ def test_fetch_writes_the_shipped_bytes_and_leaves_no_temporary_files(fetched):
         assert hashlib.sha256(path.read_bytes()).hexdigest() == hashlib.sha256(shared.read_bytes()).hexdigest()
 
 
-@needs_data
 def test_a_corrupted_download_fails_its_checksum_and_caches_nothing(mirror, tmp_path):
     home = tmp_path / "home"
     with pytest.raises(ValueError, match="checksum mismatch for dataset 'haberman'") as info:
@@ -273,7 +272,6 @@ def test_an_unreachable_mirror_gives_a_connection_error_naming_the_data_home(tmp
     assert not home.exists()
 
 
-@needs_data
 def test_load_dataset_downloads_a_missing_file_on_request(mirror, tmp_path, monkeypatch):
     monkeypatch.setattr(uci, "fetch", functools.partial(fetch, mirror=mirror + "good/", timeout=5.0))
     X, y = load_dataset("haberman", tmp_path, download=True)
@@ -344,3 +342,39 @@ def test_random_splits_partition_the_rows_reproducibly():
     assert not np.array_equal(splits[0][0], splits[1][0])
     with pytest.raises(ValueError, match="n_train"):
         random_splits(50, 50, 1)
+
+
+@pytest.mark.parametrize("file", sorted(FILE_SHA256))
+def test_the_packaged_files_are_the_checked_copies(file):
+    assert hashlib.sha256((PACKAGED_DATA / file).read_bytes()).hexdigest() == FILE_SHA256[file]
+    assert (PACKAGED_DATA / "README.md").read_text().count(FILE_SHA256[file]) == 1
+
+
+def test_without_a_data_folder_the_packaged_copy_is_read(tmp_path, monkeypatch):
+    monkeypatch.setenv("RELAXEP_DATA", str(tmp_path / "empty"))
+    X, _y = load_dataset("heart")
+    assert X.shape == (270, 13)
+    assert len(fixed_splits("heart")) == 10
+
+
+def test_a_users_folder_overrides_the_packaged_copy(tmp_path, monkeypatch):
+    text = (PACKAGED_DATA / "haberman.csv").read_text().splitlines()
+    text[1] = "31" + text[1][2:]
+    (tmp_path / "haberman.csv").write_text("\n".join(text) + "\n")
+    monkeypatch.setenv("RELAXEP_DATA", str(tmp_path))
+    assert load_dataset("haberman")[0][0, 0] == 31.0  # the environment's folder
+    assert load_dataset("haberman", tmp_path)[0][0, 0] == 31.0  # an explicit folder
+    monkeypatch.delenv("RELAXEP_DATA")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    assert load_dataset("haberman")[0][0, 0] == 30.0  # the packaged copy
+
+
+@pytest.mark.parametrize("cell", ["nan", "inf", "-inf"])
+def test_a_damaged_file_with_a_non_finite_cell_is_refused_at_load_time(tmp_path, cell):
+    text = (PACKAGED_DATA / "haberman.csv").read_text().splitlines()
+    fields = text[5].split(",")
+    fields[1] = cell
+    text[5] = ",".join(fields)
+    (tmp_path / "haberman.csv").write_text("\n".join(text) + "\n")
+    with pytest.raises(ValueError, match=r"non-finite value .* data row 5, column 2"):
+        load_dataset("haberman", tmp_path)

@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -26,8 +25,6 @@ from relaxep.experiments.studies.robustness import ROBUST_METHODS, BestEvidence,
 from relaxep.experiments.studies.toy import exact_linear_posterior, weight_posterior
 from relaxep.experiments.study import StudyContext
 from relaxep.experiments.tables import paired_p_value, summarize
-
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
 
 @pytest.mark.parametrize("eps", [0.1, 0.2])
@@ -206,10 +203,8 @@ def test_toy_claims_have_verdicts_and_big_c_rep_is_ep(toy_report):
 @pytest.fixture(scope="module")
 def quick_report(tmp_path_factory):
     """Every paper study, ``--quick`` (about 80 s on 2 cores)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"the UCI study needs {SHARED_DATA}")
     out = tmp_path_factory.mktemp("reproduce-all")
-    report = reproduce(PAPER_STUDIES, out, quick=True, n_jobs=2, data_home=str(SHARED_DATA), progress=False)
+    report = reproduce(PAPER_STUDIES, out, quick=True, n_jobs=2, progress=False)  # the packaged UCI data
     return out, report
 
 

@@ -440,3 +440,29 @@ def test_the_default_criterion_does_not_depend_on_the_kernel_amplitude(scale):
     )
     if scale > 1:
         assert infer(scale * K, y, lik, EP(damping=0.5), criterion="alpha").n_sweeps == 1
+
+
+def test_a_run_that_did_not_converge_reports_no_evidence():
+    """Away from a fixed point the EP formula is not an evidence: REP(0.1) on 45% flipped labels
+    gave log p(y) = +105 for discrete labels.  Unconverged runs report nan."""
+    rng = np.random.default_rng(0)
+    K, y = curved_problem(200, 3, flip=0.45)
+    res = infer(K, y, NoisyStep(0.1), RelaxedEP(0.1), max_sweeps=20)
+    assert not res.converged and np.isnan(res.log_evidence)
+    ok = infer(K, y, Probit(), EP())
+    assert ok.converged and ok.log_evidence < 0.0
+    del rng
+
+
+def test_prediction_refuses_negative_prior_variances():
+    K, y = curved_problem(20, 1)
+    res = infer(K, y, Probit(), EP())
+    with pytest.raises(ValueError, match="k_star_diag"):
+        res.predict_proba(K[:3], np.array([1.0, -0.5, 1.0]))
+
+
+def test_a_sparse_matrix_is_refused_with_a_type_error_that_says_what_to_do():
+    from scipy import sparse
+
+    with pytest.raises(TypeError, match=r"dense array.*toarray"):
+        infer(sparse.csr_matrix(np.eye(3)), np.array([1.0, -1.0, 1.0]), Probit(), EP())

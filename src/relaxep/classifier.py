@@ -8,6 +8,7 @@ and delegates inference to :func:`relaxep.infer`.
 
 from __future__ import annotations
 
+import numbers
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +23,7 @@ from sklearn.utils.multiclass import check_classification_targets, type_of_targe
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._typing import Array
+from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
 from relaxep.likelihoods import Likelihood, NoisyProbit
@@ -130,8 +132,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 "Only binary classification is supported (multi-class is not supported yet). "
                 f"The type of the target is {type_of_target(y)}: {classes.size} classes."
             )
-        if not (float(self.jitter) >= 0.0):
-            raise ValueError(f"jitter must be >= 0, got {self.jitter!r}")
+        self._check_parameters()
+        if self.kernel is not None and not isinstance(self.kernel, Kernel):
+            raise TypeError(
+                f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels), got {self.kernel!r}"
+            )
         self.classes_ = classes
         self.X_train_ = np.array(X, copy=True)
         self._y = np.where(y == classes[1], 1.0, -1.0)
@@ -162,6 +167,19 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.log_marginal_likelihood_value_ = result.log_evidence
         return self
 
+    def _check_parameters(self) -> None:
+        """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        if isinstance(self.n_restarts_optimizer, bool) or not isinstance(self.n_restarts_optimizer, numbers.Integral):
+            raise TypeError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
+        if self.n_restarts_optimizer < 0:
+            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
+            raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
+        if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
+            raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
+
     def _kernel_matrix(self, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
         kernel = self.kernel_.clone_with_theta(theta)
         if eval_gradient:
@@ -169,6 +187,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         else:
             K, dK = kernel(self.X_train_), None
         K[np.diag_indices_from(K)] += float(self.jitter)
+        if not (np.all(np.isfinite(K)) and (dK is None or np.all(np.isfinite(dK)))):
+            raise ValueError(
+                f"the kernel {kernel} (or its gradient) evaluated at X is not finite "
+                f"(largest |X| = {np.abs(self.X_train_).max():.3g}): "
+                "X's scale overflows it; rescale X (e.g. sklearn.preprocessing.StandardScaler)"
+            )
         return K, dK
 
     def _infer(self, theta: Array, K: Array | None = None) -> InferenceResult:
@@ -211,7 +235,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
         bounds = self.kernel_.bounds
         starts = [self.kernel_.theta]
-        rng = check_random_state(self.random_state)
+        try:
+            rng = check_random_state(self.random_state)
+        except ValueError as exc:
+            raise ValueError(f"random_state: {exc}") from None
         if self.n_restarts_optimizer > 0:
             if not np.all(np.isfinite(bounds)):
                 raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")

@@ -1,10 +1,16 @@
-"""The ``relaxep`` command line."""
+"""The ``relaxep`` command line: ``relaxep demo`` and ``relaxep reproduce``.
+
+Errors are one line on stderr (``relaxep: error: ...``) with exit status 2; ``--debug`` shows
+the traceback instead.
+"""
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -53,37 +59,119 @@ def demo(
     return rows
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``relaxep`` console script."""
-    parser = argparse.ArgumentParser(prog="relaxep", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-    p_demo = sub.add_parser("demo", help="fit EP, Power EP and REP on a generated label-noise problem (offline)")
-    p_demo.add_argument("--n-train", type=int, default=400)
-    p_demo.add_argument("--n-test", type=int, default=4000)
-    p_demo.add_argument("--flip-rate", type=float, default=0.2)
-    p_demo.add_argument("--seed", type=int, default=0)
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _flip_rate(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not (0.0 <= value < 0.5):
+        raise argparse.ArgumentTypeError(f"must lie in [0, 0.5), got {value}")
+    return value
+
+
+_DEMO_EXAMPLES = """examples:
+  relaxep demo                                  400 training points, 20% flipped labels
+  relaxep demo --n-train 1000 --flip-rate 0.1   a larger, cleaner problem
+"""
+
+_REPRODUCE_EXAMPLES = """examples:
+  relaxep reproduce toy --out results                   the toy study (about a minute)
+  relaxep reproduce all --quick --jobs 2 --out quick    every paper study, quick (a few minutes)
+  relaxep reproduce uci --data-home ~/data/uci          the UCI study on your own copies of the data
+  relaxep reproduce robustness --scheduler tcp://host:8786 --out rob
+                                                        on an existing Dask cluster (pip install "relaxep[dask]")
+
+A killed run resumes where it stopped: finished cells are cached in OUT/cache/.
+"""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relaxep",
+        description="EP, Power EP and Relaxed EP for Gaussian process classification: demos and the paper's studies.",
+        epilog="Run 'relaxep COMMAND --help' for each command's options and examples.",
+    )
+    parser.add_argument("--debug", action="store_true", help="show the full traceback when a command fails")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    p_demo = sub.add_parser(
+        "demo",
+        help="fit EP, Power EP and REP on a generated label-noise problem (offline)",
+        description="Fit EP, damped EP, Power EP and REP on one generated label-noise problem and print a table.",
+        epilog=_DEMO_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p_demo.add_argument("--n-train", type=_positive_int, default=400, help="training points (default: 400)")
+    p_demo.add_argument("--n-test", type=_positive_int, default=4000, help="clean test points (default: 4000)")
+    p_demo.add_argument("--flip-rate", type=_flip_rate, default=0.2, help="fraction of flipped labels (default: 0.2)")
+    p_demo.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p_rep = sub.add_parser(
         "reproduce",
-        help="rerun the paper's studies; writes CSV tables, PNG figures and DIR/report.md (resumable)",
+        help="rerun the paper's studies; writes CSV tables, PNG figures and OUT/report.md (resumable)",
+        description="Rerun the paper's studies (toy, synthetic, uci; 'all' is the three) or the robustness study, "
+        "and write CSV tables, PNG figures and OUT/report.md with the paper's claims beside what was measured.",
+        epilog=_REPRODUCE_EXAMPLES,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness"])
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
-    p_rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes (joblib)")
-    p_rep.add_argument("--data-home", default=None, help="folder with the UCI CSVs (else $RELAXEP_DATA, then cache)")
+    p_rep.add_argument("--jobs", type=_positive_int, default=1, help="parallel worker processes (joblib; default 1)")
+    p_rep.add_argument(
+        "--data-home", default=None, help="folder with your own UCI CSVs (default: the copies shipped with relaxep)"
+    )
     p_rep.add_argument("--scheduler", default=None, help="address of a Dask scheduler to run the cells on")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        demo(args.n_train, args.n_test, args.flip_rate, args.seed)
-    elif args.command == "reproduce":
-        from relaxep.experiments import PAPER_STUDIES
-        from relaxep.experiments.reproduce import reproduce
+    return parser
 
-        studies = PAPER_STUDIES if args.study == "all" else (args.study,)
-        report = reproduce(
-            studies, args.out, quick=args.quick, n_jobs=args.jobs, data_home=args.data_home, scheduler=args.scheduler
-        )
-        print(f"report: {report}")
+
+def _reproduce(args: argparse.Namespace) -> None:
+    from relaxep.experiments import PAPER_STUDIES
+    from relaxep.experiments.reproduce import reproduce
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"--out {out} is a file, not a folder")
+    if args.data_home is not None and not Path(args.data_home).is_dir():
+        raise FileNotFoundError(f"--data-home {args.data_home} is not a folder")
+    try:
+        (out / "figures").mkdir(parents=True, exist_ok=True)
+        probe = out / ".relaxep-write-test"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as exc:
+        raise PermissionError(f"cannot write to --out {out}: {exc.strerror or exc}") from exc
+    studies = PAPER_STUDIES if args.study == "all" else (args.study,)
+    report = reproduce(
+        studies, out, quick=args.quick, n_jobs=args.jobs, data_home=args.data_home, scheduler=args.scheduler
+    )
+    print(f"report: {report}")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``relaxep`` console script: 0 on success, 2 on an error (one line on stderr)."""
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "demo":
+            demo(args.n_train, args.n_test, args.flip_rate, args.seed)
+        else:
+            _reproduce(args)
+    except KeyboardInterrupt:
+        print("relaxep: interrupted", file=sys.stderr)
+        return 130
+    except (OSError, ValueError, TypeError, ImportError) as exc:
+        if args.debug:
+            raise
+        print(f"relaxep: error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 
-__all__ = ["DATASETS", "DatasetInfo", "dataset_info", "get_data_home"]
+__all__ = ["DATASETS", "PACKAGED_DATA", "DatasetInfo", "dataset_info", "find_data_file", "get_data_home"]
 
 
 @dataclass(frozen=True)
@@ -155,11 +155,24 @@ def dataset_info(name: str) -> DatasetInfo:
     return DATASETS[name]
 
 
+#: the copies that ship inside the package (``relaxep/datasets/data``, with README and licences)
+PACKAGED_DATA = Path(__file__).parent / "data"
+
+
 def get_data_home(path: str | os.PathLike | None = None) -> Path:
-    """Where datasets are read from: ``path``, else ``$RELAXEP_DATA``, else ``~/.cache/relaxep``."""
+    """Where datasets are written and first looked for: ``path``, else ``$RELAXEP_DATA``, else ``~/.cache/relaxep``."""
     if path is not None:
         return Path(path)
     env = os.environ.get("RELAXEP_DATA")
     if env:
         return Path(env)
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "relaxep"
+
+
+def find_data_file(file: str, data_home: str | os.PathLike | None = None) -> Path:
+    """The file to read: in ``data_home`` when one is given (only there), else in the data home
+    (``$RELAXEP_DATA`` or ``~/.cache/relaxep``) if a copy is there, else the packaged copy."""
+    home = get_data_home(data_home)
+    if data_home is not None or (home / file).is_file():
+        return home / file
+    return PACKAGED_DATA / file

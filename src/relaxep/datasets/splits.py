@@ -14,7 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 from sklearn.model_selection import ShuffleSplit
 
-from relaxep.datasets.registry import FIXED_SPLITS, dataset_info, get_data_home
+from relaxep.datasets.registry import FIXED_SPLITS, dataset_info, find_data_file
 
 __all__ = ["fixed_splits", "paper_splits", "random_splits"]
 
@@ -76,7 +76,8 @@ def fixed_splits(name: str, data_home: str | os.PathLike | None = None) -> list[
     name : str
         ``"heart"`` or ``"diabetes"``.
     data_home : path-like or None
-        Folder holding the split file, as for :func:`load_dataset`.
+        Folder holding the split file, as for :func:`~relaxep.datasets.load_dataset` (default: the
+        data home if it holds a copy, else the packaged one).
 
     Returns
     -------
@@ -87,12 +88,11 @@ def fixed_splits(name: str, data_home: str | os.PathLike | None = None) -> list[
     if name not in FIXED_SPLITS:
         raise ValueError(f"there are no fixed splits for dataset {name!r}, only for {sorted(FIXED_SPLITS)}")
     file, n_train, n_test = FIXED_SPLITS[name]
-    home = get_data_home(data_home)
-    path = home / file
+    path = find_data_file(file, data_home)
     if not path.is_file():
         raise FileNotFoundError(
-            f"split file for {name!r} not found at {path}; it ships with the project's shared/data and cannot be "
-            f"downloaded: pass data_home=... or set RELAXEP_DATA to a folder holding {file}"
+            f"split file for {name!r} not found at {path}; it ships inside relaxep (relaxep/datasets/data) and "
+            f"cannot be downloaded: leave data_home unset to read the packaged copy, or use a folder holding {file}"
         )
     with path.open(newline="", encoding="utf-8") as handle:
         records = list(csv.DictReader(handle))

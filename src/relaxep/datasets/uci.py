@@ -1,8 +1,9 @@
-"""Reading the benchmark datasets from a data home.
+"""Reading the benchmark datasets: the user's folder if it holds them, else the packaged copies.
 
-:func:`load_dataset` reads ``<data_home>/<file>.csv`` (a header row, the feature columns, then
-a last column ``label`` of -1/+1); the data home is ``data_home``, else ``$RELAXEP_DATA``, else
-``~/.cache/relaxep`` (:func:`get_data_home`).
+:func:`load_dataset` reads ``<folder>/<file>.csv`` (a header row, the feature columns, then a
+last column ``label`` of -1/+1): ``data_home`` when given, else ``$RELAXEP_DATA`` or
+``~/.cache/relaxep`` when the file is there, else the copy inside the package
+(:func:`~relaxep.datasets.registry.find_data_file`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from relaxep.datasets._download import fetch
-from relaxep.datasets.registry import dataset_info, get_data_home
+from relaxep.datasets.registry import dataset_info, find_data_file, get_data_home
 
 __all__ = ["load_dataset"]
 
@@ -28,17 +29,19 @@ def load_dataset(
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Load one of the paper's datasets as ``X`` (float) and ``y`` in {-1, +1}.
 
-    Reads ``<data_home>/<file>.csv``: a header row, the feature columns, then a last
-    column ``label`` of -1/+1 (the layout of the project's ``shared/data``).
+    Reads ``<folder>/<file>.csv``: a header row, the feature columns, then a last column
+    ``label`` of -1/+1.  The folder is ``data_home`` when given, else ``$RELAXEP_DATA`` or
+    ``~/.cache/relaxep`` if the file is there, else the copy shipped in the package.
 
     Parameters
     ----------
     name : str
         A key of :data:`DATASETS`.
     data_home : path-like or None
-        Folder holding the CSV; ``None`` means ``$RELAXEP_DATA``, else ``~/.cache/relaxep``.
+        Folder holding the CSV (only it is read); ``None``: the data home if it holds a copy,
+        else the packaged one.
     download : bool
-        If the file is missing, download it with :func:`fetch` instead of raising.
+        If the file is missing from ``data_home``, download it with :func:`fetch` instead of raising.
     strict : bool
         If the table's shape differs from :data:`DATASETS`, raise a ``ValueError`` (default:
         the paper's splits index the rows); ``False`` warns and returns the table as it is.
@@ -58,7 +61,7 @@ def load_dataset(
     """
     info = dataset_info(name)
     home = get_data_home(data_home)
-    path = home / info.file
+    path = find_data_file(info.file, data_home)
     if not path.is_file():
         if not download:
             raise FileNotFoundError(
@@ -73,6 +76,12 @@ def load_dataset(
         raise ValueError(f"{path}: expected a numeric CSV with one header row ({exc})") from exc
     if table.shape[0] == 0 or table.shape[1] < 2:
         raise ValueError(f"{path}: expected a header row, then rows of features and a last column label")
+    if not np.all(np.isfinite(table)):
+        row, col = np.argwhere(~np.isfinite(table))[0]
+        raise ValueError(
+            f"{path}: non-finite value {table[row, col]} in data row {row + 1}, column {col + 1}; "
+            "the datasets have no missing values, so the file is damaged (fetch it again)"
+        )
     X, y = np.ascontiguousarray(table[:, :-1]), table[:, -1].copy()
     if not np.all(np.isin(y, (-1.0, 1.0))):
         raise ValueError(f"{path}: the last column must hold labels -1/+1")

@@ -167,7 +167,7 @@ def make_result(
         n_sweeps=len(trace),
         n_skipped=int(sum(skipped)),
         trace=np.asarray(trace),
-        log_evidence=log_evidence(post, likelihood, labels),
+        log_evidence=log_evidence(post, likelihood, labels) if status == "converged" else float("nan"),
         likelihood=likelihood,
         method=method,
         skipped_per_sweep=np.asarray(skipped, dtype=int),

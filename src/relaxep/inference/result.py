@@ -75,8 +75,9 @@ class InferenceResult:
     trace : ndarray
         The convergence statistic after each sweep.
     log_evidence : float
-        EP approximation to :math:`\\log p(y)`; ``nan`` (undefined) when a cavity of the
-        final posterior is improper, which a ``"converged"`` run never has.
+        EP approximation to :math:`\\log p(y)` at the fixed point: ``nan`` unless the run
+        converged (away from a fixed point the EP formula is not an evidence; on 45% flipped labels
+        it gave +105 for discrete labels), and where a cavity is improper.
     likelihood : Likelihood
     method : InferenceMethod
         What produced this posterior (with :class:`~relaxep.inference.Auto`: the stage).

@@ -8,6 +8,8 @@ noise of scale :math:`\sigma`: it contains the step (:math:`\sigma \to 0`) and t
 
 from __future__ import annotations
 
+import numbers
+
 import numpy as np
 from scipy.special import expit, log_expit, log_ndtr, xlogy
 
@@ -17,6 +19,12 @@ from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
 __all__ = ["Logistic", "NoisyProbit", "NoisyStep", "Probit"]
+
+
+def _check_eps(eps: object) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real):
+        raise TypeError(f"label-noise rate eps must be a real number in [0, 0.5), got {eps!r}")
+    return float(eps)
 
 
 def _step_cumulants(mean: Array, var: Array, scale: Array, dlog_z: Array) -> tuple[Array, Array, Array, Array]:
@@ -55,7 +63,7 @@ class NoisyStep(Likelihood):
     """
 
     def __init__(self, eps: float = 0.1) -> None:
-        value = float(eps)
+        value = _check_eps(eps)
         if not np.isfinite(value) or not (0.0 <= value < 0.5):
             raise ValueError(f"label-noise rate eps must lie in [0, 0.5), got {eps!r}")
         self.eps = eps  # stored as given (scikit-learn's clone checks identity)
@@ -160,7 +168,9 @@ class NoisyProbit(QuadratureLikelihood):
     """
 
     def __init__(self, eps: float = 0.05, scale: float = 1.0) -> None:
-        value = float(eps)
+        value = _check_eps(eps)
+        if isinstance(scale, bool) or not isinstance(scale, numbers.Real):
+            raise TypeError(f"latent noise scale must be a real number, got {scale!r}")
         if not np.isfinite(value) or not (0.0 <= value < 0.5):
             raise ValueError(f"label-noise rate eps must lie in [0, 0.5), got {eps!r}")
         if not (np.isfinite(float(scale)) and float(scale) > 0.0):

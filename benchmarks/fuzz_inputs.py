@@ -1,0 +1,275 @@
+"""Bad input and faults at every public entry point: what does each one get back?
+
+Each case calls one public function with one bad argument (or a fault such as a damaged file)
+and is classed as: ``clear error`` (a ValueError/TypeError/FileNotFoundError whose message names
+the argument, as expected), ``result`` (returned; then it must be a correct answer: the case says
+what is correct), ``unclear error`` (another exception, or a message that does not name the
+argument), ``hang`` (over 60 s) or ``mutated`` (an input changed).  Prints a table and counts;
+``python benchmarks/fuzz_inputs.py [--out benchmarks/results/fuzz_inputs.md]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import signal
+import tempfile
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from scipy import sparse
+from sklearn.gaussian_process.kernels import RBF
+
+from relaxep import EP, GPClassifier, NoisyProbit, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from relaxep.datasets import fetch, flip_labels, load_dataset, make_synthetic, paper_splits
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=(30, 2))
+Y = np.where(X[:, 0] > 0, 1.0, -1.0)
+K = RBF(1.0)(X) + 1e-6 * np.eye(30)
+FIT = infer(K, Y, Probit(), EP())
+
+
+class Hang(Exception):
+    pass
+
+
+def _alarm(signum, frame):
+    raise Hang
+
+
+def case(
+    name: str, call: Callable[[], object], names: tuple[str, ...], correct: Callable[[object], bool] | None = None
+):
+    """``names``: words one of which a clear error must contain; ``correct``: how a returned value is judged."""
+    return name, call, names, correct
+
+
+def _ok_result(result) -> bool:
+    return getattr(result, "status", "converged") in ("converged",) and np.all(np.isfinite(result.mean))
+
+
+def _cases(tmp: Path) -> list:
+    cases = []
+    bad_k = {
+        "K with NaN": np.where(np.eye(30) > 0, np.nan, K),
+        "K with inf": np.where(np.eye(30) > 0, np.inf, K),
+        "K not square": K[:, :29],
+        "K not symmetric": K + np.triu(np.ones((30, 30)), 1) * 0.1,
+        "K negative diagonal": K - 2 * np.eye(30),
+        "K indefinite": K - 0.9 * np.ones((30, 30)),
+        "K scipy.sparse": sparse.csr_matrix(K),
+        "K a string": "K",
+        "K None": None,
+        "K empty": np.zeros((0, 0)),
+        "K 3-D": K[None],
+        "K of strings": np.full((30, 30), "a"),
+    }
+    for name, k in bad_k.items():
+        cases.append(case(f"infer: {name}", lambda k=k: infer(k, Y, Probit(), EP()), ("K", "kernel")))
+    cases.append(
+        case(
+            "infer: K scaled 1e10 (step)",
+            lambda: infer(1e10 * K, Y, NoisyStep(0.1), EP(damping=0.5)),
+            (),
+            lambda r: (
+                _ok_result(r)
+                and np.allclose(
+                    r.predict_proba(1e10 * K[:3], 1e10 * np.diag(K)[:3]),
+                    infer(K, Y, NoisyStep(0.1), EP(damping=0.5)).predict_proba(K[:3], np.diag(K)[:3]),
+                    atol=1e-6,
+                )
+            ),
+        )
+    )
+    cases.append(case("infer: K list of lists", lambda: infer(K.tolist(), Y, Probit(), EP()), (), _ok_result))
+    cases.append(
+        case(
+            "infer: y as the strings '1.0'/'-1.0'",
+            lambda: infer(K, Y.astype(str), Probit(), EP()),
+            (),
+            lambda r: np.array_equal(r.mean, FIT.mean),
+        )
+    )
+    bad_y = {
+        "y wrong length": Y[:-1],
+        "y 0/1": (Y > 0).astype(float),
+        "y words": np.where(Y > 0, "yes", "no"),
+        "y NaN": np.r_[np.nan, Y[1:]],
+        "y one class": np.ones(30),
+        "y 2-D": Y[:, None],
+        "y None": None,
+    }
+    for name, y in bad_y.items():
+        cases.append(case(f"infer: {name}", lambda y=y: infer(K, y, Probit(), EP()), ("y", "labels", "length")))
+    bad_kw = {
+        "likelihood='probit'": dict(likelihood="probit"),
+        "likelihood=Probit": dict(likelihood=Probit),
+        "rule='EP'": dict(rule="EP"),
+        "rule=EP": dict(rule=EP),
+        "max_sweeps=0": dict(max_sweeps=0),
+        "max_sweeps=-1": dict(max_sweeps=-1),
+        "max_sweeps=2.5": dict(max_sweeps=2.5),
+        "max_sweeps=inf": dict(max_sweeps=np.inf),
+        "max_sweeps=nan": dict(max_sweeps=np.nan),
+        "max_sweeps='10'": dict(max_sweeps="10"),
+        "max_sweeps=True": dict(max_sweeps=True),
+        "tol=0": dict(tol=0.0),
+        "tol=-1": dict(tol=-1.0),
+        "tol=inf": dict(tol=np.inf),
+        "tol=nan": dict(tol=np.nan),
+        "tol='1e-3'": dict(tol="1e-3"),
+        "schedule='zigzag'": dict(schedule="zigzag"),
+        "schedule=3": dict(schedule=3),
+        "order='backwards'": dict(order="backwards"),
+        "criterion='scaled'": dict(criterion="scaled"),
+        "on_improper='maybe'": dict(on_improper="maybe"),
+        "blas_threads=0": dict(blas_threads=0),
+        "blas_threads='2'": dict(blas_threads="2"),
+        "init=<a result with 10 sites>": dict(init=infer(K[:10, :10], Y[:10], Probit(), EP())),
+    }
+    for name, kw in bad_kw.items():
+        word = name.split("=")[0]
+        args = dict(likelihood=Probit(), rule=EP())
+        args.update(kw)
+        cases.append(case(f"infer: {name}", lambda args=args: infer(K, Y, **args), (word,)))
+    cases.append(
+        case("predict_proba: negative prior variances", lambda: FIT.predict_proba(K[:3], -np.ones(3)), ("k_star_diag",))
+    )
+    cases.append(
+        case("predict_proba: K_star of the wrong width", lambda: FIT.predict_proba(K[:3, :10], np.ones(3)), ("K_star",))
+    )
+    cases.append(
+        case(
+            "predict_proba: NaN in K_star", lambda: FIT.predict_proba(np.full((3, 30), np.nan), np.ones(3)), ("K_star",)
+        )
+    )
+    ctor = {
+        "NoisyStep(-0.1)": lambda: NoisyStep(-0.1),
+        "NoisyStep(0.5)": lambda: NoisyStep(0.5),
+        "NoisyStep('a')": lambda: NoisyStep("a"),
+        "NoisyProbit(0.1, 0)": lambda: NoisyProbit(0.1, 0.0),
+        "Probit().log_z(power=2)": lambda: Probit().log_z(0.0, 1.0, 2.0),
+        "EP(damping=0)": lambda: EP(damping=0.0),
+        "EP(damping='x')": lambda: EP(damping="x"),
+        "PowerEP(u=1.5)": lambda: PowerEP(1.5),
+        "RelaxedEP(c=-1)": lambda: RelaxedEP(-1.0),
+        "RelaxedEP(variant='x')": lambda: RelaxedEP(variant="x"),
+    }
+    for name, make in ctor.items():
+        word = {
+            "NoisyStep": "eps",
+            "NoisyProbit": "scale",
+            "Probit()": "power",
+            "EP(": "damping",
+            "PowerEP": "power",
+            "RelaxedEP(c": "c",
+            "RelaxedEP(v": "variant",
+        }
+        key = next(v for k, v in word.items() if name.startswith(k))
+        cases.append(case(name, make, (key,)))
+    est = {
+        "kernel='rbf'": dict(kernel="rbf"),
+        "likelihood='x'": dict(likelihood="x"),
+        "rule='x'": dict(rule="x"),
+        "optimizer='bfgs'": dict(optimizer="bfgs"),
+        "n_restarts_optimizer=-1": dict(n_restarts_optimizer=-1),
+        "n_restarts_optimizer=1.5": dict(n_restarts_optimizer=1.5),
+        "max_sweeps=0": dict(max_sweeps=0),
+        "tol=-1": dict(tol=-1.0),
+        "jitter=-1": dict(jitter=-1.0),
+        "jitter=nan": dict(jitter=np.nan),
+        "schedule='x'": dict(schedule="x"),
+        "random_state='x'": dict(random_state="x", n_restarts_optimizer=1),
+    }
+    for name, params in est.items():
+        word = name.split("=")[0]
+        cases.append(case(f"GPClassifier({name}).fit", lambda p=params: GPClassifier(**p).fit(X, Y), (word,)))
+    fits = {
+        "X with NaN": (np.r_[[[np.nan, 0.0]], X[1:]], Y, ("NaN", "X")),
+        "X with inf": (X + np.inf, Y, ("inf", "X")),
+        "X * 1e300": (X * 1e300, Y, ("X",)),
+        "X 1-D": (X[:, 0], Y, ("2D", "X", "array")),
+        "X empty": (X[:0], Y[:0], ("sample", "X")),
+        "y one class": (X, np.ones(30), ("class",)),
+        "y NaN": (X, np.r_[np.nan, Y[1:]], ("NaN", "y", "Input")),
+        "lengths differ": (X, Y[:-1], ("samples", "inconsistent")),
+        "y continuous": (X, rng.normal(size=30), ("continuous", "Unknown label")),
+    }
+    for name, (xx, yy, words) in fits.items():
+        cases.append(case(f"GPClassifier().fit: {name}", lambda xx=xx, yy=yy: GPClassifier().fit(xx, yy), words))
+    fitted = GPClassifier(optimizer=None).fit(X, Y)
+    cases.append(case("predict before fit", lambda: GPClassifier().predict(X), ("fitted",)))
+    cases.append(case("predict: wrong number of features", lambda: fitted.predict(X[:, :1]), ("features",)))
+    cases.append(case("predict: NaN", lambda: fitted.predict(np.r_[[[np.nan, 0.0]], X[1:]]), ("NaN", "X")))
+    damaged = tmp / "damaged"
+    damaged.mkdir()
+    (damaged / "haberman.csv").write_text("age,year,nodes,label\n30,64,nan,1\n")
+    (damaged / "heart.csv").write_text("")
+    cases += [
+        case("load_dataset: unknown name", lambda: load_dataset("iris"), ("unknown dataset",)),
+        case("load_dataset: NaN cell", lambda: load_dataset("haberman", damaged), ("non-finite",)),
+        case("load_dataset: empty file", lambda: load_dataset("heart", damaged), ("heart.csv",)),
+        case("load_dataset: missing folder", lambda: load_dataset("pima", tmp / "none"), ("not found", "data_home")),
+        case("fetch: timeout=0", lambda: fetch("heart", tmp, timeout=0), ("timeout",)),
+        case("paper_splits: n_splits=0", lambda: paper_splits("heart", 0), ("n_splits",)),
+        case("flip_labels: rate=0.7", lambda: flip_labels(Y, 0.7), ("rate",)),
+        case("make_synthetic: n_per_class=0", lambda: make_synthetic(0), ("n_per_class",)),
+    ]
+    return cases
+
+
+def run(timeout: int = 60) -> tuple[list[tuple[str, str, str]], dict[str, int]]:
+    rows = []
+    signal.signal(signal.SIGALRM, _alarm)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, call, words, correct in _cases(Path(tmp)):
+            before = copy.deepcopy((X, Y, K))
+            signal.alarm(timeout)
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    result = call()
+                outcome = "result" if correct is None else ("correct result" if correct(result) else "wrong result")
+                if correct is None and words:
+                    outcome = "accepted"  # an error was expected
+                detail = type(result).__name__
+            except Hang:
+                outcome, detail = "hang", f"over {timeout} s"
+            except (ValueError, TypeError, FileNotFoundError, ConnectionError) as exc:
+                message = str(exc)
+                named = any(w.lower() in message.lower() for w in words)
+                outcome = "clear error" if named else "unclear error"
+                detail = f"{type(exc).__name__}: {message[:110]}"
+            except Exception as exc:
+                outcome, detail = "unclear error", f"{type(exc).__name__}: {str(exc)[:110]}"
+            finally:
+                signal.alarm(0)
+            if not all(np.array_equal(a, b, equal_nan=True) for a, b in zip(before, (X, Y, K), strict=True)):
+                outcome = "mutated"
+            rows.append((name, outcome, detail.replace("|", "/").replace("\n", " ")))
+    counts: dict[str, int] = {}
+    for _, outcome, _ in rows:
+        counts[outcome] = counts.get(outcome, 0) + 1
+    return rows, counts
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    rows, counts = run()
+    lines = ["| case | outcome | what came back |", "|---|---|---|"] + [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    summary = ", ".join(f"{k}: {v}" for k, v in sorted(counts.items()))
+    print("\n".join(lines) + f"\n\n{len(rows)} cases: {summary}")
+    if args.out:
+        Path(args.out).write_text(
+            "# Bad input at every public entry point (`python benchmarks/fuzz_inputs.py`)\n\n"
+            f"{len(rows)} cases: {summary}.\n\n" + "\n".join(lines) + "\n"
+        )
+
+
+if __name__ == "__main__":
+    main()
