@@ -1,0 +1,46 @@
+"""scikit-learn's own ``GaussianProcessClassifier`` tests, run against ``GPClassifier``.
+
+The module reads ``sklearn/gaussian_process/tests/test_gpc.py`` from the installed
+scikit-learn, changes its one import of the estimator to ``relaxep.GPClassifier`` and runs
+every test in it, so a newer scikit-learn's tests are picked up as they are.  Nobody here
+wrote them: they are a client's expectations (evidence at the optimum, bound warnings,
+structured inputs, ``clone_kernel``, optimiser restarts, error messages).  Their own
+``xfail`` marks stay (scikit-learn's Laplace evidence gradient fails checks that the EP
+gradient passes: those show as XPASS).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import sklearn
+
+_SOURCE = Path(sklearn.__file__).parent / "gaussian_process" / "tests" / "test_gpc.py"
+_IMPORT = "from sklearn.gaussian_process import GaussianProcessClassifier"
+
+if not _SOURCE.is_file():  # pragma: no cover - a scikit-learn installed without its tests
+    pytest.skip(f"scikit-learn's tests are not installed ({_SOURCE})", allow_module_level=True)
+_TEXT = _SOURCE.read_text(encoding="utf-8")
+if _TEXT.count(_IMPORT) != 1:  # pragma: no cover - the file changed shape: look at it
+    raise RuntimeError(f"{_SOURCE} no longer imports the estimator as {_IMPORT!r}; update this module")
+
+_SWAPPED = _TEXT.replace(_IMPORT, "from relaxep import GPClassifier as GaussianProcessClassifier")
+exec(compile(_SWAPPED, str(_SOURCE), "exec"), globals())  # the installed file, estimator swapped
+
+# Until the multi-class issue lands (issue 14), GPClassifier refuses more than two classes:
+# these must fail today, and turn the suite red (strict) once they pass.
+for _name in (
+    "test_multi_class",
+    "test_multi_class_n_jobs",
+    "test_custom_optimizer",
+    "test_gpc_latent_mean_and_variance_complain_on_more_than_2_classes",
+):
+    globals()[_name] = pytest.mark.xfail(reason="needs more than two classes (issue 14)", strict=True)(globals()[_name])
+
+
+@pytest.fixture(params=[int(os.environ.get("SKLEARN_TESTS_GLOBAL_RANDOM_SEED", "42"))])
+def global_random_seed(request: pytest.FixtureRequest) -> int:
+    """scikit-learn's fixture (its conftest gives 42 unless the environment says otherwise)."""
+    return request.param
