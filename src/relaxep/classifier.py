@@ -221,8 +221,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.inducing_points_ = Z
         learn_z = bool(self.learn_inducing_points)
         if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
-            self._optimize_sparse(rng, learn_z)
-            self._warm = None if self.optimizer_subset is not None else self._warm
+            n = X.shape[0]
+            if self.optimizer_subset is not None and self.optimizer_subset < n:
+                idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
+                self._optimize_sparse(X[idx], self._y[idx], rng, learn_z)
+                self._warm = None  # its sites belong to the subset
+            else:
+                self._optimize_sparse(X, self._y, rng, learn_z)
         self._finish(self._infer(None, self._sparse_prior(X, self.kernel_, self.inducing_points_)))
 
     def _sparse_prior(self, X: Array, kernel: Kernel, Z: Array) -> SparsePrior:
@@ -249,11 +254,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         g_theta, g_z = sparse_evidence_gradient(result.posterior, kernel)
         return lml, flat(g_theta, g_z if learn_z else None)
 
-    def _optimize_sparse(self, rng: np.random.RandomState, learn_z: bool) -> None:
-        X, y_all = self.X_train_, self._y
-        if self.optimizer_subset is not None and self.optimizer_subset < X.shape[0]:
-            idx = np.sort(rng.choice(X.shape[0], int(self.optimizer_subset), replace=False))
-            X, self._y = X[idx], y_all[idx]
+    def _optimize_sparse(self, X: Array, y: Array, rng: np.random.RandomState, learn_z: bool) -> None:
+        """Learn ``kernel_.theta`` (and ``inducing_points_``) on ``(X, y)`` (labels in -1/+1)."""
+        y_all, self._y = self._y, y
         split = split_parameters(self.kernel_, self.inducing_points_.shape, learn_z)
 
         def obj_func(x: Array, eval_gradient: bool = True) -> Any:
