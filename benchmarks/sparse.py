@@ -42,6 +42,7 @@ from pathlib import Path
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
+LABELS = {"pygps": "pyGPs FITC_EP", "gpy": "GPy EPDTC"}
 CACHE = Path(__file__).resolve().parent / ".cache"
 DIM, ELL, VAR, N_FEATURES, N_TEST, SEED = 8, 2.0, 4.0, 4096, 20_000, 13
 
@@ -56,9 +57,11 @@ def _latent(X: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.nda
 def problem(n: int) -> tuple[np.ndarray, ...]:
     """Training rows are a prefix of one stream: the n = 10^4 set is the first rows of the 10^5 one."""
     path = CACHE / f"sparse_{n}.npz"
-    if path.exists():
-        z = np.load(path)
-        return z["X"], z["y"], z["Xt"], z["yt"], z["ft"]
+    larger = sorted(CACHE.glob("sparse_*.npz"), key=lambda q: int(q.stem.split("_")[1])) if CACHE.exists() else []
+    larger = [q for q in larger if int(q.stem.split("_")[1]) >= n]
+    if larger:  # training rows are a prefix of one stream
+        z = np.load(larger[0])
+        return z["X"][:n], z["y"][:n], z["Xt"], z["yt"], z["ft"]
     rng = np.random.default_rng(SEED)
     omega = rng.normal(size=(DIM, N_FEATURES)) / ELL
     phase = rng.uniform(0.0, 2.0 * np.pi, N_FEATURES)
@@ -83,6 +86,60 @@ def scores(p1: np.ndarray, yt: np.ndarray) -> tuple[float, float]:
 
 def bayes(yt: np.ndarray, ft: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.sign(ft) != yt)), float(-np.mean(log_ndtr(yt * ft)))
+
+
+def run_peer(kind: str, n: int, M: int) -> dict:
+    """pyGPs' FITC_EP or GPy's EPDTC at the true kernel, M random inducing inputs (their own environment)."""
+    X, y, Xt, yt, ft = problem(n)
+    Z = X[np.random.default_rng(0).choice(n, M, replace=False)]
+    start = time.perf_counter()
+    if kind == "pygps":
+        import pyGPs
+
+        model = pyGPs.GPC_FITC()
+        model.setPrior(kernel=pyGPs.cov.RBF(log_ell=np.log(ELL), log_sigma=0.5 * np.log(VAR)), inducing_points=Z)
+        model.setData(X, y.reshape(-1, 1))
+        model.getPosterior()
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        ymu = model.predict(Xt, ys=yt.reshape(-1, 1))[0]
+        p1 = (1.0 + ymu.ravel()) / 2.0
+    else:
+        import GPy
+
+        kern = GPy.kern.RBF(DIM, variance=VAR, lengthscale=ELL)
+        model = GPy.core.SparseGP(
+            X,
+            (y.reshape(-1, 1) > 0).astype(float),
+            Z,
+            kern,
+            GPy.likelihoods.Bernoulli(),
+            inference_method=GPy.inference.latent_function_inference.EPDTC(),
+        )
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = model.predict(Xt)[0].ravel()
+    predict_time = time.perf_counter() - start
+    err, nll = scores(p1, yt)
+    b_err, b_nll = bayes(yt, ft)
+    return {
+        "kind": kind,
+        "n": n,
+        "M": M,
+        "init": "random",
+        "time": fit_time,
+        "predict": predict_time,
+        "rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "traced_MiB": float("nan"),
+        "sweeps": -1,
+        "status": "-",
+        "err": err,
+        "nll": nll,
+        "bayes_err": b_err,
+        "bayes_nll": b_nll,
+        "kernel": "truth",
+        "probs": p1[:5].tolist(),
+    }
 
 
 def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: int, trace_memory: bool) -> dict:
@@ -152,11 +209,16 @@ def main() -> None:
     ap.add_argument("--dense-max-n", type=int, default=10_000)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--trace-memory", action="store_true", help="also report tracemalloc's peak (slower)")
+    ap.add_argument(
+        "--peers", nargs="*", default=[], metavar="KIND:N:M", help="peer rows, e.g. pygps:10000:100 gpy:2000:100"
+    )
+    ap.add_argument("--peer-python", default=".bench/bin/python", help="interpreter with GPy / pyGPs installed")
     ap.add_argument("--one", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.one:  # a child process: one row, JSON out
         kind, n, M, init, subset, maxiter, tm = json.loads(args.one)
-        print(json.dumps(run_row(kind, n, M, init, subset, maxiter, tm)))
+        row = run_peer(kind, n, M) if kind in LABELS else run_row(kind, n, M, init, subset, maxiter, tm)
+        print(json.dumps(row))
         return
     env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
     env["MKL_NUM_THREADS"] = str(args.threads)
@@ -169,6 +231,10 @@ def main() -> None:
             jobs += [("learned", n, M, "kmeans") for M in args.learned_inducing]
         if "dense" in args.rows and n <= args.dense_max_n:
             jobs.append(("dense", n, 0, ""))
+    for peer in args.peers:
+        kind, n, M = peer.split(":")
+        problem(int(n))
+        jobs.append((kind, int(n), int(M), "random"))
     print(
         f"BLAS threads: {args.threads}; learned rows: optimizer_subset={args.subset or 'all'}, "
         f"optimizer_maxiter={args.maxiter}\n"
@@ -180,16 +246,19 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for kind, n, M, init in jobs:
         spec = json.dumps([kind, n, M, init, args.subset or None, args.maxiter, args.trace_memory])
-        out = subprocess.run(
-            [sys.executable, __file__, "--one", spec], env=env, capture_output=True, text=True, check=False
-        )
+        python = args.peer_python if kind in LABELS else sys.executable
+        if kind in LABELS and not Path(python).exists():
+            print(f"| {kind} | {n} | {M} | - | skipped: {python} not found (see benchmarks/README.md) |||||||||")
+            continue
+        out = subprocess.run([python, __file__, "--one", spec], env=env, capture_output=True, text=True, check=False)
         if out.returncode != 0:
             reason = out.stderr.strip().splitlines()[-1]
             print(f"| {kind} | {n} | {M} | {init} | failed: {reason} |||||||||", flush=True)
             continue
         r = json.loads(out.stdout.strip().splitlines()[-1])
+        label = LABELS.get(kind, kind)
         print(
-            f"| {kind} | {n} | {r['M'] or '-'} | {r['init'] or '-'} | {r['time']:.2f} | {r['predict']:.2f} | "
+            f"| {label} | {n} | {r['M'] or '-'} | {r['init'] or '-'} | {r['time']:.2f} | {r['predict']:.2f} | "
             f"{r['rss_MiB']:.0f} | {r['sweeps']} | {r['status']} | {r['err']:.4f} | {r['nll']:.4f} | "
             f"{r['bayes_err']:.4f} | {r['bayes_nll']:.4f} | {r['kernel']} |",
             flush=True,
