@@ -70,3 +70,21 @@ def test_dask_refuses_what_it_cannot_run(client, data):
         DaskGPClassifier(client=client, optimizer=None).fit(X, np.zeros(len(X)))
     with pytest.raises(ValueError, match="chunked along rows only"):
         DaskGPClassifier(client=client, optimizer=None).fit(da.from_array(X, chunks=(500, 2)), y)
+
+
+def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
+    """The per-sweep traffic: scalars from the sweep map, M x M and M from the sums map, never O(n)."""
+    from relaxep.dask import _shard_build, _shard_sums, _shard_sweep
+    from relaxep.posterior.sparse import factor_b
+
+    rng = np.random.default_rng(1)
+    X, Z = rng.normal(size=(500, 3)), rng.normal(size=(7, 3))
+    y = np.where(X[:, 0] > 0, 1, 0)
+    kernel = C(2.0) * RBF(1.0)
+    L_uu = np.linalg.cholesky(kernel(Z) + 1e-6 * 2.0 * np.eye(7))
+    state = _shard_build(X, y, np.array([0, 1]), Z, kernel, L_uu, 1e-6)
+    state, (gram, b, log_d, d_min) = _shard_sums(state, None)
+    assert gram.shape == (7, 7) and b.shape == (7,) and np.isscalar(log_d) and np.isscalar(d_min)
+    _, chol_inv, m = factor_b(gram, b)
+    _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True)
+    assert all(v is None or np.isscalar(v) for v in summary.values())
