@@ -357,7 +357,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if self.optimizer == "fmin_l_bfgs_b":
             start_value = obj_func(theta0, eval_gradient=False)
             options = {} if self.optimizer_maxiter is None else {"maxiter": int(self.optimizer_maxiter)}
-            bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
+            if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
+                bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
             res = optimize.minimize(obj_func, theta0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
             if not np.isfinite(res.fun) or res.fun > start_value:
                 return theta0, start_value

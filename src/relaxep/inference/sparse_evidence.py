@@ -122,7 +122,15 @@ def gradient_broadcast(L_uu: Array, chol_b: Array, m: Array) -> dict[str, Array]
 
 
 def shard_gradient(
-    kern: SparseKernel, rows: Array, g: Array, tau: Array, nu: Array, X: Array, Z: Array, pieces: dict[str, Array]
+    kern: SparseKernel,
+    rows: Array,
+    g: Array,
+    tau: Array,
+    nu: Array,
+    X: Array,
+    Z: Array,
+    pieces: dict[str, Array],
+    marginal_var: Array | None = None,
 ) -> tuple[float, Array, Array, Array]:
     r"""One block of sites' share: the constant's and length scales' terms from :math:`K_{uf}` and
     :math:`k_{ii}`, the :math:`Z` gradient from :math:`K_{uf}`, and :math:`V\operatorname{diag}(c)V^\top` (lower)."""
@@ -130,8 +138,12 @@ def shard_gradient(
     d = 1.0 + g * tau
     w = tau / d
     alpha = nu / d - w * (rows @ pieces["m"])
-    r = rows @ pieces["lb_inv"].T
-    cc = 0.5 * (alpha**2 - (w - w**2 * np.einsum("ij,ij->i", r, r)))
+    if marginal_var is None:
+        r = rows @ pieces["lb_inv"].T
+        s = np.einsum("ij,ij->i", r, r)
+    else:  # s_i = ||L_B^-1 v_i||^2 from A_ii = g_i/d_i + s_i/d_i^2, saving a pass
+        s = (marginal_var - g / d) * d**2
+    cc = 0.5 * (alpha**2 - (w - w**2 * s))
     proj = rows @ pieces["both"]
     g_uf = np.outer(alpha, pieces["a"]) - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
     vcv = add_weighted_gram(np.zeros((M, M), order="F"), rows, cc)
@@ -198,7 +210,9 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
     kern = as_sparse_kernel(p.kernel if kernel is None else kernel, p.X.shape[1])
     tau, nu = post.site_precision, post.site_mean_precision
     pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
+    var = post.marginal_var
     parts = [
-        shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces) for c in chunks(p.n, p.chunk_size)
+        shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c])
+        for c in chunks(p.n, p.chunk_size)
     ]
     return finish_gradient(kern, parts, p.Z, p.K_uu, p.L_uu, pieces)
