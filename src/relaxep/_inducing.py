@@ -9,13 +9,12 @@ import numbers
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import ArrayLike
 from sklearn.cluster import KMeans
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 
-__all__ = ["INITS", "check_inducing_points", "initial_inducing_points", "split_parameters"]
+__all__ = ["INITS", "check_inducing_points", "flat", "initial_inducing_points", "split_parameters"]
 
 #: the ways to place the initial inducing inputs
 INITS = ("kmeans", "random")
@@ -76,8 +75,3 @@ def split_parameters(kernel: Kernel, Z_shape: tuple[int, int], learn_z: bool) ->
 def flat(theta: Array, Z: Array | None) -> Array:
     """The optimiser's vector for ``theta`` and ``Z`` (``None``: ``Z`` is not learned)."""
     return np.concatenate([np.asarray(theta, float)] + ([] if Z is None else [np.asarray(Z, float).ravel()]))
-
-
-def as_inputs(X: ArrayLike) -> Array:
-    """A float array (for the Dask path's local checks)."""
-    return np.asarray(X, dtype=float)
