@@ -27,7 +27,7 @@ from relaxep._inducing import check_inducing_points, flat, initial_inducing_poin
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
-from relaxep.inference.sparse_evidence import sparse_evidence_gradient
+from relaxep.inference.sparse_evidence import as_sparse_kernel, sparse_evidence_gradient
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.posterior import SparsePrior
 from relaxep.posterior.sparse import CHUNK
@@ -221,6 +221,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.inducing_points_ = Z
         learn_z = bool(self.learn_inducing_points)
         if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
+            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
             n = X.shape[0]
             if self.optimizer_subset is not None and self.optimizer_subset < n:
                 idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
@@ -384,7 +385,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         theta = np.asarray(theta, dtype=float)
         saved = self._warm
         try:
-            if self._sparse:
+            if getattr(self, "_sparse", False):
                 split = split_parameters(self.kernel_, self.inducing_points_.shape, False)
                 lml, grad = self._sparse_evidence(theta, self.X_train_, split, eval_gradient, False)
             else:
