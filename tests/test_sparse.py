@@ -285,3 +285,14 @@ def test_classifier_rejects_bad_sparse_options(kwargs, error, match):
     X, y = _data(30)
     with pytest.raises(error, match=match):
         GPClassifier(**kwargs).fit(X, y)
+
+
+def test_classifier_evidence_gradient_matches_finite_differences():
+    """The estimator's wiring (latent noise, K_uu jitter, the kernel's theta) against re-converged evidence."""
+    X, y = _data(60, 12)
+    clf = GPClassifier(kernel=KERNEL, optimizer=None, inducing_points=X[::6].copy(), tol=1e-10, max_sweeps=1000)
+    clf.fit(X, y)
+    theta = KERNEL.theta + 0.1
+    _, grad = clf.log_marginal_likelihood(theta, eval_gradient=True)
+    fd = _fd(lambda t: clf.log_marginal_likelihood(t), theta)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-6)
