@@ -40,8 +40,9 @@ def data():
         {"optimizer": None, "kernel": C(2.0) * RBF(1.0), "rule": EP()},
         {"optimizer": None, "kernel": C(2.0) * RBF(1.0), "rule": PowerEP(0.8), "inducing_init": "random"},
         {"optimizer_subset": 300, "optimizer_maxiter": 10, "rule": EP()},
+        {"optimizer_subset": None, "optimizer_maxiter": 8, "rule": EP()},
     ],
-    ids=["fixed-EP", "fixed-PowerEP", "learned"],
+    ids=["fixed-EP", "fixed-PowerEP", "learned-on-a-subset", "learned-on-the-shards"],
 )
 def test_dask_fit_equals_the_single_process_fit(client, data, kwargs):
     X, y, Xt = data
@@ -52,6 +53,8 @@ def test_dask_fit_equals_the_single_process_fit(client, data, kwargs):
     assert got.status_ == ref.result_.status == "converged"
     np.testing.assert_allclose(got.inducing_points_, ref.inducing_points_, atol=1e-10)
     np.testing.assert_allclose(got.kernel_.theta, ref.kernel_.theta, atol=1e-10)
+    if "optimizer_maxiter" in kwargs:  # the learned cases did learn
+        assert np.abs(got.kernel_.theta - np.zeros(2)).max() > 0.1
     p = got.predict_proba(da.from_array(Xt, chunks=150))
     assert isinstance(p, da.Array)
     np.testing.assert_allclose(p.compute(), ref.predict_proba(Xt), atol=1e-6)
@@ -74,7 +77,7 @@ def test_dask_refuses_what_it_cannot_run(client, data):
 
 def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     """The per-sweep traffic: scalars from the sweep map, M x M and M from the sums map, never O(n)."""
-    from relaxep.dask import _shard_build, _shard_sums, _shard_sweep
+    from relaxep.dask import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
     from relaxep.posterior.sparse import factor_b
 
     rng = np.random.default_rng(1)
@@ -82,7 +85,7 @@ def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     y = np.where(X[:, 0] > 0, 1, 0)
     kernel = C(2.0) * RBF(1.0)
     L_uu = np.linalg.cholesky(kernel(Z) + 1e-6 * 2.0 * np.eye(7))
-    state = _shard_build(X, y, np.array([0, 1]), Z, kernel, L_uu, 1e-6)
+    state = _shard_start(_shard_prior(_shard_data(X, y, np.array([0, 1])), Z, kernel, L_uu, 1e-6), False)
     state, (gram, b, log_d, d_min) = _shard_sums(state, None)
     assert gram.shape == (7, 7) and b.shape == (7,) and np.isscalar(log_d) and np.isscalar(d_min)
     _, chol_inv, m = factor_b(gram, b)

@@ -25,8 +25,12 @@ sweep is
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates
 are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` with the same
 site rule (summation order aside): the fit equals the single-process one.  Learning the
-kernel and the inducing inputs runs on the client on ``optimizer_subset`` rows drawn from the
-cluster (the single-process code on the same rows), then the posterior is fitted on all shards.
+kernel and the inducing inputs either runs on the client on ``optimizer_subset`` rows drawn
+from the cluster (the single-process code on the same rows), or, with
+``optimizer_subset=None``, on all shards: each evaluation of the evidence rebuilds the shards'
+prior rows (a map), runs EP on them (warm-started from the last converged sites, as
+``GPClassifier`` does) and maps the gradient (:mod:`relaxep.inference.sparse_evidence`; back
+come :math:`M \times M`, :math:`M \times d` and scalars per shard).
 
 Pointing it at an existing cluster::
 
@@ -37,37 +41,79 @@ Pointing it at an existing cluster::
 
 from __future__ import annotations
 
+import warnings
 from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import linalg
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from relaxep._inducing import check_inducing_points, initial_inducing_points
+from relaxep._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.classifier import GPClassifier
-from relaxep.errors import DivergenceError
+from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.inference.sparse_evidence import (
+    SparseKernel,
+    as_sparse_kernel,
+    finish_gradient,
+    gradient_broadcast,
+    shard_gradient,
+)
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.posterior.base import cavity, is_proper
-from relaxep.posterior.sparse import factor_b, natural_sums, shard_marginals, solve_rows
+from relaxep.posterior.sparse import _cholesky_kuu, factor_b, natural_sums, shard_marginals, solve_rows
 from relaxep.sites import EP, SiteRule, propose_sites
 
 __all__ = ["DaskGPClassifier"]
 
 
 # ------------------------------------------------------------------ the shards' work
-def _shard_build(X: Array, y: Array, classes: Array, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
-    """A shard's state: inputs, labels in -1/+1, V_s^T, g_s, flat sites."""
-    Vt = solve_rows(L_uu, np.asarray(kernel(X, Z), dtype=float))
-    g = np.maximum(np.asarray(kernel.diag(X), dtype=float) + noise - np.einsum("ij,ij->i", Vt, Vt), 0.0)
+def _shard_data(X: Array, y: Array, classes: Array) -> dict:
+    """A shard's inputs and labels in -1/+1, flat sites, no warm start."""
     n = X.shape[0]
     labels = np.where(np.asarray(y) == classes[1], 1.0, -1.0)
-    return {"Vt": Vt, "g": g, "y": labels, "tau": np.zeros(n), "nu": np.zeros(n), "last": None, "prev": None}
+    return {"X": np.asarray(X, dtype=float), "y": labels, "tau": np.zeros(n), "nu": np.zeros(n), "warm": None}
+
+
+def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
+    """The shard's rows of the FITC prior: V_s^T = K_{s,u} L_uu^-T and g_s (SparsePrior's, row for row)."""
+    state = dict(state)
+    X = state["X"]
+    Vt = solve_rows(L_uu, np.asarray(kernel(X, Z), dtype=float))
+    state["Vt"] = Vt
+    state["g"] = np.maximum(np.asarray(kernel.diag(X), dtype=float) + noise - np.einsum("ij,ij->i", Vt, Vt), 0.0)
+    return state
+
+
+def _shard_start(state: dict, warm: bool) -> dict:
+    """Sites for a new run: the kept (warm) ones or flat; the schedule's and monitor's memory cleared."""
+    state = dict(state)
+    n = state["y"].size
+    if warm and state["warm"] is not None:
+        state["tau"], state["nu"] = state["warm"][0].copy(), state["warm"][1].copy()
+    else:
+        state["tau"], state["nu"] = np.zeros(n), np.zeros(n)
+    state.update(last=None, prev=None, prop=None)
+    return state
+
+
+def _shard_keep(state: dict) -> dict:
+    """Remember the current sites as the next run's warm start (GPClassifier's ``_warm``)."""
+    state = dict(state)
+    state["warm"] = (state["tau"].copy(), state["nu"].copy())
+    return state
+
+
+def _shard_gradient(state: dict, kern: SparseKernel, Z: Array, pieces: dict) -> tuple:
+    """The shard's share of the evidence gradient (:func:`relaxep.inference.sparse_evidence.shard_gradient`)."""
+    return shard_gradient(
+        kern, state["Vt"], state["g"], state["tau"], state["nu"], state["X"], Z, pieces, state["prev"][1]
+    )
 
 
 def _shard_sums(state: dict, step: float | None) -> tuple[dict, tuple[Array, Array, float, float]]:
@@ -164,6 +210,126 @@ def _predict_block(
     return np.clip(likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
 
 
+# ------------------------------------------------------------------ the sharded posterior
+class _ShardedFITC:
+    """The FITC posterior over shards held on the workers; runs parallel EP as SiteUpdates + Parallel do.
+
+    ``infer`` reproduces :meth:`GPClassifier._infer`: a warm start from the last converged
+    sites (flat where they make the new posterior improper), a rerun from flat sites where the
+    warm run diverges, and the converged sites kept for the next run.
+    """
+
+    def __init__(
+        self, client: Any, X: Any, y: Any, classes: Array, noise: float, rule: SiteRule, likelihood: Likelihood,
+        max_sweeps: int, tol: float, min_step: float,
+    ) -> None:  # fmt: skip
+        self.client, self.noise, self.rule, self.likelihood = client, noise, rule, likelihood
+        self.max_sweeps, self.tol, self.min_step = max_sweeps, tol, min_step
+        x_futs = client.compute(X.to_delayed().ravel().tolist())
+        y_futs = client.compute(y.to_delayed().ravel().tolist())
+        self.states = [
+            client.submit(_shard_data, xf, yf, classes, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)
+        ]
+        self.has_warm = False
+
+    def _map(self, fn: Any, *args: Any) -> list:
+        return [self.client.submit(fn, st, *args, pure=False) for st in self.states]
+
+    def _split(self, pairs: list) -> list:
+        self.states = [self.client.submit(_first, p, pure=False) for p in pairs]
+        return self.client.gather([self.client.submit(_second, p, pure=False) for p in pairs])
+
+    def set_prior(self, kernel: Kernel, Z: Array) -> None:
+        """Rebuild the shards' prior rows for ``kernel`` and ``Z`` (raises KernelNotPositiveDefiniteError)."""
+        k_uu = np.asarray(kernel(Z, Z), dtype=float)
+        k_uu[np.diag_indices_from(k_uu)] += 1e-6 * float(np.mean(np.diagonal(k_uu)))  # SparsePrior's jitter
+        self.K_uu = 0.5 * (k_uu + k_uu.T)
+        self.L_uu = _cholesky_kuu(self.K_uu)
+        self.kernel, self.Z = kernel, Z
+        self.states = self._map(_shard_prior, Z, kernel, self.L_uu, self.noise)
+
+    def _sums(self, step: float | None) -> tuple | None:
+        parts = self._split(self._map(_shard_sums, step))
+        gram, b = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        if not all(p[3] > 0.0 for p in parts):
+            return None
+        try:
+            chol, chol_inv, m = factor_b(gram, b)
+        except ArithmeticError:
+            return None
+        return chol, chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
+
+    def infer(self) -> dict:
+        """One run as ``GPClassifier._infer`` does it (warm start, fallback, keep)."""
+        warm = self.has_warm
+        run = self._run(warm)
+        if run["status"] == "diverged" and warm:
+            run = self._run(False)
+        if run["status"] == "converged":
+            self.states = self._map(_shard_keep)
+            self.has_warm = True
+        return run
+
+    def _run(self, warm: bool) -> dict:
+        self.states = self._map(_shard_start, warm)
+        factor = self._sums(None)
+        if factor is None:
+            if not warm:
+                return {"status": "diverged"}
+            return self._run(False)  # the warm sites do not fit this prior: start afresh
+        self.states = self._map(_shard_accept)
+        size, reversals, trace, status, last_skipped, sweep = 1.0, 0, [], "max_sweeps", 0, 0
+        while True:
+            propose = sweep < self.max_sweeps
+            summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
+            if any(s["bad"] for s in summary):
+                if sweep == 0 and warm:
+                    return self._run(False)  # (a refresh of the warm sites would have failed)
+                status = "diverged"
+                break
+            n_improper = sum(s["n_improper"] for s in summary)
+            if sweep:  # the statistic of the posterior after the last sweep (ConvergenceMonitor's "marginals")
+                trace.append(max(s["stat"] for s in summary))
+                if trace[-1] < self.tol and last_skipped == 0 and n_improper == 0:
+                    status = "converged"
+                    break
+            if not propose:
+                break
+            bounced = False
+            if summary[0]["dot"] is not None:
+                dot = sum(s["dot"] for s in summary)
+                norms = np.sqrt(sum(s["dir_sq"] for s in summary)) * np.sqrt(sum(s["last_sq"] for s in summary))
+                bounced = dot < -0.5 * norms
+            reversals = reversals + 1 if bounced else 0
+            if reversals >= 2 and size / 2 >= self.min_step:
+                size /= 2
+            while True:
+                candidate = self._sums(size)
+                if candidate is not None or size / 2 < self.min_step:
+                    break
+                size /= 2
+            if candidate is None:
+                status = "diverged"
+                break
+            factor = candidate
+            self.states = self._map(_shard_accept)
+            last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
+            sweep += 1
+        chol, chol_inv, m, log_det = factor
+        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
+        return {"status": status, "trace": trace, "chol": chol, "chol_inv": chol_inv, "m": m, "log_evidence": evidence}
+
+    def gradient(self, kern: SparseKernel, run: dict) -> tuple[Array, Array]:
+        """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
+        pieces = gradient_broadcast(self.L_uu, run["chol"], run["m"])
+        parts = self.client.gather(self._map(_shard_gradient, kern, self.Z, pieces))
+        return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
+
+    def sites(self) -> tuple[Array, Array]:
+        sites = self.client.gather(self._map(_shard_sites))
+        return np.concatenate([t for t, _ in sites]), np.concatenate([v for _, v in sites])
+
+
 # ------------------------------------------------------------------ the estimator
 class DaskGPClassifier(ClassifierMixin, BaseEstimator):
     r"""Sparse (FITC) EP, Power EP or Relaxed EP classification on a Dask cluster (module docstring).
@@ -180,9 +346,10 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
     inducing_points : int or array of shape (M, d), default 200
     learn_inducing_points, inducing_init, optimizer, optimizer_maxiter
         As :class:`~relaxep.GPClassifier`.
-    optimizer_subset : int, default 20000
+    optimizer_subset : int or None, default 20000
         Rows gathered from the cluster to learn the kernel and inducing inputs on (the
-        evidence optimisation runs on the client); ``optimizer=None`` skips it.
+        evidence optimisation runs on the client); ``None``: learn on all shards (module
+        docstring).  ``optimizer=None`` skips learning.
 
     Attributes
     ----------
@@ -265,7 +432,10 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         Z = initial_inducing_points(_Rows(X), spec, self.inducing_init, rng)
-        # learning: the single-process code on rows gathered from the cluster (as GPClassifier draws them)
+        shards = _ShardedFITC(
+            client, X, y, classes, float(self.jitter), rule, likelihood, max_sweeps, tol, float(self.min_step)
+        )
+        # an estimator of the same settings: its optimiser (and, on a subset, its whole learning) is ours
         helper = GPClassifier(
             kernel=self.kernel_,
             likelihood=likelihood,
@@ -278,130 +448,67 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
             learn_inducing_points=self.learn_inducing_points,
             optimizer_maxiter=self.optimizer_maxiter,
         )
+        helper.kernel_, helper.inducing_points_, helper._likelihood, helper._rule = self.kernel_, Z, likelihood, rule
+        helper._warm, helper._sparse = None, True
         learn_z = bool(self.learn_inducing_points)
         if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
-            if self.optimizer_subset is None:
-                raise ValueError("optimizer_subset: the evidence optimisation runs on the client on a subset; give one")
-            if self.optimizer_subset < n:
+            as_sparse_kernel(self.kernel_, d)  # refuses, before any work, a kernel it has no gradient for
+            if self.optimizer_subset is not None and self.optimizer_subset < n:
+                # the single-process code on rows gathered from the cluster, drawn as GPClassifier draws them
                 idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
                 X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
+                helper.X_train_, helper._y = X_sub, np.where(y_sub == classes[1], 1.0, -1.0)
+                helper._optimize_sparse(X_sub, helper._y, rng, learn_z)
+                self.kernel_, Z = helper.kernel_, helper.inducing_points_
             else:
-                X_sub, y_sub = np.asarray(X), np.asarray(y)
-            helper.kernel_, helper.inducing_points_, helper._likelihood, helper._rule = (
-                self.kernel_,
-                Z,
-                likelihood,
-                rule,
-            )
-            helper._warm, helper._sparse, helper.X_train_ = None, True, X_sub
-            helper._y = np.where(y_sub == classes[1], 1.0, -1.0)
-            helper._optimize_sparse(X_sub, helper._y, rng, learn_z)
-            self.kernel_, Z = helper.kernel_, helper.inducing_points_
+                self.kernel_, Z = self._learn_on_shards(shards, helper, Z, learn_z, d)
         self.inducing_points_ = np.array(Z)
-        self._fit_shards(client, X, y, rule, likelihood, max_sweeps, tol, gather_sites)
+        shards.set_prior(self.kernel_, self.inducing_points_)
+        run = shards.infer()
+        if run["status"] == "diverged":
+            raise DivergenceError(f"{rule!r} diverged on the shards; try damping or RelaxedEP")
+        self.status_, self.n_sweeps_, self.trace_ = run["status"], len(run["trace"]), np.asarray(run["trace"])
+        self.log_marginal_likelihood_value_ = run["log_evidence"]
+        self._L_uu, self._chol_inv, self._m, self._likelihood = shards.L_uu, run["chol_inv"], run["m"], likelihood
+        if gather_sites:
+            self.site_precision_, self.site_mean_precision_ = shards.sites()
+        if run["status"] != "converged":
+            warnings.warn(f"inference did not converge: status {run['status']!r}", ConvergenceWarning, stacklevel=2)
         return self
 
-    def _fit_shards(
-        self,
-        client: Any,
-        X: Any,
-        y: Any,
-        rule: SiteRule,
-        likelihood: Likelihood,
-        max_sweeps: int,
-        tol: float,
-        gather_sites: bool,
-    ) -> None:
-        from distributed import wait
+    def _learn_on_shards(
+        self, shards: _ShardedFITC, helper: GPClassifier, Z0: Array, learn_z: bool, d: int
+    ) -> tuple[Kernel, Array]:
+        """Maximise the sparse EP evidence over all shards: each evaluation rebuilds the shards' prior,
+        runs EP on them and maps the gradient (``GPClassifier._optimize_sparse`` with the shards)."""
+        split = split_parameters(self.kernel_, Z0.shape, learn_z)
 
-        Z, kernel, noise = self.inducing_points_, self.kernel_, float(self.jitter)
-        k_uu = np.asarray(kernel(Z, Z), dtype=float)
-        k_uu[np.diag_indices_from(k_uu)] += 1e-6 * float(np.mean(np.diagonal(k_uu)))  # SparsePrior's jitter
-        L_uu = linalg.cholesky(0.5 * (k_uu + k_uu.T), lower=True, check_finite=False)
-        x_parts, y_parts = X.to_delayed().ravel().tolist(), y.to_delayed().ravel().tolist()
-        x_futs, y_futs = client.compute(x_parts), client.compute(y_parts)
-        states = [
-            client.submit(_shard_build, xf, yf, self.classes_, Z, kernel, L_uu, noise, pure=False)
-            for xf, yf in zip(x_futs, y_futs, strict=True)
-        ]
-
-        def sums(step: float | None) -> tuple[list, Any]:
-            pairs = [client.submit(_shard_sums, st, step, pure=False) for st in states]
-            cand = [client.submit(_first, p, pure=False) for p in pairs]
-            parts = client.gather([client.submit(_second, p, pure=False) for p in pairs])
-            gram = sum(p[0] for p in parts)
-            b = sum(p[1] for p in parts)
-            if not all(p[3] > 0.0 for p in parts):
-                return cand, None
+        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
+            theta, Z = split(x)
+            Z = Z0 if Z is None else Z
+            kernel = self.kernel_.clone_with_theta(theta)
+            fail = (np.inf, np.zeros_like(x)) if eval_gradient else np.inf
             try:
-                chol, chol_inv, m = factor_b(gram, b)
-            except ArithmeticError:
-                return cand, None
-            return cand, (chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol)))))
+                shards.set_prior(kernel, Z)
+            except KernelNotPositiveDefiniteError:
+                return fail
+            run = shards.infer()
+            if run["status"] == "diverged" or not np.isfinite(run["log_evidence"]):
+                return fail
+            if not eval_gradient:
+                return -run["log_evidence"]
+            g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
+            return -run["log_evidence"], -flat(g_theta, g_z if learn_z else None)
 
-        cand, factor = sums(None)
-        states = [client.submit(_shard_accept, c, pure=False) for c in cand]
-        chol_inv, m, log_det = factor
-        size, reversals, trace, status = 1.0, 0, [], "max_sweeps"
-        last_skipped = 0
-        sweep = 0
-        while True:
-            propose = sweep < max_sweeps
-            pairs = [
-                client.submit(_shard_sweep, st, chol_inv, m, rule, likelihood, propose, pure=False) for st in states
-            ]
-            states = [client.submit(_first, p, pure=False) for p in pairs]
-            summary = client.gather([client.submit(_second, p, pure=False) for p in pairs])
-            if any(s["bad"] for s in summary):
-                status = "diverged"
-                break
-            n_improper = sum(s["n_improper"] for s in summary)
-            if sweep:  # the statistic of the posterior after the last sweep (ConvergenceMonitor's "marginals")
-                trace.append(max(s["stat"] for s in summary))
-                if trace[-1] < tol and last_skipped == 0 and n_improper == 0:
-                    status = "converged"
-                    break
-            if not propose:
-                break
-            if summary[0]["dot"] is not None:
-                dot = sum(s["dot"] for s in summary)
-                norms = np.sqrt(sum(s["dir_sq"] for s in summary)) * np.sqrt(sum(s["last_sq"] for s in summary))
-                bounced = dot < -0.5 * norms
-            else:
-                bounced = False
-            reversals = reversals + 1 if bounced else 0
-            if reversals >= 2 and size / 2 >= self.min_step:
-                size /= 2
-            while True:
-                cand, factor = sums(size)
-                if factor is not None:
-                    break
-                if size / 2 < self.min_step:
-                    status = "diverged"
-                    break
-                size /= 2
-            if status == "diverged":
-                break
-            states = [client.submit(_shard_accept, c, pure=False) for c in cand]
-            chol_inv, m, log_det = factor
-            last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
-            sweep += 1
-        wait(states)
-        if status == "diverged":
-            raise DivergenceError(f"{rule!r} diverged after {sweep} sweeps on the shards; try damping or RelaxedEP")
-        self.status_, self.n_sweeps_, self.trace_ = status, len(trace), np.asarray(trace)
-        self.log_marginal_likelihood_value_ = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
-        self._L_uu, self._chol_inv, self._m, self._likelihood = L_uu, chol_inv, m, likelihood
-        if gather_sites:
-            sites = client.gather([client.submit(_shard_sites, st, pure=False) for st in states])
-            self.site_precision_ = np.concatenate([s[0] for s in sites])
-            self.site_mean_precision_ = np.concatenate([s[1] for s in sites])
-        if status != "converged":
-            import warnings
-
-            from sklearn.exceptions import ConvergenceWarning
-
-            warnings.warn(f"inference did not converge: status {status!r}", ConvergenceWarning, stacklevel=3)
+        n_z = Z0.size if learn_z else 0
+        bounds = np.vstack([self.kernel_.bounds, np.full((n_z, 2), np.nan)]) if n_z else self.kernel_.bounds
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            x, _ = helper._run_optimizer(obj_func, flat(self.kernel_.theta, Z0 if learn_z else None), bounds)
+        theta, Z = split(x)
+        kernel = clone(self.kernel_)
+        kernel.theta = theta
+        return kernel, (Z0 if Z is None else np.array(Z))
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities (columns in ``classes_`` order); a Dask array for a Dask array."""
