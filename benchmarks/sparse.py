@@ -88,6 +88,49 @@ def bayes(yt: np.ndarray, ft: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.sign(ft) != yt)), float(-np.mean(log_ndtr(yt * ft)))
 
 
+def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
+    """DaskGPClassifier on a LocalCluster of 2 one-thread workers, shards of 10^4 rows (cluster start untimed)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from relaxep import EP, Probit
+    from relaxep.dask import DaskGPClassifier
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        Xd, yd = da.from_array(X, chunks=(10_000, -1)), da.from_array(y, chunks=10_000)
+        clf = DaskGPClassifier(client, truth, Probit(), EP(), inducing_points=M, inducing_init=init, optimizer=None)
+        start = time.perf_counter()
+        clf.fit(Xd, yd)
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = clf.predict_proba(Xt)[:, 1]
+        predict_time = time.perf_counter() - start
+        worker_rss = max(w["metrics"]["memory"] for w in client.scheduler_info()["workers"].values()) / 2**20
+    err, nll = scores(p1, yt)
+    b_err, b_nll = bayes(yt, ft)
+    return {
+        "kind": "dask",
+        "n": n,
+        "M": M,
+        "init": init,
+        "time": fit_time,
+        "predict": predict_time,
+        "rss_MiB": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, worker_rss),
+        "traced_MiB": float("nan"),
+        "sweeps": clf.n_sweeps_,
+        "status": clf.status_,
+        "err": err,
+        "nll": nll,
+        "bayes_err": b_err,
+        "bayes_nll": b_nll,
+        "kernel": str(clf.kernel_),
+        "probs": p1[:5].tolist(),
+    }
+
+
 def run_peer(kind: str, n: int, M: int) -> dict:
     """pyGPs' FITC_EP or GPy's EPDTC at the true kernel, M random inducing inputs (their own environment)."""
     X, y, Xt, yt, ft = problem(n)
@@ -164,6 +207,8 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
         )
     elif kind == "dense":
         clf = GPClassifier(truth, Probit(), optimizer=None)
+    elif kind == "dask":
+        return run_dask(n, M, init, X, y, Xt, yt, ft, truth)
     else:
         raise ValueError(kind)
     if trace_memory:
@@ -199,7 +244,9 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--rows", nargs="+", default=["fixed", "learned", "dense"], choices=["fixed", "learned", "dense"])
+    ap.add_argument(
+        "--rows", nargs="+", default=["fixed", "learned", "dense"], choices=["fixed", "learned", "dense", "dask"]
+    )
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000])
     ap.add_argument("--inducing", nargs="+", type=int, default=[100, 200, 500])
     ap.add_argument("--inits", nargs="+", default=["kmeans", "random"])
@@ -229,6 +276,8 @@ def main() -> None:
             jobs += [("fixed", n, M, init) for M in args.inducing for init in args.inits]
         if "learned" in args.rows:
             jobs += [("learned", n, M, "kmeans") for M in args.learned_inducing]
+        if "dask" in args.rows:
+            jobs += [("dask", n, M, "kmeans") for M in args.learned_inducing]
         if "dense" in args.rows and n <= args.dense_max_n:
             jobs.append(("dense", n, 0, ""))
     for peer in args.peers:
@@ -266,4 +315,7 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    # this file is named like pydata's `sparse`, which dask imports if it can: keep its folder off the path
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
     main()
