@@ -15,7 +15,7 @@ import pytest
 
 from problems import rbf
 from relaxep import EP, NoisyStep, PowerEP, Probit, infer
-from relaxep.posterior import DensePrior, Prior
+from relaxep.posterior import DensePrior, Prior, SparsePrior
 
 
 def _dense(X: np.ndarray) -> tuple[Prior, np.ndarray]:
@@ -23,8 +23,14 @@ def _dense(X: np.ndarray) -> tuple[Prior, np.ndarray]:
     return DensePrior(K), K
 
 
+def _sparse_at_inputs(X: np.ndarray) -> tuple[Prior, np.ndarray]:
+    """FITC with the inducing inputs at the training inputs: Q = K K^-1 K = K and g = 0, the dense prior."""
+    K = rbf(X, 0.8, 1.5) + 1e-4 * np.eye(len(X))
+    return SparsePrior.from_matrices(K, K, np.diag(K)), K
+
+
 #: name -> builder(X) returning (prior, the dense K it represents exactly)
-REPRESENTATIONS = {"dense": _dense}
+REPRESENTATIONS = {"dense": _dense, "sparse": _sparse_at_inputs}
 
 
 def _problem(n: int = 30, seed: int = 0, negative_sites: int = 3):

@@ -21,7 +21,7 @@ from relaxep.inference import (
     infer,
 )
 from relaxep.likelihoods import Likelihood, Logistic, NoisyProbit, NoisyStep, Probit
-from relaxep.posterior import DensePrior, Prior
+from relaxep.posterior import DensePrior, Prior, SparsePrior
 from relaxep.schedules import Blocked, Parallel, Sequential
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
@@ -52,6 +52,7 @@ __all__ = [
     "Sequential",
     "SiteRule",
     "SiteUpdates",
+    "SparsePrior",
     "infer",
 ]
 

@@ -3,7 +3,9 @@ r"""``GPClassifier``: a scikit-learn estimator for EP, Power EP and Relaxed EP.
 The estimator is thin: it validates input, maps the two classes to ``{-1, +1}``,
 builds kernel matrices with scikit-learn's own kernels, learns the kernel's
 hyperparameters by maximising the EP evidence (or leaves that to ``GridSearchCV``),
-and delegates inference to :func:`relaxep.infer`.
+and delegates inference to :func:`relaxep.infer`.  With ``inducing_points`` it fits the
+sparse (FITC) posterior of :mod:`relaxep.posterior.sparse` instead, learning the inducing
+inputs with the kernel.
 """
 
 from __future__ import annotations
@@ -22,11 +24,15 @@ from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel
 from sklearn.utils.multiclass import check_classification_targets, type_of_target
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
+from relaxep._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.errors import DivergenceError
+from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
+from relaxep.inference.sparse_evidence import as_sparse_kernel, sparse_evidence_gradient
 from relaxep.likelihoods import Likelihood, NoisyProbit
+from relaxep.posterior import SparsePrior
+from relaxep.posterior.sparse import CHUNK
 from relaxep.schedules import Schedule
 from relaxep.sites import SiteRule
 
@@ -119,7 +125,27 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     warm_start : bool
         Start each evidence evaluation of the optimiser from the last converged sites.
     random_state : int, RandomState or None
-        For the optimiser's restarts.
+        For the optimiser's restarts and the placement of the inducing inputs.
+    inducing_points : int, array of shape (M, d) or None
+        ``None`` (default): the dense posterior (:math:`O(n^3)`, up to a few thousand points).
+        An int ``M`` or an ``(M, d)`` array: the sparse FITC posterior with ``M`` inducing
+        inputs (:mod:`relaxep.posterior.sparse`; :math:`O(nM^2)` a sweep, :math:`O(nM)` memory),
+        placed by ``inducing_init`` or as given.  With an optimizer the kernel and the inducing
+        inputs are learned together by maximising the sparse EP evidence (gradient:
+        :mod:`relaxep.inference.sparse_evidence`; the kernel must then be ``RBF`` or
+        ``ConstantKernel * RBF``); ``optimizer=None`` keeps both as given.  ``M = 200`` with
+        k-means placement is the measured choice at :math:`10^5` points
+        (``benchmarks/results/sparse.md``).
+    learn_inducing_points : bool, default True
+        With an optimizer and ``inducing_points``: learn the inducing inputs (else only the kernel).
+    inducing_init : {"kmeans", "random"}, default "kmeans"
+        Placement of ``M`` initial inducing inputs: k-means centres of a subsample, or a random
+        subset of the training inputs.
+    optimizer_subset : int or None, default None
+        Sparse fits only: learn the kernel and the inducing inputs on a random subset of this
+        many points, then fit the posterior on all (``None``: on all points).
+    optimizer_maxiter : int or None, default None
+        Iterations of L-BFGS-B (``None``: scipy's default).
 
     Attributes
     ----------
@@ -128,6 +154,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     result_ : InferenceResult of the final fit (status, sweeps, trace, relaxation)
     log_marginal_likelihood_value_ : float
     X_train_ : ndarray
+    inducing_points_ : ndarray of shape (M, d)
+        Sparse fits only: the (learned) inducing inputs.
     """
 
     def __init__(
@@ -143,6 +171,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         jitter: float = 1e-6,
         warm_start: bool = True,
         random_state: int | np.random.RandomState | None = None,
+        inducing_points: int | ArrayLike | None = None,
+        learn_inducing_points: bool = True,
+        inducing_init: str = "kmeans",
+        optimizer_subset: int | None = None,
+        optimizer_maxiter: int | None = None,
     ) -> None:
         self.kernel = kernel
         self.likelihood = likelihood
@@ -155,6 +188,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.jitter = jitter
         self.warm_start = warm_start
         self.random_state = random_state
+        self.inducing_points = inducing_points
+        self.learn_inducing_points = learn_inducing_points
+        self.inducing_init = inducing_init
+        self.optimizer_subset = optimizer_subset
+        self.optimizer_maxiter = optimizer_maxiter
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -191,11 +229,18 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self._rule = "auto" if self.rule is None else self.rule
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         self._warm: InferenceResult | None = None
+        self._sparse = self.inducing_points is not None
+        if self._sparse:
+            self._fit_sparse()
+            return self
 
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             self._optimize()
 
-        result = self._infer(self.kernel_.theta)
+        self._finish(self._infer(self.kernel_.theta))
+        return self
+
+    def _finish(self, result: InferenceResult) -> None:
         if result.status == "diverged":
             raise DivergenceError(
                 f"{self._rule!r} diverged after {result.n_sweeps} sweeps with {self._likelihood!r}. "
@@ -212,7 +257,90 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             )
         self.result_ = result
         self.log_marginal_likelihood_value_ = result.log_evidence
-        return self
+
+    # ------------------------------------------------------------ sparse fit
+    def _fit_sparse(self) -> None:
+        X = self.X_train_
+        spec = check_inducing_points(self.inducing_points, X.shape[1])
+        if not isinstance(self.learn_inducing_points, bool | np.bool_):
+            raise TypeError(f"learn_inducing_points must be a bool, got {self.learn_inducing_points!r}")
+        if self.optimizer_subset is not None and not (
+            isinstance(self.optimizer_subset, int | np.integer) and self.optimizer_subset >= 2
+        ):
+            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {self.optimizer_subset!r}")
+        rng = check_random_state(self.random_state)
+        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
+        self.inducing_points_ = Z
+        learn_z = bool(self.learn_inducing_points)
+        if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
+            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+            n = X.shape[0]
+            if self.optimizer_subset is not None and self.optimizer_subset < n:
+                idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
+                self._optimize_sparse(X[idx], self._y[idx], rng, learn_z)
+                self._warm = None  # its sites belong to the subset
+            else:
+                self._optimize_sparse(X, self._y, rng, learn_z)
+        self._finish(self._infer(None, self._sparse_prior(X, self.kernel_, self.inducing_points_)))
+
+    def _sparse_prior(self, X: Array, kernel: Kernel, Z: Array) -> SparsePrior:
+        return SparsePrior(X, Z, kernel, latent_noise=float(self.jitter))
+
+    def _sparse_evidence(
+        self, x: Array, X: Array, split: Callable, eval_gradient: bool, learn_z: bool
+    ) -> tuple[float, Array | None]:
+        """Sparse EP evidence (and gradient in ``theta`` and, if learned, ``Z``) at the optimiser's ``x``."""
+        theta, Z = split(x)
+        Z = self.inducing_points_ if Z is None else Z
+        kernel = self.kernel_.clone_with_theta(theta)
+        fail = (-np.inf, np.zeros_like(x) if eval_gradient else None)
+        try:
+            prior = self._sparse_prior(X, kernel, Z)
+        except KernelNotPositiveDefiniteError:
+            return fail
+        result = self._infer(theta, prior)
+        lml = result.log_evidence
+        if result.status == "diverged" or not np.isfinite(lml):
+            return fail
+        if not eval_gradient:
+            return lml, None
+        g_theta, g_z = sparse_evidence_gradient(result.posterior, kernel)
+        return lml, flat(g_theta, g_z if learn_z else None)
+
+    def _optimize_sparse(self, X: Array, y: Array, rng: np.random.RandomState, learn_z: bool) -> None:
+        """Learn ``kernel_.theta`` (and ``inducing_points_``) on ``(X, y)`` (labels in -1/+1)."""
+        y_all, self._y = self._y, y
+        split = split_parameters(self.kernel_, self.inducing_points_.shape, learn_z)
+
+        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
+            lml, grad = self._sparse_evidence(x, X, split, eval_gradient, learn_z)
+            return (-lml, -grad) if eval_gradient else -lml
+
+        n_z = self.inducing_points_.size if learn_z else 0
+        bounds = np.vstack([self.kernel_.bounds, np.full((n_z, 2), np.nan)]) if n_z else self.kernel_.bounds
+        starts = [self.kernel_.theta]
+        if self.n_restarts_optimizer > 0:
+            kb = self.kernel_.bounds
+            if not np.all(np.isfinite(kb)):
+                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
+            starts += [rng.uniform(kb[:, 0], kb[:, 1]) for _ in range(self.n_restarts_optimizer)]
+        best_x, best_value = None, np.inf
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", ConvergenceWarning)
+                for theta0 in starts:
+                    x, value = self._run_optimizer(
+                        obj_func, flat(theta0, self.inducing_points_ if learn_z else None), bounds
+                    )
+                    if value < best_value:
+                        best_x, best_value = x, value
+        finally:
+            self._y = y_all
+        if best_x is not None:
+            theta, Z = split(best_x)
+            self.kernel_.theta = theta
+            if Z is not None:
+                self.inducing_points_ = np.array(Z)
 
     def _check_parameters(self) -> None:
         """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
@@ -310,7 +438,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if self.optimizer == "fmin_l_bfgs_b":
             theta0 = np.clip(theta0, bounds[:, 0], bounds[:, 1])  # as L-BFGS-B itself starts
             start_value = obj_func(theta0, eval_gradient=False)
-            res = optimize.minimize(obj_func, theta0, method="L-BFGS-B", jac=True, bounds=bounds)
+            options = {} if self.optimizer_maxiter is None else {"maxiter": int(self.optimizer_maxiter)}
+            if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
+                bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
+            res = optimize.minimize(obj_func, theta0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
             if not np.isfinite(res.fun) or res.fun > start_value:
                 return theta0, start_value
             return res.x, float(res.fun)
@@ -343,7 +474,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             self.kernel_.theta = theta
         saved = self._warm
         try:
-            lml, grad = self._evidence(theta, eval_gradient)
+            if getattr(self, "_sparse", False):
+                split = split_parameters(self.kernel_, self.inducing_points_.shape, False)
+                lml, grad = self._sparse_evidence(theta, self.X_train_, split, eval_gradient, False)
+            else:
+                lml, grad = self._evidence(theta, eval_gradient)
         finally:
             self._warm = saved
         lml = np.float64(lml)  # a NumPy scalar, as scikit-learn's (compares in float64 with float32 operands)
@@ -354,9 +489,21 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """Posterior mean and variance of the latent ``f`` (for ``classes_[1]``) at ``X``."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
+        if getattr(self, "_sparse", False):
+            return self._sparse_latent(X)
         K_star = self.kernel_(X, self.X_train_)
         k_diag = self.kernel_.diag(X) + float(self.jitter)
         return self.result_.predict_latent(K_star, k_diag)
+
+    def _sparse_latent(self, X: Array) -> tuple[Array, Array]:
+        """FITC predictions in row chunks: ``K_*u`` is ``chunk x M``, never ``m x n``."""
+        mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
+        for start in range(0, X.shape[0], CHUNK):
+            rows = X[start : start + CHUNK]
+            K_star = self.kernel_(rows, self.inducing_points_)
+            k_diag = self.kernel_.diag(rows) + float(self.jitter)
+            mean[start : start + CHUNK], var[start : start + CHUNK] = self.result_.predict_latent(K_star, k_diag)
+        return mean, var
 
     def decision_function(self, X: ArrayLike) -> Array:
         """Latent posterior mean: positive favours ``classes_[1]``."""
@@ -369,7 +516,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
-        p1 = self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
+        if getattr(self, "_sparse", False):
+            mean, var = self._sparse_latent(X)
+            p1 = np.clip(self.result_.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+        else:
+            p1 = self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X: ArrayLike) -> NDArray:

@@ -54,7 +54,10 @@ class Auto(InferenceMethod):
 
     A convergent stage (:class:`~relaxep.inference.ConvergentEP`, :class:`~relaxep.inference.DoubleLoopEP`)
     that runs out of sweeps ends the cascade: it was still lowering its free energy, and the
-    next stage would do the same more slowly; one that stalls hands over.
+    next stage would do the same more slowly; one that stalls hands over.  A stage that cannot
+    run on the prior's representation (:meth:`~relaxep.inference.InferenceMethod.supports`:
+    double-loop EP needs a dense ``K``) is left out, so on a sparse prior the cascade is EP, then
+    convergent EP.
 
     The result's ``attempts`` lists every stage tried (:class:`~relaxep.inference.Attempt`);
     its ``method`` is the stage whose posterior it returns, and its ``status`` that stage's (so an
@@ -95,10 +98,12 @@ class Auto(InferenceMethod):
         options: RunOptions,
         init: InferenceResult | None = None,
     ) -> InferenceResult:
+        methods = [m for m in map(self._method, self.stages) if m.supports(prior)]
+        if not methods:
+            raise TypeError(f"no stage of {self!r} runs on {type(prior).__name__}")
         results = []
-        for k, stage in enumerate(self.stages):
-            method = self._method(stage)
-            last = k == len(self.stages) - 1
+        for k, method in enumerate(methods):
+            last = k == len(methods) - 1
             stage_options = replace(
                 options, tol=method.tolerance(options.tol), stall_window=None if last else int(self.stall_window)
             )

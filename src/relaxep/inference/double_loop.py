@@ -349,6 +349,10 @@ class DoubleLoopEP(InferenceMethod):
             raise TypeError(f"accelerate must be a bool, got {accelerate!r}")
         self.accelerate = accelerate
 
+    def supports(self, prior: Prior) -> bool:
+        """Only a :class:`~relaxep.posterior.DensePrior`: the Newton steps use the ``n x n`` covariance."""
+        return isinstance(prior, DensePrior)
+
     def run(
         self,
         prior: Prior,

@@ -127,6 +127,10 @@ class InferenceMethod(ParamsMixin, ABC):
     ) -> InferenceResult:
         """Run to convergence or until ``options`` stop it; ``init`` warm-starts from its sites."""
 
+    def supports(self, prior: Prior) -> bool:
+        """Whether this method can run on ``prior``'s representation (all do but those that need a dense ``K``)."""
+        return True
+
     def tolerance(self, tol: float) -> float:
         """The tolerance this method should be run with to match an undamped method at ``tol``."""
         return tol

@@ -4,6 +4,7 @@ from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteErro
 from relaxep.posterior.base import Posterior, SweepStats, cavity
 from relaxep.posterior.dense import DensePosterior
 from relaxep.posterior.prior import DensePrior, Prior, as_prior
+from relaxep.posterior.sparse import SparsePosterior, SparsePrior
 
 __all__ = [
     "DensePosterior",
@@ -12,6 +13,8 @@ __all__ = [
     "KernelNotPositiveDefiniteError",
     "Posterior",
     "Prior",
+    "SparsePosterior",
+    "SparsePrior",
     "SweepStats",
     "as_prior",
     "cavity",

@@ -2,8 +2,9 @@ r"""Priors: what a representation is built from.
 
 A prior object stands for :math:`N(f | 0, K)` at the training inputs in some representation
 and makes the posterior of that representation for given sites.  :class:`DensePrior` wraps
-a dense ``K``; a sparse (inducing-point) prior will hold :math:`K_{uu}`, :math:`K_{uf}` and
-:math:`\operatorname{diag} K_{ff}` instead, and nothing that consumes priors changes.
+a dense ``K``; :class:`~relaxep.posterior.sparse.SparsePrior` (FITC) holds :math:`K_{uu}`,
+:math:`K_{uf}` (whitened) and :math:`\operatorname{diag} K_{ff}` instead, and nothing that consumes
+priors changes.
 """
 
 from __future__ import annotations

@@ -1,0 +1,321 @@
+"""Sparse (FITC) EP at 10^4 - 10^6 points: time, peak memory, test error and NLL beside the Bayes floor.
+
+The problem (issue 13): d = 8, X ~ N(0, I), f drawn from a GP with RBF(length scale 2,
+variance 4) through 4096 random Fourier features, y = +1 with probability Phi(f); 20 000
+fresh test points.  The Bayes floor is the error and NLL of the true f on those test labels.
+
+Each row runs in its own process (so ``peak RSS`` is that row's own), BLAS pinned to
+``--threads`` threads:
+
+``fixed``
+    kernel at the truth ``4 * RBF(2)``, inducing inputs by k-means or a random subset, probit
+    likelihood, parallel EP (``GPClassifier(optimizer=None, inducing_points=M)``); ``time``
+    is the whole posterior (placing Z, building the prior, EP), ``predict`` the 20 000 test
+    probabilities.
+``learned``
+    kernel ``1 * RBF(1)`` and the inducing inputs learned by L-BFGS-B on the sparse EP
+    evidence (``optimizer_subset`` points, ``optimizer_maxiter`` iterations), then the
+    posterior on all points.
+``dense``
+    the dense fit (``GPClassifier(optimizer=None)``) at the true kernel, where it fits.
+
+Usage::
+
+    python benchmarks/sparse.py --sizes 10000 100000 --inducing 100 200 500 > benchmarks/results/sparse.md
+    python benchmarks/sparse.py --rows learned --sizes 100000 --inducing 200
+
+Writes Markdown to stdout; data are cached in ``benchmarks/.cache``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+from scipy.special import log_ndtr, ndtr
+
+LABELS = {"pygps": "pyGPs FITC_EP", "gpy": "GPy EPDTC"}
+CACHE = Path(__file__).resolve().parent / ".cache"
+DIM, ELL, VAR, N_FEATURES, N_TEST, SEED = 8, 2.0, 4.0, 4096, 20_000, 13
+
+
+def _latent(X: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    out = np.empty(X.shape[0])
+    for s in range(0, X.shape[0], 20_000):
+        out[s : s + 20_000] = np.cos(X[s : s + 20_000] @ omega + phase) @ weights
+    return out * np.sqrt(2.0 * VAR / omega.shape[1])
+
+
+def problem(n: int) -> tuple[np.ndarray, ...]:
+    """Training rows are a prefix of one stream: the n = 10^4 set is the first rows of the 10^5 one."""
+    path = CACHE / f"sparse_{n}.npz"
+    larger = sorted(CACHE.glob("sparse_*.npz"), key=lambda q: int(q.stem.split("_")[1])) if CACHE.exists() else []
+    larger = [q for q in larger if int(q.stem.split("_")[1]) >= n]
+    if larger:  # training rows are a prefix of one stream
+        z = np.load(larger[0])
+        return z["X"][:n], z["y"][:n], z["Xt"], z["yt"], z["ft"]
+    rng = np.random.default_rng(SEED)
+    omega = rng.normal(size=(DIM, N_FEATURES)) / ELL
+    phase = rng.uniform(0.0, 2.0 * np.pi, N_FEATURES)
+    weights = rng.normal(size=N_FEATURES)
+    test = np.random.default_rng(SEED + 1)
+    Xt = test.normal(size=(N_TEST, DIM))
+    ft = _latent(Xt, omega, phase, weights)
+    yt = np.where(test.uniform(size=N_TEST) < ndtr(ft), 1.0, -1.0)
+    X = np.random.default_rng(SEED + 2).normal(size=(n, DIM))
+    y = np.where(np.random.default_rng(SEED + 3).uniform(size=n) < ndtr(_latent(X, omega, phase, weights)), 1.0, -1.0)
+    CACHE.mkdir(exist_ok=True)
+    np.savez(path, X=X, y=y, Xt=Xt, yt=yt, ft=ft)
+    return X, y, Xt, yt, ft
+
+
+def scores(p1: np.ndarray, yt: np.ndarray) -> tuple[float, float]:
+    p1 = np.clip(p1, 1e-300, 1.0 - 1e-16)
+    err = float(np.mean(np.where(p1 >= 0.5, 1.0, -1.0) != yt))
+    nll = float(-np.mean(np.where(yt > 0, np.log(p1), np.log1p(-p1))))
+    return err, nll
+
+
+def bayes(yt: np.ndarray, ft: np.ndarray) -> tuple[float, float]:
+    return float(np.mean(np.sign(ft) != yt)), float(-np.mean(log_ndtr(yt * ft)))
+
+
+def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
+    """DaskGPClassifier on a LocalCluster of 2 one-thread workers, shards of 10^4 rows (cluster start untimed)."""
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    from relaxep import EP, Probit
+    from relaxep.dask import DaskGPClassifier
+
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
+        Client(cluster) as client,
+    ):
+        Xd, yd = da.from_array(X, chunks=(10_000, -1)), da.from_array(y, chunks=10_000)
+        clf = DaskGPClassifier(client, truth, Probit(), EP(), inducing_points=M, inducing_init=init, optimizer=None)
+        start = time.perf_counter()
+        clf.fit(Xd, yd)
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = clf.predict_proba(Xt)[:, 1]
+        predict_time = time.perf_counter() - start
+        worker_rss = max(w["metrics"]["memory"] for w in client.scheduler_info()["workers"].values()) / 2**20
+    err, nll = scores(p1, yt)
+    b_err, b_nll = bayes(yt, ft)
+    return {
+        "kind": "dask",
+        "n": n,
+        "M": M,
+        "init": init,
+        "time": fit_time,
+        "predict": predict_time,
+        "rss_MiB": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, worker_rss),
+        "traced_MiB": float("nan"),
+        "sweeps": clf.n_sweeps_,
+        "status": clf.status_,
+        "err": err,
+        "nll": nll,
+        "bayes_err": b_err,
+        "bayes_nll": b_nll,
+        "kernel": str(clf.kernel_),
+        "probs": p1[:5].tolist(),
+    }
+
+
+def run_peer(kind: str, n: int, M: int) -> dict:
+    """pyGPs' FITC_EP or GPy's EPDTC at the true kernel, M random inducing inputs (their own environment)."""
+    X, y, Xt, yt, ft = problem(n)
+    Z = X[np.random.default_rng(0).choice(n, M, replace=False)]
+    start = time.perf_counter()
+    if kind == "pygps":
+        import pyGPs
+
+        model = pyGPs.GPC_FITC()
+        model.setPrior(kernel=pyGPs.cov.RBF(log_ell=np.log(ELL), log_sigma=0.5 * np.log(VAR)), inducing_points=Z)
+        model.setData(X, y.reshape(-1, 1))
+        model.getPosterior()
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        ymu = model.predict(Xt, ys=yt.reshape(-1, 1))[0]
+        p1 = (1.0 + ymu.ravel()) / 2.0
+    else:
+        import GPy
+
+        kern = GPy.kern.RBF(DIM, variance=VAR, lengthscale=ELL)
+        model = GPy.core.SparseGP(
+            X,
+            (y.reshape(-1, 1) > 0).astype(float),
+            Z,
+            kern,
+            GPy.likelihoods.Bernoulli(),
+            inference_method=GPy.inference.latent_function_inference.EPDTC(),
+        )
+        fit_time = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = model.predict(Xt)[0].ravel()
+    predict_time = time.perf_counter() - start
+    err, nll = scores(p1, yt)
+    b_err, b_nll = bayes(yt, ft)
+    return {
+        "kind": kind,
+        "n": n,
+        "M": M,
+        "init": "random",
+        "time": fit_time,
+        "predict": predict_time,
+        "rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "traced_MiB": float("nan"),
+        "sweeps": -1,
+        "status": "-",
+        "err": err,
+        "nll": nll,
+        "bayes_err": b_err,
+        "bayes_nll": b_nll,
+        "kernel": "truth",
+        "probs": p1[:5].tolist(),
+    }
+
+
+def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: int, trace_memory: bool) -> dict:
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from relaxep import GPClassifier, Probit
+
+    X, y, Xt, yt, ft = problem(n)
+    truth = C(VAR, "fixed") * RBF(ELL, "fixed")
+    if kind == "fixed":
+        clf = GPClassifier(truth, Probit(), rule="auto", optimizer=None, inducing_points=M, inducing_init=init)
+    elif kind == "learned":
+        clf = GPClassifier(
+            C(1.0) * RBF(1.0),
+            Probit(),
+            inducing_points=M,
+            inducing_init=init,
+            optimizer_subset=subset,
+            optimizer_maxiter=maxiter,
+            random_state=0,
+        )
+    elif kind == "dense":
+        clf = GPClassifier(truth, Probit(), optimizer=None)
+    elif kind == "dask":
+        return run_dask(n, M, init, X, y, Xt, yt, ft, truth)
+    else:
+        raise ValueError(kind)
+    if trace_memory:
+        tracemalloc.start()
+    start = time.perf_counter()
+    clf.fit(X, y)
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    p1 = clf.predict_proba(Xt)[:, 1]
+    predict_time = time.perf_counter() - start
+    traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace_memory else float("nan")
+    err, nll = scores(p1, yt)
+    b_err, b_nll = bayes(yt, ft)
+    return {
+        "kind": kind,
+        "n": n,
+        "M": M if kind != "dense" else None,
+        "init": init if kind != "dense" else "",
+        "time": fit_time,
+        "predict": predict_time,
+        "rss_MiB": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "traced_MiB": traced,
+        "sweeps": int(clf.result_.n_sweeps),
+        "status": clf.result_.status,
+        "err": err,
+        "nll": nll,
+        "bayes_err": b_err,
+        "bayes_nll": b_nll,
+        "kernel": str(clf.kernel_),
+        "probs": p1[:5].tolist(),
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--rows", nargs="+", default=["fixed", "learned", "dense"], choices=["fixed", "learned", "dense", "dask"]
+    )
+    ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000])
+    ap.add_argument("--inducing", nargs="+", type=int, default=[100, 200, 500])
+    ap.add_argument("--inits", nargs="+", default=["kmeans", "random"])
+    ap.add_argument("--learned-inducing", nargs="+", type=int, default=[200])
+    ap.add_argument("--subset", type=int, default=20_000, help="optimizer_subset of the learned rows (0: all)")
+    ap.add_argument("--maxiter", type=int, default=100)
+    ap.add_argument("--dense-max-n", type=int, default=10_000)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--trace-memory", action="store_true", help="also report tracemalloc's peak (slower)")
+    ap.add_argument(
+        "--peers", nargs="*", default=[], metavar="KIND:N:M", help="peer rows, e.g. pygps:10000:100 gpy:2000:100"
+    )
+    ap.add_argument("--peer-python", default=".bench/bin/python", help="interpreter with GPy / pyGPs installed")
+    ap.add_argument("--one", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.one:  # a child process: one row, JSON out
+        kind, n, M, init, subset, maxiter, tm = json.loads(args.one)
+        row = run_peer(kind, n, M) if kind in LABELS else run_row(kind, n, M, init, subset, maxiter, tm)
+        print(json.dumps(row))
+        return
+    env = dict(os.environ, OPENBLAS_NUM_THREADS=str(args.threads), OMP_NUM_THREADS=str(args.threads))
+    env["MKL_NUM_THREADS"] = str(args.threads)
+    jobs = []
+    for n in args.sizes:
+        problem(n)  # generate (and cache) once, outside the timed children
+        if "fixed" in args.rows:
+            jobs += [("fixed", n, M, init) for M in args.inducing for init in args.inits]
+        if "learned" in args.rows:
+            jobs += [("learned", n, M, "kmeans") for M in args.learned_inducing]
+        if "dask" in args.rows:
+            jobs += [("dask", n, M, "kmeans") for M in args.learned_inducing]
+        if "dense" in args.rows and n <= args.dense_max_n:
+            jobs.append(("dense", n, 0, ""))
+    for peer in args.peers:
+        kind, n, M = peer.split(":")
+        problem(int(n))
+        jobs.append((kind, int(n), int(M), "random"))
+    print(
+        f"BLAS threads: {args.threads}; learned rows: optimizer_subset={args.subset or 'all'}, "
+        f"optimizer_maxiter={args.maxiter}\n"
+    )
+    print(
+        "| fit | n | M | Z init | time (s) | predict 2e4 (s) | peak RSS (MiB) | sweeps | status | "
+        "test error | test NLL | Bayes error | Bayes NLL | kernel |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for kind, n, M, init in jobs:
+        spec = json.dumps([kind, n, M, init, args.subset or None, args.maxiter, args.trace_memory])
+        python = args.peer_python if kind in LABELS else sys.executable
+        if kind in LABELS and not Path(python).exists():
+            print(f"| {kind} | {n} | {M} | - | skipped: {python} not found (see benchmarks/README.md) |||||||||")
+            continue
+        out = subprocess.run([python, __file__, "--one", spec], env=env, capture_output=True, text=True, check=False)
+        if out.returncode != 0:
+            reason = out.stderr.strip().splitlines()[-1]
+            print(f"| {kind} | {n} | {M} | {init} | failed: {reason} |||||||||", flush=True)
+            continue
+        r = json.loads(out.stdout.strip().splitlines()[-1])
+        label = LABELS.get(kind, kind)
+        print(
+            f"| {label} | {n} | {r['M'] or '-'} | {r['init'] or '-'} | {r['time']:.2f} | {r['predict']:.2f} | "
+            f"{r['rss_MiB']:.0f} | {r['sweeps']} | {r['status']} | {r['err']:.4f} | {r['nll']:.4f} | "
+            f"{r['bayes_err']:.4f} | {r['bayes_nll']:.4f} | {r['kernel']} |",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    # this file is named like pydata's `sparse`, which dask imports if it can: keep its folder off the path
+    here = str(Path(__file__).resolve().parent)
+    sys.path[:] = [p for p in sys.path if str(Path(p or ".").resolve()) != here]
+    main()

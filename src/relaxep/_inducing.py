@@ -1,0 +1,77 @@
+r"""Inducing inputs for the sparse fit: their initial placement and the evidence over (kernel, inducing inputs).
+
+Shared by :class:`~relaxep.GPClassifier` and :class:`relaxep.dask.DaskGPClassifier`.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+
+import numpy as np
+from sklearn.cluster import KMeans
+from sklearn.gaussian_process.kernels import Kernel
+
+from relaxep._typing import Array
+
+__all__ = ["INITS", "check_inducing_points", "flat", "initial_inducing_points", "split_parameters"]
+
+#: the ways to place the initial inducing inputs
+INITS = ("kmeans", "random")
+
+
+def check_inducing_points(inducing_points: object, n_features: int) -> int | Array:
+    """``inducing_points`` as an ``int >= 1`` or an ``(M, n_features)`` float array (a copy)."""
+    if isinstance(inducing_points, bool | np.bool_):
+        raise TypeError(f"inducing_points must be an int or an (M, d) array, got {inducing_points!r}")
+    if isinstance(inducing_points, numbers.Integral):
+        if inducing_points < 1:
+            raise ValueError(f"inducing_points must be >= 1, got {inducing_points!r}")
+        return int(inducing_points)
+    try:
+        Z = np.array(inducing_points, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"inducing_points must be an int or an (M, d) array, got {inducing_points!r}") from exc
+    if Z.ndim != 2 or Z.shape[0] < 1 or Z.shape[1] != n_features:
+        raise ValueError(f"inducing_points must have shape (M, {n_features}), got {Z.shape}")
+    if not np.all(np.isfinite(Z)):
+        raise ValueError("inducing_points contains NaN or inf")
+    return Z
+
+
+def initial_inducing_points(
+    X: Array, inducing_points: int | Array, init: str, rng: np.random.RandomState | np.random.Generator
+) -> Array:
+    r"""The starting inducing inputs: the given array, or ``M`` chosen from ``X``.
+
+    ``"kmeans"``: the centres of k-means (one start, 50 Lloyd iterations) on a random subset of
+    :math:`\min(n, 20M)` rows; ``"random"``: a random subset of ``M`` distinct rows.  ``M`` is
+    capped at ``n``.
+    """
+    if not isinstance(inducing_points, int):
+        return np.array(inducing_points, dtype=float)
+    if init not in INITS:
+        raise ValueError(f"inducing_init must be one of {INITS}, got {init!r}")
+    n = X.shape[0]
+    M = min(inducing_points, n)
+    gen = np.random.default_rng(rng.randint(2**31 - 1) if isinstance(rng, np.random.RandomState) else rng)
+    if init == "random" or M == n:
+        return X[np.sort(gen.choice(n, M, replace=False))].copy()
+    sub = X[gen.choice(n, min(n, 20 * M), replace=False)]
+    seed = int(gen.integers(2**31 - 1))
+    return KMeans(n_clusters=M, n_init=1, max_iter=50, random_state=seed).fit(sub).cluster_centers_.copy()
+
+
+def split_parameters(kernel: Kernel, Z_shape: tuple[int, int], learn_z: bool) -> Callable[[Array], tuple[Array, Array]]:
+    """``x -> (theta, Z_or_None)``: the optimiser's vector is ``theta`` then, if learned, ``Z`` row by row."""
+    k = kernel.theta.size
+
+    def split(x: Array) -> tuple[Array, Array]:
+        return x[:k], (x[k:].reshape(Z_shape) if learn_z else None)
+
+    return split
+
+
+def flat(theta: Array, Z: Array | None) -> Array:
+    """The optimiser's vector for ``theta`` and ``Z`` (``None``: ``Z`` is not learned)."""
+    return np.concatenate([np.asarray(theta, float)] + ([] if Z is None else [np.asarray(Z, float).ravel()]))

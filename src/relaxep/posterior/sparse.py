@@ -1,0 +1,485 @@
+r"""The sparse (FITC) EP posterior: inducing points, :math:`O(nM^2)` a refresh, :math:`O(nM)` memory.
+
+The prior is the fully independent training conditional of Snelson & Ghahramani (2006),
+used for EP by Naish-Guzman & Holden (2007, "The generalized FITC approximation", NIPS)
+and in GPML's ``infEP`` with ``apxSparse``:
+
+.. math::
+    f \sim N(0,\ Q + G),\qquad Q = K_{fu} K_{uu}^{-1} K_{uf},\qquad
+    G = \operatorname{diag}(g),\ g_i = k_{ii} - Q_{ii},
+
+with :math:`M` inducing inputs :math:`Z` (:math:`K_{uu} = k(Z, Z)`, :math:`K_{uf} = k(Z, X)`).
+It is held whitened: :math:`L_{uu}L_{uu}^\top = K_{uu}`, :math:`V = L_{uu}^{-1}K_{uf}`
+(:math:`M \times n`, stored as its ``n x M`` transpose so that row chunks are contiguous), so
+:math:`Q = V^\top V`, :math:`g_i = k_{ii} - \|v_i\|^2`.  With inducing inputs equal to the
+training inputs, :math:`Q = K` and :math:`G = 0`: the dense prior exactly.
+
+Given sites :math:`(\tau, \nu)` the posterior never divides by :math:`\tau` (sites of any sign):
+
+.. math::
+    d_i = 1 + g_i\tau_i,\quad w_i = \tau_i / d_i,\quad \beta_i = \nu_i / d_i,\quad
+    B = I_M + V W V^\top,\quad m = B^{-1} V\beta,
+
+the posterior of the whitened inducing values :math:`v = L_{uu}^{-1}u` being :math:`N(m, B^{-1})`,
+and with :math:`s_i = \|L_B^{-1}v_i\|^2` (:math:`L_B L_B^\top = B`)
+
+.. math::
+    \mu_i = \frac{v_i^\top m + g_i\nu_i}{d_i},\qquad
+    A_{ii} = \frac{g_i}{d_i} + \frac{s_i}{d_i^2},\qquad
+    \log|I + (Q+G)T| = \sum_i \log d_i + \log|B|.
+
+The posterior is proper iff every :math:`d_i > 0` and :math:`B` is positive definite.  No
+``n x n`` array is formed anywhere: a refresh is one weighted Gram sum over row chunks of
+:math:`V^\top` (``syrk``, :math:`nM^2` flops), one :math:`M \times M` Cholesky and one
+triangular multiply per chunk for the marginals.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import linalg
+from scipy.linalg.blas import dsyrk, dtrmm, dtrsm
+
+from relaxep._typing import Array
+from relaxep._validation import NOT_PSD_ADVICE
+from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior.base import Posterior, SiteProposer, SweepStats, cavity, is_proper
+from relaxep.posterior.prior import Prior
+
+__all__ = ["SparsePosterior", "SparsePrior"]
+
+#: rows of V^T per chunk: bounds the temporaries of a pass to CHUNK x M
+CHUNK = 4096
+
+
+def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
+    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def solve_rows(lower: Array, rows: Array) -> Array:
+    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm``."""
+    return dtrsm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
+
+
+def multiply_rows(lower: Array, rows: Array) -> Array:
+    r"""Rows of :math:`Y L^\top` for lower-triangular :math:`L` by one BLAS-3 ``trmm``."""
+    return dtrmm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
+
+
+def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
+    r""":math:`C + Y^\top \operatorname{diag}(w) Y` in the lower triangle, weights of any sign (two ``syrk``)."""
+    pos, neg = weights > 0.0, weights < 0.0
+    if np.any(pos):
+        y = rows * np.sqrt(weights)[:, None] if np.all(pos) else rows[pos] * np.sqrt(weights[pos])[:, None]
+        gram = dsyrk(1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+    if np.any(neg):
+        y = rows[neg] * np.sqrt(-weights[neg])[:, None]
+        gram = dsyrk(-1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+    return gram
+
+
+def symmetric_from_lower(lower: Array) -> Array:
+    """The symmetric matrix whose lower triangle is that of ``lower`` (exactly symmetric)."""
+    return np.tril(lower) + np.tril(lower, -1).T
+
+
+def natural_sums(rows: Array, g: Array, tau: Array, nu: Array) -> tuple[Array, Array, float, float]:
+    r"""One shard's share of the refresh: :math:`\sum_i w_i v_i v_i^\top` (lower), :math:`\sum_i \beta_i v_i`,
+    :math:`\sum_i \log d_i` and :math:`\min_i d_i` (``log d`` is ``nan`` where some :math:`d_i \le 0`)."""
+    d = 1.0 + g * tau
+    m = rows.shape[1]
+    gram = np.zeros((m, m), order="F")
+    if not np.all(d > 0.0):
+        return gram, np.zeros(m), float("nan"), float(np.min(d))
+    gram = add_weighted_gram(gram, rows, tau / d)
+    return gram, (nu / d) @ rows, float(np.sum(np.log(d))), float(np.min(d))
+
+
+def factor_b(gram: Array, b: Array) -> tuple[Array, Array, Array]:
+    r""":math:`L_B`, :math:`L_B^{-1}` and :math:`m = B^{-1}b` for :math:`B = I +` ``gram`` (lower triangle used).
+
+    Raises :class:`~relaxep.ImproperPosteriorError` where :math:`B` is not positive definite.
+    """
+    big_b = symmetric_from_lower(gram)
+    big_b[np.diag_indices_from(big_b)] += 1.0
+    try:
+        chol = linalg.cholesky(big_b, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper") from exc
+    chol_inv = linalg.lapack.dtrtri(chol, lower=1)[0]
+    return chol, chol_inv, linalg.cho_solve((chol, True), b, check_finite=False)
+
+
+def shard_marginals(rows: Array, g: Array, tau: Array, nu: Array, chol_inv: Array, m: Array) -> tuple[Array, Array]:
+    r"""Posterior means and marginal variances of a block of sites from the broadcast :math:`L_B^{-1}, m`.
+
+    :math:`\mu_i = (v_i^\top m + g_i\nu_i)/d_i`, :math:`A_{ii} = g_i/d_i + \|L_B^{-1}v_i\|^2/d_i^2`.
+    """
+    r = multiply_rows(chol_inv, rows)
+    s = np.einsum("ij,ij->i", r, r)
+    d = 1.0 + g * tau
+    return (rows @ m + g * nu) / d, g / d + s / d**2
+
+
+class SparsePrior(Prior):
+    r"""The FITC prior :math:`N(0, Q + \operatorname{diag}(K - Q))` at ``X`` through inducing inputs ``Z``.
+
+    Parameters
+    ----------
+    X : array_like of shape (n, d)
+        Training inputs (copied).
+    Z : array_like of shape (M, d)
+        Inducing inputs (copied).
+    kernel : callable
+        ``kernel(A, B)`` the cross-covariance matrix and ``kernel.diag(A)`` the variances
+        (any scikit-learn kernel).
+    latent_noise : float
+        Added to every prior variance :math:`k_{ii}` (and so to :math:`g`, not to :math:`Q`):
+        the dense fit's ``K + s^2 I``.
+    jitter : float
+        Relative jitter on :math:`K_{uu}`: :math:`K_{uu} + \epsilon\,\overline{\operatorname{diag}K_{uu}}\,I`.
+    chunk_size : int
+        Rows per pass (temporaries are ``chunk_size x M``).
+
+    Memory: :math:`V^\top` (``n x M``) and :math:`M \times M` factors; :math:`K_{uf}` is never held whole.
+
+    Raises
+    ------
+    ValueError
+        For inputs of the wrong shape or not finite;
+        :class:`~relaxep.KernelNotPositiveDefiniteError` when :math:`K_{uu}` has no Cholesky
+        factor (duplicated inducing inputs without jitter).
+    """
+
+    def __init__(
+        self,
+        X: ArrayLike,
+        Z: ArrayLike,
+        kernel: Any,
+        *,
+        latent_noise: float = 0.0,
+        jitter: float = 1e-6,
+        chunk_size: int = CHUNK,
+    ) -> None:
+        X = _check_inputs(X, "X")
+        Z = _check_inputs(Z, "Z")
+        if Z.shape[1] != X.shape[1]:
+            raise ValueError(f"Z must have {X.shape[1]} columns like X, got shape {Z.shape}")
+        if not callable(kernel) or not hasattr(kernel, "diag"):
+            raise TypeError(f"kernel must be callable as kernel(A, B) and have kernel.diag(A), got {kernel!r}")
+        if not (float(latent_noise) >= 0.0 and float(jitter) >= 0.0):
+            raise ValueError(f"latent_noise and jitter must be >= 0, got {latent_noise!r} and {jitter!r}")
+        self.X, self.Z, self.kernel = X, Z, kernel
+        self.latent_noise, self.jitter, self.chunk_size = float(latent_noise), float(jitter), int(chunk_size)
+        k_uu = np.asarray(kernel(Z, Z), dtype=float)
+        self.kuu_jitter = self.jitter * float(np.mean(np.diagonal(k_uu)))
+        k_uu[np.diag_indices_from(k_uu)] += self.kuu_jitter
+        self.K_uu = 0.5 * (k_uu + k_uu.T)
+        self.L_uu = _cholesky_kuu(self.K_uu)
+        n, m = X.shape[0], Z.shape[0]
+        self.Vt = np.empty((n, m))
+        for c in chunks(n, self.chunk_size):
+            self.Vt[c] = solve_rows(self.L_uu, np.asarray(kernel(X[c], Z), dtype=float))
+        self.k_diag = np.asarray(kernel.diag(X), dtype=float) + self.latent_noise
+        self.g = np.maximum(self.k_diag - np.einsum("ij,ij->i", self.Vt, self.Vt), 0.0)
+
+    @classmethod
+    def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
+        r"""The FITC prior from :math:`K_{uu}` (``M x M``), :math:`K_{fu}` (``n x M``) and
+        :math:`\operatorname{diag}K_{ff}`.
+
+        No jitter is added; predictions then take :math:`K_{*u}` and the test variances.
+        """
+        self = cls.__new__(cls)
+        k_uu = np.array(K_uu, dtype=float)
+        k_fu = np.asarray(K_fu, dtype=float)
+        diag = np.array(k_ff_diag, dtype=float)
+        if k_uu.ndim != 2 or k_uu.shape[0] != k_uu.shape[1]:
+            raise ValueError(f"K_uu must be a square matrix, got shape {k_uu.shape}")
+        if k_fu.ndim != 2 or k_fu.shape[1] != k_uu.shape[0]:
+            raise ValueError(f"K_fu must have shape (n, {k_uu.shape[0]}), got {k_fu.shape}")
+        if diag.shape != (k_fu.shape[0],):
+            raise ValueError(f"k_ff_diag must have shape ({k_fu.shape[0]},), got {diag.shape}")
+        if not (np.all(np.isfinite(k_uu)) and np.all(np.isfinite(k_fu)) and np.all(np.isfinite(diag))):
+            raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
+        self.X = self.Z = self.kernel = None
+        self.latent_noise, self.jitter, self.kuu_jitter, self.chunk_size = 0.0, 0.0, 0.0, CHUNK
+        self.K_uu = 0.5 * (k_uu + k_uu.T)
+        self.L_uu = _cholesky_kuu(self.K_uu)
+        self.Vt = np.empty(k_fu.shape)
+        for c in chunks(k_fu.shape[0], self.chunk_size):
+            self.Vt[c] = solve_rows(self.L_uu, k_fu[c])
+        self.k_diag = diag
+        self.g = np.maximum(diag - np.einsum("ij,ij->i", self.Vt, self.Vt), 0.0)
+        return self
+
+    @property
+    def n(self) -> int:
+        return self.Vt.shape[0]
+
+    @property
+    def n_inducing(self) -> int:
+        """:math:`M`, the number of inducing inputs."""
+        return self.Vt.shape[1]
+
+    def posterior(
+        self,
+        site_precision: Array | None = None,
+        site_mean_precision: Array | None = None,
+        marginals_only: bool = False,
+    ) -> SparsePosterior:
+        """The FITC posterior for these sites (it always keeps only the marginals, so ``marginals_only`` is moot)."""
+        return SparsePosterior(self, site_precision, site_mean_precision)
+
+    def cross_kernel(self, X_test: ArrayLike) -> tuple[Array, Array]:
+        r""":math:`K_{*u}` and the prior test variances :math:`k_{**}` (+ latent noise): what
+        :meth:`SparsePosterior.predict_latent` takes.  Only for a prior built from a kernel."""
+        if self.kernel is None:
+            raise ValueError("this SparsePrior was built from matrices: pass K_*u and k_** yourself")
+        X_test = _check_inputs(X_test, "X_test")
+        return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
+            self.kernel.diag(X_test), dtype=float
+        ) + self.latent_noise
+
+    def dense_covariance(self) -> Array:
+        """The ``n x n`` FITC covariance :math:`Q + G` (for tests and small problems only)."""
+        return self.Vt @ self.Vt.T + np.diag(self.g)
+
+
+def _check_inputs(A: ArrayLike, name: str) -> Array:
+    try:
+        out = np.array(A, dtype=float)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"{name} must be a numeric array, got {type(A).__name__}") from exc
+    if out.ndim != 2 or out.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-d array (rows are inputs), got shape {out.shape}")
+    if not np.all(np.isfinite(out)):
+        raise ValueError(f"{name} contains NaN or inf")
+    return out
+
+
+def _cholesky_kuu(k_uu: Array) -> Array:
+    try:
+        return linalg.cholesky(k_uu, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise KernelNotPositiveDefiniteError(
+            f"K_uu (the kernel at the inducing inputs) has no Cholesky factor: are two inducing inputs equal? "
+            f"{NOT_PSD_ADVICE}"
+        ) from exc
+
+
+class SparsePosterior(Posterior):
+    r"""The EP posterior under a FITC prior (module docstring): :math:`O(nM)` memory, :math:`O(nM^2)` a refresh.
+
+    Holds the sites, :math:`d, w, \beta`, :math:`L_B`, :math:`L_B^{-1}`, :math:`m` and the
+    marginals.  The sequential path (:meth:`update_site`, :meth:`apply_sequential`) keeps
+    :math:`\Sigma = B^{-1}` and updates it by Sherman-Morrison, :math:`O(M^2)` a site; the
+    refresh that ends a sweep recomputes everything from the sites.  It has no ``cov``.
+    """
+
+    def __init__(
+        self, prior: SparsePrior, site_precision: Array | None = None, site_mean_precision: Array | None = None
+    ) -> None:
+        n = prior.n
+        self.prior = prior
+        self.site_precision = np.zeros(n) if site_precision is None else np.array(site_precision, dtype=float)
+        self.site_mean_precision = (
+            np.zeros(n) if site_mean_precision is None else np.array(site_mean_precision, dtype=float)
+        )
+        if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
+            raise ValueError(f"site parameters must have shape ({n},)")
+        self._sigma: Array | None = None
+        self._factor_stale = True
+        self.refresh()
+
+    @property
+    def n(self) -> int:
+        return self.prior.n
+
+    @property
+    def mean(self) -> Array:  # type: ignore[override]
+        r"""Posterior means :math:`\mu_i` (recomputed from the sites if they changed)."""
+        if self._factor_stale:
+            self.refresh()
+        return self._mean
+
+    @property
+    def marginal_var(self) -> Array:
+        r"""Posterior marginal variances :math:`A_{ii}`."""
+        if self._factor_stale:
+            self.refresh()
+        return self._var
+
+    @property
+    def inducing_mean(self) -> Array:
+        r""":math:`m`: the posterior mean of the whitened inducing values :math:`L_{uu}^{-1}u`."""
+        if self._factor_stale:
+            self.refresh()
+        return self._m
+
+    @property
+    def chol_b(self) -> Array:
+        r""":math:`L_B`, the Cholesky factor of :math:`B = I + VWV^\top`.
+
+        :math:`B` is the posterior precision of :math:`L_{uu}^{-1}u`."""
+        if self._factor_stale:
+            self.refresh()
+        return self._chol
+
+    def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
+        self.site_precision[index] = precision
+        self.site_mean_precision[index] = mean_precision
+        self._factor_stale = True
+        self._sigma = None
+
+    def refresh(self, marginals_only: bool = False) -> None:
+        """Recompute the posterior from the sites: one Gram pass over :math:`V^\\top`, one Cholesky, one marginal pass.
+
+        Raises
+        ------
+        ImproperPosteriorError
+            When some :math:`d_i \\le 0`, :math:`B` is not positive definite or a marginal
+            variance is not positive.
+        """
+        p = self.prior
+        tau, nu = self.site_precision, self.site_mean_precision
+        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
+            raise ImproperPosteriorError("site parameters are not finite")
+        m_ind = p.n_inducing
+        gram = np.zeros((m_ind, m_ind), order="F")
+        b = np.zeros(m_ind)
+        log_d = 0.0
+        for c in chunks(p.n, p.chunk_size):
+            part, b_part, log_d_part, d_min = natural_sums(p.Vt[c], p.g[c], tau[c], nu[c])
+            if not d_min > 0.0:
+                raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
+            gram += part
+            b += b_part
+            log_d += log_d_part
+        chol, chol_inv, m = factor_b(gram, b)
+        mean, var = np.empty(p.n), np.empty(p.n)
+        for c in chunks(p.n, p.chunk_size):
+            mean[c], var[c] = shard_marginals(p.Vt[c], p.g[c], tau[c], nu[c], chol_inv, m)
+        if not np.all(var > 0.0):
+            raise ImproperPosteriorError("a posterior marginal variance is not positive")
+        self._chol, self._chol_inv, self._m, self._b = chol, chol_inv, m, b
+        self._log_det = log_d + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
+        self._mean, self._var = mean, var
+        self._sigma = None
+        self._factor_stale = False
+
+    def log_det_b(self) -> float:
+        r""":math:`\log|I + (Q + G)T| = \sum_i \log d_i + \log|B|`."""
+        if self._factor_stale:
+            self.refresh()
+        return self._log_det
+
+    def log_partition(self) -> float:
+        r""":math:`\log Z_q = \tfrac12\nu^\top\mu - \tfrac12\log|I + (Q+G)T|`."""
+        return 0.5 * float(self.site_mean_precision @ self.mean) - 0.5 * self.log_det_b()
+
+    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
+        r"""Latent predictive mean and variance from :math:`K_{*u}` (``m x M``, **not** :math:`K_{*f}`).
+
+        With :math:`a_* = L_{uu}^{-1}k_{u*}` (FITC's test conditional, Snelson & Ghahramani 2006):
+
+        .. math:: \mu_* = a_*^\top m,\qquad s^2_* = k_{**} - \|a_*\|^2 + \|L_B^{-1}a_*\|^2.
+
+        Memory :math:`O(mM)`; row chunks of ``chunk_size``.
+        """
+        p = self.prior
+        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
+            raise ValueError(
+                f"the sparse posterior predicts from K_*u of shape (m, {p.n_inducing}) (covariances to the "
+                f"inducing inputs), got {cross_kernel.shape}"
+            )
+        m_ind, chol_inv = self.inducing_mean, self._chol_inv
+        mean, var = np.empty(cross_kernel.shape[0]), np.empty(cross_kernel.shape[0])
+        for c in chunks(cross_kernel.shape[0], p.chunk_size):
+            a = solve_rows(p.L_uu, cross_kernel[c])
+            r = multiply_rows(chol_inv, a)
+            mean[c] = a @ m_ind
+            var[c] = test_diag[c] - np.einsum("ij,ij->i", a, a) + np.einsum("ij,ij->i", r, r)
+        return mean, np.maximum(var, 0.0)
+
+    # ------------------------------------------------------- one-site updates
+    def _ensure_sigma(self) -> Array:
+        r""":math:`\Sigma = B^{-1}` at the current sites (kept current by the one-site updates)."""
+        if self._sigma is None:
+            if self._factor_stale:
+                self.refresh()
+            self._sigma = self._chol_inv.T @ self._chol_inv
+        return self._sigma
+
+    def _site_marginal(self, i: int) -> tuple[Array, Array, float, float]:
+        p, sigma = self.prior, self._sigma
+        v = p.Vt[i]
+        sv = sigma @ v
+        d = 1.0 + p.g[i] * self.site_precision[i]
+        return v, sv, (v @ self._m + p.g[i] * self.site_mean_precision[i]) / d, p.g[i] / d + (v @ sv) / d**2
+
+    def _apply_site(self, i: int, precision: float, mean_precision: float, v: Array, sv: Array, a_ii: float) -> bool:
+        r"""Site ``i``: :math:`B \leftarrow B + \Delta w\, v_i v_i^\top`, :math:`b \leftarrow b + \Delta\beta v_i`.
+
+        Sherman-Morrison on :math:`\Sigma = B^{-1}`, :math:`m = \Sigma b`; ``False`` (nothing
+        changed) if the posterior would be improper."""
+        p = self.prior
+        d_tau = precision - self.site_precision[i]
+        denom = 1.0 + d_tau * a_ii
+        if not (denom > 0.0 and np.isfinite(denom)) or not np.isfinite(mean_precision):
+            return False
+        g_i = p.g[i]
+        d_old, d_new = 1.0 + g_i * self.site_precision[i], 1.0 + g_i * precision
+        if not d_new > 0.0:
+            return False
+        d_w = precision / d_new - self.site_precision[i] / d_old
+        d_beta = mean_precision / d_new - self.site_mean_precision[i] / d_old
+        sm = 1.0 + d_w * float(v @ sv)
+        if not sm > 0.0:
+            return False
+        self._sigma -= (d_w / sm) * np.outer(sv, sv)
+        self._sigma = 0.5 * (self._sigma + self._sigma.T)
+        self._b = self._b + d_beta * v
+        self._m = self._sigma @ self._b
+        self.site_precision[i], self.site_mean_precision[i] = precision, mean_precision
+        self._factor_stale = True  # L_B, the marginals and log|B|: the next read refreshes from the sites
+        return True
+
+    def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
+        """Replace site ``i`` (:math:`O(M^2)`); the marginals are recomputed from the sites on the next read."""
+        self._ensure_sigma()
+        v, sv, _, a_ii = self._site_marginal(i)
+        return self._apply_site(i, precision, mean_precision, v, sv, a_ii)
+
+    def apply_sequential(
+        self, order: Sequence[int] | Array, propose: SiteProposer, fraction: float = 1.0, block_size: int = 1
+    ) -> SweepStats:
+        r"""The sequential sweep: each site's cavity from :math:`\Sigma = B^{-1}` and :math:`m`, then a
+        Sherman-Morrison update, :math:`O(M^2)` a site (``block_size`` is not used: the update is already
+        :math:`M \times M`).  The posterior is refreshed from the sites on the next read."""
+        self._ensure_sigma()
+        skipped: list[int] = []
+        improper = nonfinite = 0
+        for i in order:
+            i = int(i)
+            v, sv, mu_i, a_ii = self._site_marginal(i)
+            tau_i, nu_i = self.site_precision[i], self.site_mean_precision[i]
+            cav_mean, cav_var = cavity(mu_i, a_ii, tau_i, nu_i, fraction)
+            if not is_proper(cav_var):
+                skipped.append(i)
+                improper += 1
+                continue
+            new_tau, new_nu = propose(i, cav_mean, cav_var, tau_i, nu_i, a_ii)
+            if not (np.isfinite(new_tau) and np.isfinite(new_nu)):
+                skipped.append(i)
+                nonfinite += 1
+                continue
+            if not self._apply_site(i, new_tau, new_nu, v, sv, a_ii):
+                skipped.append(i)
+        return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
