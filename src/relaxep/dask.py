@@ -374,7 +374,7 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         optimizer_subset: int = 20_000,
         optimizer_maxiter: int | None = None,
         max_sweeps: int = 200,
-        tol: float = 1e-3,
+        tol: float = 1e-4,
         jitter: float = 1e-6,
         min_step: float = 1.0 / 1024,
         random_state: int | np.random.RandomState | None = None,
