@@ -170,7 +170,6 @@ def test_params_round_trip_and_grid_search_reach_nested_parameters(small):
         (np.array([[0.0], [np.nan], [1.0]]), np.array([0, 1, 0]), "NaN"),
         (np.array([[0.0], [np.inf], [1.0]]), np.array([0, 1, 0]), "infinity"),
         (np.array([[0.0], [1.0], [2.0]]), np.array([1, 1, 1]), "one class"),
-        (np.array([[0.0], [1.0], [2.0]]), np.array([0, 1, 2]), "multi-class is not supported"),
         (np.array([[0.0], [1.0], [2.0]]), np.array([0, 1]), "inconsistent numbers of samples"),
     ],
 )
