@@ -318,18 +318,20 @@ class _DenseWState:
     logdet: float
     G: Array
     beta: Array
+    P: Array  # (n, d, d) the site precisions (the blocks of T)
 
 
 def _dense_w_posterior(G: Array, P: Array, beta: Array) -> _DenseWState:
     n, d, _ = P.shape
     T = linalg.block_diag(*P)
-    A = np.eye(n * d) + T @ G
+    TG = np.einsum("iab,ibm->iam", P, G.reshape(n, d, n * d)).reshape(n * d, n * d)  # block-diagonal T times G
+    A = TG + np.eye(n * d)
     lu = linalg.lu_factor(A, check_finite=False)
     piv_diag = np.diag(lu[0])
     sign = np.prod(np.sign(piv_diag)) * (-1) ** int(np.sum(lu[1] != np.arange(n * d)))
     if sign <= 0 or not np.all(np.isfinite(piv_diag)):
         raise np.linalg.LinAlgError("improper posterior: |I + T G| <= 0")
-    W = linalg.lu_solve(lu, T @ G, check_finite=False)  # (I + T G)^{-1} T G
+    W = linalg.lu_solve(lu, TG, check_finite=False)  # (I + T G)^{-1} T G
     gamma = linalg.lu_solve(lu, beta.ravel(), check_finite=False)
     mean = (G @ gamma).reshape(n, d)
     cov = np.empty((n, d, d))
@@ -339,7 +341,7 @@ def _dense_w_posterior(G: Array, P: Array, beta: Array) -> _DenseWState:
     cov = 0.5 * (cov + np.swapaxes(cov, 1, 2))
     if np.any(np.linalg.eigvalsh(cov)[:, 0] <= 0):
         raise np.linalg.LinAlgError("improper posterior marginal")
-    return _DenseWState(lu, T, gamma, mean, cov, float(np.sum(np.log(np.abs(piv_diag)))), G, beta)
+    return _DenseWState(lu, T, gamma, mean, cov, float(np.sum(np.log(np.abs(piv_diag)))), G, beta, P)
 
 
 def _w_cavities(state: _DenseWState, P: Array, beta: Array) -> tuple[Array, Array, Array]:
@@ -540,7 +542,13 @@ class MulticlassResult:
         B = difference_matrices(self._labels, C)
         KB = np.stack([(Kx[c][:, :, None] * B[None, :, c, :]).reshape(ns, -1) for c in range(C)])  # (C, ns, N)
         mean = np.einsum("cmn,n->mc", KB, st.gamma)
-        TKB = [linalg.lu_solve(st.lu, st.T @ KB[c].T, check_finite=False) for c in range(C)]
+        n, d = st.P.shape[:2]
+        TKB = [
+            linalg.lu_solve(
+                st.lu, np.einsum("iab,ibm->iam", st.P, KB[c].T.reshape(n, d, ns)).reshape(n * d, ns), check_finite=False
+            )
+            for c in range(C)
+        ]
         for c in range(C):
             for c2 in range(C):
                 cov[:, c, c2] = -np.einsum("mn,nm->m", KB[c], TKB[c2])
@@ -560,7 +568,7 @@ def infer_multiclass(
     likelihood: MulticlassLikelihood | None = None,
     *,
     n_classes: int | None = None,
-    damping: float = 0.5,
+    damping: float | None = None,
     max_sweeps: int = 200,
     tol: float = 1e-3,
     init: MulticlassResult | None = None,
@@ -579,8 +587,10 @@ def infer_multiclass(
         dense EP on the label differences (:math:`O(n^3 C^3)`, small ``n`` only).
     n_classes : int, optional
         ``C`` (default ``max(y) + 1``, or ``K.shape[0]`` for per-class kernels).
-    damping : float in (0, 1]
-        Step of a parallel sweep toward the new sites (halved while a step is improper).
+    damping : float in (0, 1], optional
+        Step of a parallel sweep toward the new sites (halved while a step is improper);
+        default 0.8 for nested EP (on digits at n = 600: 14 sweeps, 22 at 0.5, 28 at 0.9 and
+        no convergence in 60 at 1), 0.5 for the robust max.
     max_sweeps, tol : int, float
         Stop when the largest move of a marginal (mean in standard deviations, variance as a
         log ratio) is below ``tol``.
@@ -608,6 +618,8 @@ def infer_multiclass(
     Ks = _check_kernels(Karr, n_classes)
     if Ks[0].shape[0] != y_arr.size:
         raise ValueError(f"K is {Ks[0].shape[0]} x {Ks[0].shape[0]} but y has {y_arr.size} labels")
+    if damping is None:
+        damping = 0.5 if isinstance(likelihood, RobustMax) else 0.8
     if not (0.0 < float(damping) <= 1.0):
         raise ValueError(f"damping must be in (0, 1], got {damping!r}")
     if int(max_sweeps) < 1:
