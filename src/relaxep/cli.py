@@ -66,7 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "reproduce",
         help="rerun the paper's studies; writes CSV tables, PNG figures and DIR/report.md (resumable)",
     )
-    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness"])
+    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass"])
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
     p_rep.add_argument("--jobs", type=int, default=1, help="parallel worker processes (joblib)")

@@ -258,6 +258,8 @@ def _nested_ep(
         var_new = np.diagonal(state2.Sig, axis1=1, axis2=2)
         change = _marginal_change(state.mu.T, var_old, state2.mu.T, var_new)
         tau, nu, pi, S, b, state = t_try, n_try, pi2, S2, b2, state2
+        if len(trace) >= 2 and change > trace[-1]:
+            damping = max(0.75 * damping, 0.05)  # the change grew: EP oscillates, take shorter steps
         trace.append(change)
         if callback is not None:
             callback(len(trace), change)
@@ -412,6 +414,8 @@ def _robust_max_ep(
         var_new = np.diagonal(state2.cov, axis1=1, axis2=2)
         change = _marginal_change(state.mean, var_old, state2.mean, var_new)
         P, beta, state = P_try, b_try, state2
+        if len(trace) >= 2 and change > trace[-1]:
+            damping = max(0.75 * damping, 0.05)  # the change grew: EP oscillates, take shorter steps
         trace.append(change)
         if callback is not None:
             callback(len(trace), change)
@@ -588,7 +592,9 @@ def infer_multiclass(
     n_classes : int, optional
         ``C`` (default ``max(y) + 1``, or ``K.shape[0]`` for per-class kernels).
     damping : float in (0, 1], optional
-        Step of a parallel sweep toward the new sites (halved while a step is improper);
+        Step of a parallel sweep toward the new sites (halved while a step is improper; the
+        step for the following sweeps shrinks by a quarter, down to 0.05, whenever a sweep's
+        change exceeds the previous one);
         default 0.8 for nested EP (on digits at n = 600: 14 sweeps, 22 at 0.5, 28 at 0.9 and
         no convergence in 60 at 1), 0.5 for the robust max.
     max_sweeps, tol : int, float
