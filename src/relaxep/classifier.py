@@ -249,7 +249,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         K[np.diag_indices_from(K)] += float(self.jitter)
         return K, dK
 
-    def _mc_infer(self, K: Array, y: NDArray) -> MulticlassResult:
+    def _mc_infer(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
+        tol = self.tol if tol is None else tol
         init = self._warm_mc if self.warm_start else None
         if init is not None and init.sites is not None and init.sites[0].shape[0] != y.size:
             init = None
@@ -261,21 +262,24 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 self._likelihood,
                 n_classes=self.classes_.size,
                 max_sweeps=self.max_sweeps,
-                tol=self.tol,
+                tol=tol,
                 init=init,
             )
             if result.status == "diverged" and init is not None:
                 result = infer_multiclass(
-                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=self.tol
+                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=tol
                 )
         if result.status == "converged":
             self._warm_mc = result
         return result
 
     def _optimize_multiclass(self, X: Array, y: NDArray) -> None:
+        # the search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point
+        # moves little between evaluations); the final fit uses ``tol``
+        search_tol = max(float(self.tol), 1e-2)
         def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
             K, dK = self._mc_kernel(X, theta, eval_gradient)
-            result = self._mc_infer(K, y)
+            result = self._mc_infer(K, y, search_tol)
             lml = result.log_evidence
             if result.status == "diverged" or not np.isfinite(lml):
                 return (np.inf, np.zeros_like(theta)) if eval_gradient else np.inf
