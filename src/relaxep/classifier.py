@@ -277,6 +277,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         # the search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point
         # moves little between evaluations); the final fit uses ``tol``
         search_tol = max(float(self.tol), 1e-2)
+
         def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
             K, dK = self._mc_kernel(X, theta, eval_gradient)
             result = self._mc_infer(K, y, search_tol)
