@@ -183,6 +183,35 @@ def test_nested_ep_against_mcmc(three_class_problem):
     assert np.max(np.abs(corr_mc)) > 0.2  # the coupling is real
 
 
+def test_robust_max_ep_against_mcmc(three_class_problem):
+    """The robust max's dense EP against elliptical slice sampling (its likelihood is exact: an argmax)."""
+    X, y = three_class_problem
+    K = _rbf(X, X, 2.0, 1.0) + 0.1 * np.eye(len(y))
+    lik = RobustMax(0.1)
+    ep = infer_multiclass(K, y, lik, tol=1e-8, max_sweeps=500)
+    mc = elliptical_slice_multiclass(K, y, lik, 3, n_samples=4000, n_burn=1000, random_state=1)
+    assert (
+        ep.converged and mc.rhat < 1.1
+    )  # slower mixing than the probit: the likelihood is flat between argmax switches
+    sd = np.sqrt(mc.var)
+    assert np.max(np.abs(ep.mean - mc.mean) / sd - 4 * mc.mean_se / sd) < 0.15
+    assert np.max(np.abs(np.sqrt(np.diagonal(ep.cov, axis1=1, axis2=2)) / sd - 1)) < 0.15
+    # predictive class probabilities at new points: EP's against the average over the samples
+    Xs = np.array([[0.0, 0.5], [-0.5, -0.3], [0.6, -0.2], [2.0, 2.0]])
+    Ks = _rbf(Xs, X, 2.0, 1.0)
+    p_ep = ep.predict_proba(Ks, np.full(4, 2.1))
+    Kinv_ks = np.linalg.solve(K, Ks.T)  # (n, 4)
+    cond_var = 2.1 - np.einsum("ij,ji->i", Ks, Kinv_ks)
+    rng = np.random.default_rng(0)
+    F = mc.samples  # (m, n, C)
+    mean_star = np.einsum("mnc,ns->msc", F, Kinv_ks)
+    draws = mean_star + np.sqrt(cond_var)[None, :, None] * rng.standard_normal(mean_star.shape)
+    top = draws.argmax(-1)  # (m, 4)
+    p_top = np.stack([(top == c).mean(0) for c in range(3)], 1)
+    p_mc = 0.05 + 0.85 * p_top
+    assert np.max(np.abs(p_ep - p_mc)) < 0.05
+
+
 def test_classifier_multiclass_string_labels_and_modes(three_class_problem):
     X, y = three_class_problem
     names = np.array(["ant", "bee", "cat"])[y]
@@ -257,3 +286,19 @@ def test_non_convergence_is_reported():
     assert res.status == "max_sweeps"
     assert any("did not converge" in str(w.message) for w in caught)
     assert np.all(np.isfinite(res.mean))
+
+
+def test_study_cells_and_summary_on_an_iris_fold():
+    from relaxep.experiments import STUDIES
+    from relaxep.experiments.studies import multiclass as study
+
+    assert STUDIES["multiclass"] is study.STUDY and not study.STUDY.paper
+    rows = [study._fit_cell({"data": "iris", "fold": 0}, m) for m in (study.JOINT, study.SKLEARN)]
+    for row in rows:
+        assert row["n_train"] == 120 and row["n_test"] == 30
+        assert 0.0 <= row["error"] < 0.2 and 0.0 < row["nll"] < 1.0 and row["fit_s"] > 0
+    assert rows[0]["status"] == "converged"
+    summary = study._summary(rows)
+    assert [r["method"] for r in summary] == [study.JOINT, study.SKLEARN]
+    lines = study._target_lines(summary)
+    assert len(lines) == 1 and lines[0].startswith("- iris: NLL")

@@ -132,7 +132,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         tags.classifier_tags.poor_score = True
         return tags
 
@@ -221,9 +221,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             Xo, yo = self.X_train_, y_idx
             m = self.optimizer_subset
             if m is not None and int(m) < y_idx.size:
-                Xo, _, yo, _ = train_test_split(
-                    Xo, yo, train_size=int(m), stratify=yo, random_state=check_random_state(self.random_state)
-                )
+                # a private generator: random_state=None must not draw from numpy's global one
+                seed = np.random.RandomState() if self.random_state is None else check_random_state(self.random_state)
+                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(m), stratify=yo, random_state=seed)
             self._optimize_multiclass(Xo, yo)
         K = self._mc_kernel(self.X_train_, self.kernel_.theta, False)[0]
         result = self._mc_infer(K, y_idx)
