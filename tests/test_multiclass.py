@@ -17,7 +17,7 @@ import pytest
 from scipy import stats
 from scipy.special import log_ndtr, ndtr
 
-from relaxep import EP, GPClassifier, Probit, infer
+from relaxep import EP, GPClassifier, NoisyStep, Probit, infer
 from relaxep.mcmc import elliptical_slice_multiclass
 from relaxep.multiclass import MultinomialProbit, RobustMax, evidence_gradient, infer_multiclass
 from relaxep.multiclass.likelihoods import difference_matrices
@@ -136,6 +136,20 @@ def test_two_class_joint_nested_ep_is_the_binary_probit_model(binary_problem):
     Ks = _rbf(Xs, X, 2.0, 1.0)
     p = joint.predict_proba(Ks, np.full(15, 2.0 + 1e-8))
     np.testing.assert_allclose(p[:, 0], binary.predict_proba(Ks, np.full(15, 2.0 + 1e-8)), atol=1e-7)
+
+
+def test_two_class_robust_max_is_the_binary_noisy_step_model(binary_problem):
+    """p(y|f) = eps + (1 - 2 eps) H(f_y - f_other); w = f_0 - f_1 ~ GP(0, 2K): binary EP with NoisyStep(eps)."""
+    X, y = binary_problem
+    K = _rbf(X, X, 1.0, 1.0) + 0.05 * np.eye(len(y))
+    joint = infer_multiclass(K, y, RobustMax(0.1), tol=1e-10, max_sweeps=3000)
+    binary = infer(2 * K, np.where(y == 0, 1.0, -1.0), NoisyStep(0.1), EP(damping=0.5), tol=1e-11, max_sweeps=3000)
+    assert joint.converged and binary.converged
+    assert abs(joint.log_evidence - binary.log_evidence) < 1e-6
+    w = joint.mean[:, 0] - joint.mean[:, 1]
+    w_var = joint.cov[:, 0, 0] + joint.cov[:, 1, 1] - 2 * joint.cov[:, 0, 1]
+    np.testing.assert_allclose(w, binary.mean, atol=1e-6)
+    np.testing.assert_allclose(w_var, binary.marginal_var, atol=1e-6)
 
 
 @pytest.mark.parametrize("likelihood", [MultinomialProbit(), RobustMax(0.1)])
