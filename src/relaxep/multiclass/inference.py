@@ -503,6 +503,7 @@ class MulticlassResult:
 
     @property
     def converged(self) -> bool:
+        """``status == "converged"``."""
         return self.status == "converged"
 
     def predict_latent(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike) -> tuple[Array, Array]:
