@@ -529,6 +529,12 @@ class MulticlassResult:
         Kx = np.broadcast_to(Kx, (C, *Kx.shape[-2:])) if Kx.ndim == 2 else Kx
         kd = np.broadcast_to(np.asarray(k_diag, dtype=float), (C, Kx.shape[1]))
         ns = Kx.shape[1]
+        if Kx.shape[2] != self.mean.shape[0]:
+            raise ValueError(f"K_star must have {self.mean.shape[0]} columns (training points), got {Kx.shape[2]}")
+        chunk = 1000  # bounds the temporaries (C arrays of n x chunk) for large test sets
+        if ns > chunk:
+            parts = [self.predict_latent(list(Kx[:, s : s + chunk]), kd[:, s : s + chunk]) for s in range(0, ns, chunk)]
+            return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
         cov = np.empty((ns, C, C))
         st = self._state
         if isinstance(st, _NestedState):
