@@ -27,9 +27,9 @@ def small():
 
 # scikit-learn's own estimator checks.  We skip none; scikit-learn itself skips two
 # (array-API input without SCIPY_ARRAY_API, pandas input without pandas installed).
-# The estimator declares itself binary-only through its tags, so the multi-class
-# checks expect (and get) the "Only binary classification is supported" error.
-@parametrize_with_checks([GPClassifier(likelihood=Probit(), max_sweeps=100)])
+# The multi-class checks run one-vs-rest (a binary likelihood has no joint model; the joint
+# model is tested against its ground truths in test_multiclass.py).
+@parametrize_with_checks([GPClassifier(likelihood=Probit(), max_sweeps=100, multi_class="one_vs_rest")])
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
@@ -167,7 +167,6 @@ def test_params_round_trip_and_grid_search_reach_nested_parameters(small):
         (np.array([[0.0], [np.nan], [1.0]]), np.array([0, 1, 0]), "NaN"),
         (np.array([[0.0], [np.inf], [1.0]]), np.array([0, 1, 0]), "infinity"),
         (np.array([[0.0], [1.0], [2.0]]), np.array([1, 1, 1]), "one class"),
-        (np.array([[0.0], [1.0], [2.0]]), np.array([0, 1, 2]), "multi-class is not supported"),
         (np.array([[0.0], [1.0], [2.0]]), np.array([0, 1]), "inconsistent numbers of samples"),
     ],
 )

@@ -16,12 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel, Kernel
-from sklearn.utils.multiclass import check_classification_targets, type_of_target
+from sklearn.model_selection import train_test_split
+from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
@@ -31,6 +33,8 @@ from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
 from relaxep.inference.sparse_evidence import as_sparse_kernel, sparse_evidence_gradient
 from relaxep.likelihoods import Likelihood, NoisyProbit
+from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, MultinomialProbit, infer_multiclass
+from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.posterior import SparsePrior
 from relaxep.posterior.sparse import CHUNK
 from relaxep.schedules import Schedule
@@ -80,6 +84,11 @@ def _warn_at_bounds(kernel: Kernel) -> None:
             index += 1
 
 
+def _fit_binary(estimator: GPClassifier, X: Array, y: NDArray) -> GPClassifier:
+    """One one-vs-rest model (a module-level function, so joblib can send it to a worker)."""
+    return estimator.fit(X, y)
+
+
 class GPClassifier(ClassifierMixin, BaseEstimator):
     r"""Gaussian process classification by EP, Power EP or Relaxed EP.
 
@@ -125,7 +134,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     warm_start : bool
         Start each evidence evaluation of the optimiser from the last converged sites.
     random_state : int, RandomState or None
-        For the optimiser's restarts and the placement of the inducing inputs.
+        For the optimiser's restarts, ``optimizer_subset``'s draw and the placement of the
+        inducing inputs.
     inducing_points : int, array of shape (M, d) or None
         ``None`` (default): the dense posterior (:math:`O(n^3)`, up to a few thousand points).
         An int ``M`` or an ``(M, d)`` array: the sparse FITC posterior with ``M`` inducing
@@ -142,16 +152,32 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         Placement of ``M`` initial inducing inputs: k-means centres of a subsample, or a random
         subset of the training inputs.
     optimizer_subset : int or None, default None
-        Sparse fits only: learn the kernel and the inducing inputs on a random subset of this
-        many points, then fit the posterior on all (``None``: on all points).
+        Sparse and joint multi-class fits: learn the hyperparameters (and the inducing inputs) on
+        a random subset of this many training points (stratified by class for the multi-class
+        model: ``O(C m^3)`` per evidence evaluation instead of ``O(C n^3)``), then fit the
+        posterior on all of them (``None``: on all points).
     optimizer_maxiter : int or None, default None
         Iterations of L-BFGS-B (``None``: scipy's default).
+    multi_class : {"joint", "one_vs_rest"}, default ``"joint"``
+        For more than two classes: ``"joint"`` is one model of ``C`` latent functions with a
+        shared kernel, by nested EP for the multinomial probit (Riihimaki, Jylanki & Vehtari
+        2013, JMLR 14) or dense EP for the robust max (:mod:`relaxep.multiclass`); its
+        ``likelihood`` is a :class:`~relaxep.multiclass.MulticlassLikelihood` (default
+        :class:`~relaxep.multiclass.MultinomialProbit`) and ``rule``/``schedule`` do not apply.
+        ``"one_vs_rest"``: one binary model per class (this estimator, cloned), probabilities
+        renormalised, as scikit-learn's ``GaussianProcessClassifier``.  Two classes always fit
+        the binary model.
+    n_jobs : int or None, default None
+        One-vs-rest with more than two classes: fit the binary models in parallel (joblib's
+        convention: ``None`` one job unless in a ``joblib.parallel_config`` context, ``-1`` all
+        cores).  The answer does not depend on it.
 
     Attributes
     ----------
-    classes_ : ndarray of shape (2,)
+    classes_ : ndarray of shape (n_classes,)
     kernel_ : Kernel with the learned hyperparameters
-    result_ : InferenceResult of the final fit (status, sweeps, trace, relaxation)
+    result_ : InferenceResult (binary) or MulticlassResult (joint multi-class) of the final fit
+    estimators_ : list of GPClassifier (``multi_class="one_vs_rest"`` with more than two classes)
     log_marginal_likelihood_value_ : float
     X_train_ : ndarray
     inducing_points_ : ndarray of shape (M, d)
@@ -176,6 +202,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         inducing_init: str = "kmeans",
         optimizer_subset: int | None = None,
         optimizer_maxiter: int | None = None,
+        multi_class: str = "joint",
+        n_jobs: int | None = None,
     ) -> None:
         self.kernel = kernel
         self.likelihood = likelihood
@@ -193,10 +221,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.inducing_init = inducing_init
         self.optimizer_subset = optimizer_subset
         self.optimizer_maxiter = optimizer_maxiter
+        self.multi_class = multi_class
+        self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
+        tags.classifier_tags.multi_class = True
         tags.classifier_tags.poor_score = True
         return tags
 
@@ -216,12 +246,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(
                 f"GPClassifier needs samples of two classes; the data contain only one class: {classes[0]!r}"
             )
-        if classes.size > 2:
-            raise ValueError(
-                "Only binary classification is supported (multi-class is not supported yet). "
-                f"The type of the target is {type_of_target(y)}: {classes.size} classes."
-            )
         self._check_parameters()
+        if self.multi_class not in ("joint", "one_vs_rest"):
+            raise ValueError(f"multi_class must be 'joint' or 'one_vs_rest', got {self.multi_class!r}")
+        if classes.size > 2:
+            if self.multi_class == "joint" and self.inducing_points is not None:
+                raise ValueError(
+                    "inducing_points: the joint multi-class model has no sparse posterior yet; "
+                    "use multi_class='one_vs_rest' for a sparse fit per class"
+                )
+            return self._fit_multiclass(X, y, classes)
+        self._mode = "binary"
         self.classes_ = classes
         self.X_train_ = np.array(X, copy=True)
         self._y = np.where(y == classes[1], 1.0, -1.0)
@@ -355,6 +390,130 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
             raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
 
+    # ------------------------------------------------------- multi-class fit
+    def _fit_multiclass(self, X: Array, y: NDArray, classes: NDArray) -> GPClassifier:
+        self.classes_ = classes
+        self.X_train_ = np.array(X, copy=True)
+        y_idx = np.searchsorted(classes, y)
+        if self.multi_class == "one_vs_rest":
+            self._mode = "ovr"
+            params = self.get_params(deep=False)
+            self.estimators_ = Parallel(n_jobs=self.n_jobs)(
+                delayed(_fit_binary)(GPClassifier(**params), X, (y_idx == c).astype(int)) for c in range(classes.size)
+            )
+            self.kernel_ = self.estimators_[0].kernel_
+            self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
+            return self
+        self._mode = "joint"
+        lik = MultinomialProbit() if self.likelihood is None else self.likelihood
+        if not isinstance(lik, MulticlassLikelihood):
+            raise TypeError(
+                "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
+                f"(relaxep.multiclass.MultinomialProbit or RobustMax), got {lik!r}; "
+                "use multi_class='one_vs_rest' for a binary likelihood"
+            )
+        if self.rule is not None and not (isinstance(self.rule, str) and self.rule == "auto"):
+            raise ValueError(
+                f"rule={self.rule!r} does not apply to joint multi-class inference (nested EP); leave it None"
+            )
+        if self.optimizer_subset is not None and int(self.optimizer_subset) < classes.size:
+            raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
+        self._likelihood = lik
+        self._y = y_idx
+        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        self._warm_mc: MulticlassResult | None = None
+        if self.optimizer is not None and self.kernel_.n_dims > 0:
+            Xo, yo = self.X_train_, y_idx
+            m = self.optimizer_subset
+            if m is not None and int(m) < y_idx.size:
+                # a private generator: random_state=None must not draw from numpy's global one
+                seed = np.random.RandomState() if self.random_state is None else check_random_state(self.random_state)
+                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(m), stratify=yo, random_state=seed)
+            self._optimize_multiclass(Xo, yo)
+        K = self._mc_kernel(self.X_train_, self.kernel_.theta, False)[0]
+        result = self._mc_infer(K, y_idx)
+        if result.status == "diverged":
+            raise DivergenceError(f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {lik!r}")
+        if result.status != "converged":
+            warnings.warn(
+                f"inference did not converge: status {result.status!r} after {result.n_sweeps} sweeps "
+                f"(last change {result.trace[-1]:.3g}). Consider more max_sweeps or a larger tol.",
+                ConvergenceWarning,
+                stacklevel=2,
+            )
+        self.result_ = result
+        self.log_marginal_likelihood_value_ = result.log_evidence
+        return self
+
+    def _mc_kernel(self, X: Array, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
+        kernel = self.kernel_.clone_with_theta(theta)
+        if eval_gradient:
+            K, dK = kernel(X, eval_gradient=True)
+        else:
+            K, dK = kernel(X), None
+        K[np.diag_indices_from(K)] += float(self.jitter)
+        return K, dK
+
+    def _mc_infer(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
+        tol = self.tol if tol is None else tol
+        init = self._warm_mc if self.warm_start else None
+        if init is not None and init.sites is not None and init.sites[0].shape[0] != y.size:
+            init = None
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", RuntimeWarning)
+            result = infer_multiclass(
+                K,
+                y,
+                self._likelihood,
+                n_classes=self.classes_.size,
+                max_sweeps=self.max_sweeps,
+                tol=tol,
+                init=init,
+            )
+            if result.status == "diverged" and init is not None:
+                result = infer_multiclass(
+                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=tol
+                )
+        if result.status == "converged":
+            self._warm_mc = result
+        return result
+
+    def _optimize_multiclass(self, X: Array, y: NDArray) -> None:
+        # the search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point
+        # moves little between evaluations); the final fit uses ``tol``
+        search_tol = max(float(self.tol), 1e-2)
+
+        def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
+            K, dK = self._mc_kernel(X, theta, eval_gradient)
+            result = self._mc_infer(K, y, search_tol)
+            lml = result.log_evidence
+            if result.status == "diverged" or not np.isfinite(lml):
+                return (np.inf, np.zeros_like(theta)) if eval_gradient else np.inf
+            if eval_gradient:
+                return -lml, -multiclass_evidence_gradient(result, dK)
+            return -lml
+
+        bounds = self.kernel_.bounds
+        starts = [self.kernel_.theta]
+        rng = check_random_state(self.random_state)
+        if self.n_restarts_optimizer > 0:
+            if not np.all(np.isfinite(bounds)):
+                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
+            starts += [rng.uniform(bounds[:, 0], bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
+        best_theta, best_value = None, np.inf
+        # EP's evidence is exact only to its tolerance: stop on a relative decrease below 1e-6
+        # (2e-4 nats at |log Z| = 200) rather than L-BFGS's default 2e-9, below that noise, or
+        # where a factor e in any hyperparameter changes the evidence by less than 0.1 nat (the
+        # amplitude's ridge: the multinomial probit hardens slowly as the amplitude grows)
+        options = {"ftol": 1e-6, "gtol": 0.1, "maxiter": 50}
+        for theta0 in starts:
+            theta, value = self._run_optimizer(obj_func, theta0, bounds, options)
+            if value < best_value:
+                best_theta, best_value = theta, value
+        if best_theta is not None:
+            self.kernel_.theta = best_theta
+        _warn_at_bounds(self.kernel_)
+
     def _kernel_matrix(self, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
         kernel = self.kernel_.clone_with_theta(theta)
         if eval_gradient:
@@ -434,11 +593,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             self.kernel_.theta = best_theta
         _warn_at_bounds(self.kernel_)
 
-    def _run_optimizer(self, obj_func: Callable, theta0: Array, bounds: Array) -> tuple[Array, float]:
+    def _run_optimizer(
+        self, obj_func: Callable, theta0: Array, bounds: Array, options: dict | None = None
+    ) -> tuple[Array, float]:
         if self.optimizer == "fmin_l_bfgs_b":
-            theta0 = np.clip(theta0, bounds[:, 0], bounds[:, 1])  # as L-BFGS-B itself starts
+            lower = np.where(np.isnan(bounds[:, 0]), -np.inf, bounds[:, 0])
+            upper = np.where(np.isnan(bounds[:, 1]), np.inf, bounds[:, 1])
+            theta0 = np.clip(theta0, lower, upper)  # as L-BFGS-B itself starts
             start_value = obj_func(theta0, eval_gradient=False)
-            options = {} if self.optimizer_maxiter is None else {"maxiter": int(self.optimizer_maxiter)}
+            options = dict(options or {})
+            if self.optimizer_maxiter is not None:
+                options["maxiter"] = int(self.optimizer_maxiter)
             if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
                 bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
             res = optimize.minimize(obj_func, theta0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
@@ -470,8 +635,20 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         theta = np.asarray(theta, dtype=float)
         if theta.shape != self.kernel_.theta.shape:
             raise ValueError(f"theta must have shape {self.kernel_.theta.shape} (kernel_.theta), got {theta.shape}")
+        mode = getattr(self, "_mode", "binary")
+        if mode == "ovr":
+            raise ValueError("log_marginal_likelihood(theta) is not defined for one-vs-rest (one evidence per class)")
         if not clone_kernel:
             self.kernel_.theta = theta
+        if mode == "joint":
+            saved_mc = self._warm_mc
+            try:
+                K, dK = self._mc_kernel(self.X_train_, theta, eval_gradient)
+                result = self._mc_infer(K, self._y)
+            finally:
+                self._warm_mc = saved_mc
+            lml = np.float64(result.log_evidence)
+            return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml
         saved = self._warm
         try:
             if getattr(self, "_sparse", False):
@@ -486,9 +663,21 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
 
     # ------------------------------------------------------------ predict
     def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
-        """Posterior mean and variance of the latent ``f`` (for ``classes_[1]``) at ``X``."""
+        """Posterior mean and variance of the latent ``f`` (for ``classes_[1]``) at ``X``.
+
+        Joint multi-class: mean ``(n, C)`` and covariance ``(n, C, C)`` of the ``C`` latents;
+        one-vs-rest: means and variances ``(n, C)`` of the ``C`` binary latents.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
+        mode = getattr(self, "_mode", "binary")
+        if mode == "joint":
+            return self.result_.predict_latent(
+                self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter)
+            )
+        if mode == "ovr":
+            pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
+            return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
         if getattr(self, "_sparse", False):
             return self._sparse_latent(X)
         K_star = self.kernel_(X, self.X_train_)
@@ -506,7 +695,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return mean, var
 
     def decision_function(self, X: ArrayLike) -> Array:
-        """Latent posterior mean: positive favours ``classes_[1]``."""
+        """Latent posterior mean: positive favours ``classes_[1]`` (multi-class: ``(n, C)``, one column per class)."""
         return self.latent_mean_and_variance(X)[0]
 
     def predict_proba(self, X: ArrayLike) -> Array:
@@ -516,6 +705,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
+        mode = getattr(self, "_mode", "binary")
+        if mode == "joint":
+            return self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
+        if mode == "ovr":
+            p = np.column_stack([e.predict_proba(X)[:, 1] for e in self.estimators_])
+            return p / p.sum(axis=1, keepdims=True)
         if getattr(self, "_sparse", False):
             mean, var = self._sparse_latent(X)
             p1 = np.clip(self.result_.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
@@ -524,6 +719,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return np.column_stack([1.0 - p1, p1])
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``."""
+        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``.
+
+        Multi-class: the most probable class.
+        """
+        if getattr(self, "_mode", "binary") != "binary":
+            return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
         positive = self.predict_proba(X)[:, 1] >= 0.5
         return self.classes_[positive.astype(int)]

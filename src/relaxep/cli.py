@@ -122,7 +122,7 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_REPRODUCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness"])
+    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass"])
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
     p_rep.add_argument("--jobs", type=_positive_int, default=1, help="parallel worker processes (joblib; default 1)")

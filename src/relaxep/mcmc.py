@@ -30,7 +30,7 @@ from scipy import linalg
 from relaxep._validation import check_binary_labels, check_kernel_matrix, cholesky_factor
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["MCMCResult", "elliptical_slice"]
+__all__ = ["MCMCResult", "MulticlassMCMCResult", "elliptical_slice", "elliptical_slice_multiclass"]
 
 Array = NDArray[np.float64]
 
@@ -198,3 +198,140 @@ def elliptical_slice(
     mean_se = batch_means.std(axis=0, ddof=1) / np.sqrt(batch_means.shape[0])
     rhat = max(float(np.max(_split_rhat(s1, s2, half))), float(np.max(_split_rhat(s2, s4, half))))
     return MCMCResult(mean, np.maximum(var, 0.0), mean_se, rhat, n_chains, n_samples, evals // n_chains)
+
+
+@dataclass(frozen=True)
+class MulticlassMCMCResult:
+    """Posterior moments of the ``C`` latent functions from elliptical-slice chains.
+
+    Attributes
+    ----------
+    mean, var : ndarray (n, C)
+        Posterior means and marginal variances of :math:`f_{ic}`.
+    cov : ndarray (n, C, C)
+        Posterior covariance of the ``C`` latents of each point.
+    mean_se : ndarray (n, C)
+        Monte Carlo standard error of ``mean`` (batch means, 20 batches per chain).
+    rhat : float
+        Largest split-:math:`\\hat R` over coordinates, for :math:`f` and :math:`f^2`.
+    samples : ndarray (m, n, C)
+        Every 10th kept sample of every chain (for predictive checks).
+    """
+
+    mean: Array
+    var: Array
+    cov: Array
+    mean_se: Array
+    rhat: float
+    samples: Array
+
+
+def elliptical_slice_multiclass(
+    K: ArrayLike,
+    y: ArrayLike,
+    likelihood: object,
+    n_classes: int,
+    *,
+    n_samples: int = 4000,
+    n_burn: int = 1000,
+    n_chains: int = 4,
+    random_state: int | np.random.Generator | None = None,
+) -> MulticlassMCMCResult:
+    r"""Elliptical slice sampling of :math:`p(F | y) \propto \prod_c N(f_c | 0, K) \prod_i p(y_i | F_i)`.
+
+    The :math:`C` latent functions are one vector of length :math:`nC` with the block-diagonal
+    prior :math:`I_C \otimes K`; a step proposes :math:`F \cos\theta + \nu \sin\theta` with
+    :math:`\nu` a prior draw of all :math:`C` functions (Murray, Adams & MacKay 2010).
+
+    Parameters
+    ----------
+    K : array_like (n, n)
+        The kernel shared by the classes (positive definite).
+    y : array_like (n,)
+        Class indices in ``{0, ..., C-1}``.
+    likelihood : relaxep.multiclass.MulticlassLikelihood
+        Its exact ``log_lik(F, y)`` (``F`` of shape ``(chains, n, C)``) is the target's factor.
+    n_classes : int
+    n_samples, n_burn, n_chains : int
+        Kept samples per chain (a multiple of 40), warm-up, chains (>= 2).
+    random_state : int, Generator or None
+
+    Returns
+    -------
+    MulticlassMCMCResult
+    """
+    K = check_kernel_matrix(K)
+    n = K.shape[0]
+    y = np.asarray(y)
+    if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= n_classes)):
+        raise ValueError(f"y must hold {n} class indices in [0, {n_classes})")
+    if n_samples < 40 or n_samples % 40:
+        raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
+    if n_chains < 2 or n_burn < 0:
+        raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
+    chol = cholesky_factor(K)
+    rng = np.random.default_rng(random_state)
+    C = int(n_classes)
+
+    def draw() -> Array:  # (chains, n, C) prior draws
+        return np.einsum("ij,kjc->kic", chol, rng.standard_normal((n_chains, n, C)))
+
+    def log_lik(F: Array) -> Array:
+        return likelihood.log_lik(F, y).sum(axis=-1)
+
+    F = 0.5 * draw()
+    F[:, np.arange(n), y] += 1.0  # start where every label is the argmax (finite for hard likelihoods)
+    cur = log_lik(F)
+    if not np.all(np.isfinite(cur)):
+        raise ValueError("the chains' starting points have zero likelihood")
+    half = n_samples // 2
+    batch = n_samples // 20
+    s1 = np.zeros((2 * n_chains, n * C))
+    s2 = np.zeros((2 * n_chains, n * C))
+    s4 = np.zeros((2 * n_chains, n * C))
+    outer = np.zeros((n, C, C))
+    batch_sum = np.zeros((n_chains, 20, n * C))
+    kept = []
+    two_pi = 2.0 * np.pi
+    for it in range(n_burn + n_samples):
+        nu = draw()
+        threshold = cur + np.log(rng.uniform(size=n_chains))
+        theta = rng.uniform(0.0, two_pi, n_chains)
+        lo, hi = theta - two_pi, theta.copy()
+        active = np.arange(n_chains)
+        while active.size:
+            c, s = np.cos(theta[active])[:, None, None], np.sin(theta[active])[:, None, None]
+            prop = F[active] * c + nu[active] * s
+            ll = log_lik(prop)
+            ok = ll > threshold[active]
+            F[active[ok]] = prop[ok]
+            cur[active[ok]] = ll[ok]
+            rej = active[~ok]
+            neg = theta[rej] < 0.0
+            lo[rej] = np.where(neg, theta[rej], lo[rej])
+            hi[rej] = np.where(neg, hi[rej], theta[rej])
+            theta[rej] = rng.uniform(lo[rej], hi[rej])
+            active = rej
+        k = it - n_burn
+        if k >= 0:
+            flat = F.reshape(n_chains, -1)
+            rows = np.arange(n_chains) * 2 + (k >= half)
+            F2 = flat * flat
+            s1[rows] += flat
+            s2[rows] += F2
+            s4[rows] += F2 * F2
+            batch_sum[:, k // batch] += flat
+            outer += np.einsum("kic,kid->icd", F, F)
+            if k % 10 == 0:
+                kept.append(F.copy())
+    total = n_chains * n_samples
+    mean = s1.sum(axis=0) / total
+    var = s2.sum(axis=0) / total - mean**2
+    m = mean.reshape(n, C)
+    cov = outer / total - m[:, :, None] * m[:, None, :]
+    batch_means = (batch_sum / batch).reshape(-1, n * C)
+    mean_se = batch_means.std(axis=0, ddof=1) / np.sqrt(batch_means.shape[0])
+    rhat = max(float(np.max(_split_rhat(s1, s2, half))), float(np.max(_split_rhat(s2, s4, half))))
+    return MulticlassMCMCResult(
+        m, np.maximum(var, 0.0).reshape(n, C), cov, mean_se.reshape(n, C), rhat, np.concatenate(kept)
+    )
