@@ -21,6 +21,7 @@ Monte Carlo error of the mean by batch means.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -77,6 +78,42 @@ def _split_rhat(s1: Array, s2: Array, count: int) -> Array:
     with np.errstate(divide="ignore", invalid="ignore"):
         r = np.sqrt(var_plus / w)
     return np.where(w > 0, r, np.where(b_over_n > 0, np.inf, 1.0))
+
+
+def _slice_on_ellipses(
+    F: Array,
+    cur: Array,
+    theta: Array,
+    threshold: Array,
+    point: Callable[[Array, Array, Array], Array],
+    log_lik: Callable[[Array], Array],
+    rng: np.random.Generator,
+) -> int:
+    r"""One elliptical slice step for every chain at once (Murray, Adams & MacKay 2010, Fig. 2).
+
+    Chain ``k`` proposes ``point(k, cos theta_k, sin theta_k)`` on its ellipse; a proposal above
+    the chain's log-likelihood ``threshold`` is accepted (``F`` and ``cur`` updated in place),
+    else the angle bracket :math:`[\theta - 2\pi, \theta]` shrinks towards 0 and a new angle is
+    drawn in it.  Ends when every chain has accepted (it always does: the bracket shrinks to the
+    current point).  Returns the number of log-likelihood evaluations.
+    """
+    lo, hi = theta - 2.0 * np.pi, theta.copy()
+    active = np.arange(F.shape[0])
+    evals = 0
+    while active.size:
+        evals += active.size
+        prop = point(active, np.cos(theta[active]), np.sin(theta[active]))
+        ll = log_lik(prop)
+        ok = ll > threshold[active]
+        F[active[ok]] = prop[ok]
+        cur[active[ok]] = ll[ok]
+        rej = active[~ok]
+        neg = theta[rej] < 0.0
+        lo[rej] = np.where(neg, theta[rej], lo[rej])
+        hi[rej] = np.where(neg, hi[rej], theta[rej])
+        theta[rej] = rng.uniform(lo[rej], hi[rej])
+        active = rej
+    return evals
 
 
 def elliptical_slice(
@@ -167,22 +204,11 @@ def elliptical_slice(
         nu = rng.standard_normal((n_chains, n)) @ base_chol.T
         threshold = cur + np.log(rng.uniform(size=n_chains))
         theta = rng.uniform(0.0, two_pi, n_chains)
-        lo, hi = theta - two_pi, theta.copy()
-        active = np.arange(n_chains)
-        while active.size:
-            evals += active.size
-            c, s = np.cos(theta[active])[:, None], np.sin(theta[active])[:, None]
-            prop = centre + (F[active] - centre) * c + nu[active] * s
-            ll = log_lik(prop)
-            ok = ll > threshold[active]
-            F[active[ok]] = prop[ok]
-            cur[active[ok]] = ll[ok]
-            rej = active[~ok]
-            neg = theta[rej] < 0.0
-            lo[rej] = np.where(neg, theta[rej], lo[rej])
-            hi[rej] = np.where(neg, hi[rej], theta[rej])
-            theta[rej] = rng.uniform(lo[rej], hi[rej])
-            active = rej
+
+        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
+            return centre + (F[a] - centre) * c[:, None] + nu[a] * s[:, None]
+
+        evals += _slice_on_ellipses(F, cur, theta, threshold, on_ellipse, log_lik, rng)
         k = it - n_burn
         if k >= 0:
             rows = np.arange(n_chains) * 2 + (k >= half)
@@ -297,21 +323,11 @@ def elliptical_slice_multiclass(
         nu = draw()
         threshold = cur + np.log(rng.uniform(size=n_chains))
         theta = rng.uniform(0.0, two_pi, n_chains)
-        lo, hi = theta - two_pi, theta.copy()
-        active = np.arange(n_chains)
-        while active.size:
-            c, s = np.cos(theta[active])[:, None, None], np.sin(theta[active])[:, None, None]
-            prop = F[active] * c + nu[active] * s
-            ll = log_lik(prop)
-            ok = ll > threshold[active]
-            F[active[ok]] = prop[ok]
-            cur[active[ok]] = ll[ok]
-            rej = active[~ok]
-            neg = theta[rej] < 0.0
-            lo[rej] = np.where(neg, theta[rej], lo[rej])
-            hi[rej] = np.where(neg, hi[rej], theta[rej])
-            theta[rej] = rng.uniform(lo[rej], hi[rej])
-            active = rej
+
+        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
+            return F[a] * c[:, None, None] + nu[a] * s[:, None, None]
+
+        _slice_on_ellipses(F, cur, theta, threshold, on_ellipse, log_lik, rng)
         k = it - n_burn
         if k >= 0:
             flat = F.reshape(n_chains, -1)

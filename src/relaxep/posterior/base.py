@@ -20,6 +20,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -151,8 +152,9 @@ class Posterior(ABC):
         improper = nonfinite = 0
         for i in order:
             i = int(i)
-            tau_i, nu_i, a_ii = self.site_precision[i], self.site_mean_precision[i], self.marginal_var[i]
-            cav_mean, cav_var = cavity(self.mean[i], a_ii, tau_i, nu_i, fraction)
+            mu_i, a_ii, handle = self._site_view(i)
+            tau_i, nu_i = self.site_precision[i], self.site_mean_precision[i]
+            cav_mean, cav_var = cavity(mu_i, a_ii, tau_i, nu_i, fraction)
             if not is_proper(cav_var):
                 skipped.append(i)
                 improper += 1
@@ -162,6 +164,15 @@ class Posterior(ABC):
                 skipped.append(i)
                 nonfinite += 1
                 continue
-            if not self.update_site(i, new_tau, new_nu):
+            if not self._update_viewed_site(i, new_tau, new_nu, handle):
                 skipped.append(i)
         return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
+
+    def _site_view(self, i: int) -> tuple[float, float, Any]:
+        """Site ``i``'s marginal mean and variance for the sequential loop, and whatever the
+        representation wants back in :meth:`_update_viewed_site` (here nothing)."""
+        return self.mean[i], self.marginal_var[i], None
+
+    def _update_viewed_site(self, i: int, precision: float, mean_precision: float, handle: Any) -> bool:
+        """:meth:`update_site`, given :meth:`_site_view`'s ``handle`` (a representation can reuse its work)."""
+        return self.update_site(i, precision, mean_precision)

@@ -47,7 +47,7 @@ from scipy.linalg.blas import dsyrk, dtrmm, dtrsm
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.posterior.base import Posterior, SiteProposer, SweepStats, cavity, is_proper
+from relaxep.posterior.base import Posterior, SiteProposer, SweepStats
 from relaxep.posterior.prior import Prior
 
 __all__ = ["SparsePosterior", "SparsePrior"]
@@ -464,22 +464,12 @@ class SparsePosterior(Posterior):
         Sherman-Morrison update, :math:`O(M^2)` a site (``block_size`` is not used: the update is already
         :math:`M \times M`).  The posterior is refreshed from the sites on the next read."""
         self._ensure_sigma()
-        skipped: list[int] = []
-        improper = nonfinite = 0
-        for i in order:
-            i = int(i)
-            v, sv, mu_i, a_ii = self._site_marginal(i)
-            tau_i, nu_i = self.site_precision[i], self.site_mean_precision[i]
-            cav_mean, cav_var = cavity(mu_i, a_ii, tau_i, nu_i, fraction)
-            if not is_proper(cav_var):
-                skipped.append(i)
-                improper += 1
-                continue
-            new_tau, new_nu = propose(i, cav_mean, cav_var, tau_i, nu_i, a_ii)
-            if not (np.isfinite(new_tau) and np.isfinite(new_nu)):
-                skipped.append(i)
-                nonfinite += 1
-                continue
-            if not self._apply_site(i, new_tau, new_nu, v, sv, a_ii):
-                skipped.append(i)
-        return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
+        return super().apply_sequential(order, propose, fraction, block_size)
+
+    def _site_view(self, i: int) -> tuple[float, float, Any]:
+        v, sv, mu_i, a_ii = self._site_marginal(i)
+        return mu_i, a_ii, (v, sv, a_ii)
+
+    def _update_viewed_site(self, i: int, precision: float, mean_precision: float, handle: Any) -> bool:
+        v, sv, a_ii = handle
+        return self._apply_site(i, precision, mean_precision, v, sv, a_ii)
