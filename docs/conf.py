@@ -32,6 +32,7 @@ exclude_patterns = [
     "**/README.md",
     "robustness-quick/**",
     "reproduction-quick/**",
+    "multiclass-quick/**",
     "auto_examples/*.ipynb",
     "auto_examples/*.py",
     "auto_examples/*.zip",
