@@ -28,8 +28,9 @@ def small():
 # scikit-learn's own estimator checks.  We skip none; scikit-learn itself skips two
 # (array-API input without SCIPY_ARRAY_API, pandas input without pandas installed).
 # The multi-class checks run one-vs-rest (a binary likelihood has no joint model; the joint
-# model is tested against its ground truths in test_multiclass.py).
-@parametrize_with_checks([GPClassifier(likelihood=Probit(), max_sweeps=100, multi_class="one_vs_rest")])
+# model is tested against its ground truths in test_multiclass.py).  tol 1e-3: the checks are
+# about conventions; on separable iris classes EP creeps at a rate of 0.93 a sweep below 1e-3.
+@parametrize_with_checks([GPClassifier(likelihood=Probit(), max_sweeps=100, tol=1e-3, multi_class="one_vs_rest")])
 def test_sklearn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)
