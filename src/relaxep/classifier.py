@@ -16,80 +16,31 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from joblib import Parallel, delayed
 from numpy.typing import ArrayLike, NDArray
 from scipy import optimize
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel, Kernel
-from sklearn.model_selection import train_test_split
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from relaxep._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
+from relaxep._gpc_common import input_format, warn_at_bounds
+from relaxep._gpc_multiclass import MulticlassFit
+from relaxep._gpc_sparse import SparseFit
+from relaxep._inducing import split_parameters
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.errors import DivergenceError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
-from relaxep.inference.sparse_evidence import as_sparse_kernel, sparse_evidence_gradient
 from relaxep.likelihoods import Likelihood, NoisyProbit
-from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, MultinomialProbit, infer_multiclass
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
-from relaxep.posterior import SparsePrior
-from relaxep.posterior.sparse import CHUNK
 from relaxep.schedules import Schedule
 from relaxep.sites import SiteRule
 
 __all__ = ["GPClassifier"]
 
 
-def _input_format(kernel: Kernel | None) -> dict[str, Any]:
-    """How far to validate ``X``: a float matrix for vector kernels, as given for structured ones.
-
-    A kernel on sequences, strings or graphs (``requires_vector_input`` false, e.g. a string
-    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.
-    """
-    if kernel is None or kernel.requires_vector_input:
-        return {"dtype": np.float64, "ensure_2d": True}
-    return {"dtype": None, "ensure_2d": False}
-
-
-def _warn_at_bounds(kernel: Kernel) -> None:
-    """A ``ConvergenceWarning`` for each learned log-hyperparameter that ended at one of its bounds.
-
-    "At a bound": within 1e-4 of the bounds' log-width of it (or ``np.isclose`` in log space,
-    scikit-learn's test, which is tight near a bound of 1 and loose near 1e5).  On a flat evidence
-    the optimiser stops a few 1e-5 of a log-unit inside a bound it started on.  The wording is
-    scikit-learn's, so that code filtering its warnings filters ours.
-    """
-    theta, bounds = kernel.theta, kernel.bounds
-    slack = 1e-4 * (bounds[:, 1] - bounds[:, 0])
-    at_lower = np.isclose(theta, bounds[:, 0]) | (theta - bounds[:, 0] <= slack)
-    at_upper = np.isclose(theta, bounds[:, 1]) | (bounds[:, 1] - theta <= slack)
-    index = 0
-    for hyperparameter in kernel.hyperparameters:
-        if hyperparameter.fixed:
-            continue
-        limits = np.atleast_2d(hyperparameter.bounds)  # as given, not exp(log(bound))
-        for dim in range(hyperparameter.n_elements):
-            for hit, side, advice in ((at_lower, "lower", "Decreasing"), (at_upper, "upper", "Increasing")):
-                if hit[index]:
-                    warnings.warn(
-                        f"The optimal value found for dimension {dim} of parameter {hyperparameter.name} "
-                        f"is close to the specified {side} bound {limits[dim, 0 if side == 'lower' else 1]}. "
-                        f"{advice} the bound and calling fit again may find a better value.",
-                        ConvergenceWarning,
-                        stacklevel=3,
-                    )
-            index += 1
-
-
-def _fit_binary(estimator: GPClassifier, X: Array, y: NDArray) -> GPClassifier:
-    """One one-vs-rest model (a module-level function, so joblib can send it to a worker)."""
-    return estimator.fit(X, y)
-
-
-class GPClassifier(ClassifierMixin, BaseEstimator):
+class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
     r"""Gaussian process classification by EP, Power EP or Relaxed EP.
 
     Parameters
@@ -239,7 +190,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             )
         if isinstance(self.kernel, CompoundKernel):
             raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
-        X, y = validate_data(self, X, y, ensure_min_samples=2, **_input_format(self.kernel))
+        X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size == 1:
@@ -293,90 +244,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.result_ = result
         self.log_marginal_likelihood_value_ = result.log_evidence
 
-    # ------------------------------------------------------------ sparse fit
-    def _fit_sparse(self) -> None:
-        X = self.X_train_
-        spec = check_inducing_points(self.inducing_points, X.shape[1])
-        if not isinstance(self.learn_inducing_points, bool | np.bool_):
-            raise TypeError(f"learn_inducing_points must be a bool, got {self.learn_inducing_points!r}")
-        if self.optimizer_subset is not None and not (
-            isinstance(self.optimizer_subset, int | np.integer) and self.optimizer_subset >= 2
-        ):
-            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {self.optimizer_subset!r}")
-        rng = check_random_state(self.random_state)
-        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
-        self.inducing_points_ = Z
-        learn_z = bool(self.learn_inducing_points)
-        if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
-            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
-            n = X.shape[0]
-            if self.optimizer_subset is not None and self.optimizer_subset < n:
-                idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
-                self._optimize_sparse(X[idx], self._y[idx], rng, learn_z)
-                self._warm = None  # its sites belong to the subset
-            else:
-                self._optimize_sparse(X, self._y, rng, learn_z)
-        self._finish(self._infer(None, self._sparse_prior(X, self.kernel_, self.inducing_points_)))
-
-    def _sparse_prior(self, X: Array, kernel: Kernel, Z: Array) -> SparsePrior:
-        return SparsePrior(X, Z, kernel, latent_noise=float(self.jitter))
-
-    def _sparse_evidence(
-        self, x: Array, X: Array, split: Callable, eval_gradient: bool, learn_z: bool
-    ) -> tuple[float, Array | None]:
-        """Sparse EP evidence (and gradient in ``theta`` and, if learned, ``Z``) at the optimiser's ``x``."""
-        theta, Z = split(x)
-        Z = self.inducing_points_ if Z is None else Z
-        kernel = self.kernel_.clone_with_theta(theta)
-        fail = (-np.inf, np.zeros_like(x) if eval_gradient else None)
-        try:
-            prior = self._sparse_prior(X, kernel, Z)
-        except KernelNotPositiveDefiniteError:
-            return fail
-        result = self._infer(theta, prior)
-        lml = result.log_evidence
-        if result.status == "diverged" or not np.isfinite(lml):
-            return fail
-        if not eval_gradient:
-            return lml, None
-        g_theta, g_z = sparse_evidence_gradient(result.posterior, kernel)
-        return lml, flat(g_theta, g_z if learn_z else None)
-
-    def _optimize_sparse(self, X: Array, y: Array, rng: np.random.RandomState, learn_z: bool) -> None:
-        """Learn ``kernel_.theta`` (and ``inducing_points_``) on ``(X, y)`` (labels in -1/+1)."""
-        y_all, self._y = self._y, y
-        split = split_parameters(self.kernel_, self.inducing_points_.shape, learn_z)
-
-        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
-            lml, grad = self._sparse_evidence(x, X, split, eval_gradient, learn_z)
-            return (-lml, -grad) if eval_gradient else -lml
-
-        n_z = self.inducing_points_.size if learn_z else 0
-        bounds = np.vstack([self.kernel_.bounds, np.full((n_z, 2), np.nan)]) if n_z else self.kernel_.bounds
-        starts = [self.kernel_.theta]
-        if self.n_restarts_optimizer > 0:
-            kb = self.kernel_.bounds
-            if not np.all(np.isfinite(kb)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(kb[:, 0], kb[:, 1]) for _ in range(self.n_restarts_optimizer)]
-        best_x, best_value = None, np.inf
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                for theta0 in starts:
-                    x, value = self._run_optimizer(
-                        obj_func, flat(theta0, self.inducing_points_ if learn_z else None), bounds
-                    )
-                    if value < best_value:
-                        best_x, best_value = x, value
-        finally:
-            self._y = y_all
-        if best_x is not None:
-            theta, Z = split(best_x)
-            self.kernel_.theta = theta
-            if Z is not None:
-                self.inducing_points_ = np.array(Z)
-
     def _check_parameters(self) -> None:
         """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
         check_positive_int(self.max_sweeps, "max_sweeps")
@@ -389,130 +256,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
         if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
             raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
-
-    # ------------------------------------------------------- multi-class fit
-    def _fit_multiclass(self, X: Array, y: NDArray, classes: NDArray) -> GPClassifier:
-        self.classes_ = classes
-        self.X_train_ = np.array(X, copy=True)
-        y_idx = np.searchsorted(classes, y)
-        if self.multi_class == "one_vs_rest":
-            self._mode = "ovr"
-            params = self.get_params(deep=False)
-            self.estimators_ = Parallel(n_jobs=self.n_jobs)(
-                delayed(_fit_binary)(GPClassifier(**params), X, (y_idx == c).astype(int)) for c in range(classes.size)
-            )
-            self.kernel_ = self.estimators_[0].kernel_
-            self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
-            return self
-        self._mode = "joint"
-        lik = MultinomialProbit() if self.likelihood is None else self.likelihood
-        if not isinstance(lik, MulticlassLikelihood):
-            raise TypeError(
-                "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
-                f"(relaxep.multiclass.MultinomialProbit or RobustMax), got {lik!r}; "
-                "use multi_class='one_vs_rest' for a binary likelihood"
-            )
-        if self.rule is not None and not (isinstance(self.rule, str) and self.rule == "auto"):
-            raise ValueError(
-                f"rule={self.rule!r} does not apply to joint multi-class inference (nested EP); leave it None"
-            )
-        if self.optimizer_subset is not None and int(self.optimizer_subset) < classes.size:
-            raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
-        self._likelihood = lik
-        self._y = y_idx
-        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-        self._warm_mc: MulticlassResult | None = None
-        if self.optimizer is not None and self.kernel_.n_dims > 0:
-            Xo, yo = self.X_train_, y_idx
-            m = self.optimizer_subset
-            if m is not None and int(m) < y_idx.size:
-                # a private generator: random_state=None must not draw from numpy's global one
-                seed = np.random.RandomState() if self.random_state is None else check_random_state(self.random_state)
-                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(m), stratify=yo, random_state=seed)
-            self._optimize_multiclass(Xo, yo)
-        K = self._mc_kernel(self.X_train_, self.kernel_.theta, False)[0]
-        result = self._mc_infer(K, y_idx)
-        if result.status == "diverged":
-            raise DivergenceError(f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {lik!r}")
-        if result.status != "converged":
-            warnings.warn(
-                f"inference did not converge: status {result.status!r} after {result.n_sweeps} sweeps "
-                f"(last change {result.trace[-1]:.3g}). Consider more max_sweeps or a larger tol.",
-                ConvergenceWarning,
-                stacklevel=2,
-            )
-        self.result_ = result
-        self.log_marginal_likelihood_value_ = result.log_evidence
-        return self
-
-    def _mc_kernel(self, X: Array, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
-        kernel = self.kernel_.clone_with_theta(theta)
-        if eval_gradient:
-            K, dK = kernel(X, eval_gradient=True)
-        else:
-            K, dK = kernel(X), None
-        K[np.diag_indices_from(K)] += float(self.jitter)
-        return K, dK
-
-    def _mc_infer(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
-        tol = self.tol if tol is None else tol
-        init = self._warm_mc if self.warm_start else None
-        if init is not None and init.sites is not None and init.sites[0].shape[0] != y.size:
-            init = None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            result = infer_multiclass(
-                K,
-                y,
-                self._likelihood,
-                n_classes=self.classes_.size,
-                max_sweeps=self.max_sweeps,
-                tol=tol,
-                init=init,
-            )
-            if result.status == "diverged" and init is not None:
-                result = infer_multiclass(
-                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=tol
-                )
-        if result.status == "converged":
-            self._warm_mc = result
-        return result
-
-    def _optimize_multiclass(self, X: Array, y: NDArray) -> None:
-        # the search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point
-        # moves little between evaluations); the final fit uses ``tol``
-        search_tol = max(float(self.tol), 1e-2)
-
-        def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
-            K, dK = self._mc_kernel(X, theta, eval_gradient)
-            result = self._mc_infer(K, y, search_tol)
-            lml = result.log_evidence
-            if result.status == "diverged" or not np.isfinite(lml):
-                return (np.inf, np.zeros_like(theta)) if eval_gradient else np.inf
-            if eval_gradient:
-                return -lml, -multiclass_evidence_gradient(result, dK)
-            return -lml
-
-        bounds = self.kernel_.bounds
-        starts = [self.kernel_.theta]
-        rng = check_random_state(self.random_state)
-        if self.n_restarts_optimizer > 0:
-            if not np.all(np.isfinite(bounds)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(bounds[:, 0], bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
-        best_theta, best_value = None, np.inf
-        # EP's evidence is exact only to its tolerance: stop on a relative decrease below 1e-6
-        # (2e-4 nats at |log Z| = 200) rather than L-BFGS's default 2e-9, below that noise, or
-        # where a factor e in any hyperparameter changes the evidence by less than 0.1 nat (the
-        # amplitude's ridge: the multinomial probit hardens slowly as the amplitude grows)
-        options = {"ftol": 1e-6, "gtol": 0.1, "maxiter": 50}
-        for theta0 in starts:
-            theta, value = self._run_optimizer(obj_func, theta0, bounds, options)
-            if value < best_value:
-                best_theta, best_value = theta, value
-        if best_theta is not None:
-            self.kernel_.theta = best_theta
-        _warn_at_bounds(self.kernel_)
 
     def _kernel_matrix(self, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
         kernel = self.kernel_.clone_with_theta(theta)
@@ -591,7 +334,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                     best_theta, best_value = theta, value
         if best_theta is not None:
             self.kernel_.theta = best_theta
-        _warn_at_bounds(self.kernel_)
+        warn_at_bounds(self.kernel_)
 
     def _run_optimizer(
         self, obj_func: Callable, theta0: Array, bounds: Array, options: dict | None = None
@@ -669,7 +412,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         one-vs-rest: means and variances ``(n, C)`` of the ``C`` binary latents.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
         mode = getattr(self, "_mode", "binary")
         if mode == "joint":
             return self.result_.predict_latent(
@@ -684,16 +427,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         k_diag = self.kernel_.diag(X) + float(self.jitter)
         return self.result_.predict_latent(K_star, k_diag)
 
-    def _sparse_latent(self, X: Array) -> tuple[Array, Array]:
-        """FITC predictions in row chunks: ``K_*u`` is ``chunk x M``, never ``m x n``."""
-        mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
-        for start in range(0, X.shape[0], CHUNK):
-            rows = X[start : start + CHUNK]
-            K_star = self.kernel_(rows, self.inducing_points_)
-            k_diag = self.kernel_.diag(rows) + float(self.jitter)
-            mean[start : start + CHUNK], var[start : start + CHUNK] = self.result_.predict_latent(K_star, k_diag)
-        return mean, var
-
     def decision_function(self, X: ArrayLike) -> Array:
         """Latent posterior mean: positive favours ``classes_[1]`` (multi-class: ``(n, C)``, one column per class)."""
         return self.latent_mean_and_variance(X)[0]
@@ -704,7 +437,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive).
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **_input_format(self.kernel_))
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
         mode = getattr(self, "_mode", "binary")
         if mode == "joint":
             return self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
