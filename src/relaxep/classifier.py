@@ -5,7 +5,8 @@ builds kernel matrices with scikit-learn's own kernels, learns the kernel's
 hyperparameters by maximising the EP evidence (or leaves that to ``GridSearchCV``),
 and delegates inference to :func:`relaxep.infer`.  With ``inducing_points`` it fits the
 sparse (FITC) posterior of :mod:`relaxep.posterior.sparse` instead, learning the inducing
-inputs with the kernel.
+inputs with the kernel (:mod:`relaxep._gpc_sparse`); with more than two classes the joint
+multi-class model or one-vs-rest (:mod:`relaxep._gpc_multiclass`).
 """
 
 from __future__ import annotations
