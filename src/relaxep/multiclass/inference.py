@@ -45,6 +45,7 @@ B_{i,ca} B_{j,cb} k_c(x_i, x_j)`): :math:`O(n^3 (C-1)^3)` a sweep, for small ``n
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -239,21 +240,18 @@ def _nested_ep(
         t_new = np.where(ok[:, None], t_new, tau)
         n_new = np.where(ok[:, None], n_new, nu)
         skipped = int((~ok).sum())
-        step = damping
-        while True:
+
+        def attempt(step: float, tau=tau, nu=nu, t_new=t_new, n_new=n_new) -> tuple:
             t_try = (1.0 - step) * tau + step * t_new
             n_try = (1.0 - step) * nu + step * n_new
             pi2, S2, b2, _ = _outer_sites(t_try, n_try, y, n_classes)
-            try:
-                state2 = _nested_posterior(Ks, pi2.T.copy(), b2.T.copy())
-                break
-            except np.linalg.LinAlgError:
-                step *= 0.5
-                if step < 1e-4:
-                    status = "diverged"
-                    break
-        if status == "diverged":
+            return t_try, n_try, pi2, S2, b2, _nested_posterior(Ks, pi2.T.copy(), b2.T.copy())
+
+        tried = _backtracked(damping, attempt)
+        if tried is None:
+            status = "diverged"
             break
+        t_try, n_try, pi2, S2, b2, state2 = tried
         var_old = np.diagonal(state.Sig, axis1=1, axis2=2)
         var_new = np.diagonal(state2.Sig, axis1=1, axis2=2)
         change = _marginal_change(state.mu.T, var_old, state2.mu.T, var_new)
@@ -395,21 +393,18 @@ def _robust_max_ep(
         P_new = np.where(ok[:, None, None], Vh_inv - Lam, P)
         b_new = np.where(ok[:, None], np.einsum("nij,nj->ni", Vh_inv, m_hat) - h, beta)
         skipped = int((~ok).sum())
-        step = damping
-        while True:
+
+        def attempt(step: float, P=P, beta=beta, P_new=P_new, b_new=b_new) -> tuple:
             P_try = (1.0 - step) * P + step * P_new
             P_try = 0.5 * (P_try + np.swapaxes(P_try, 1, 2))
             b_try = (1.0 - step) * beta + step * b_new
-            try:
-                state2 = _dense_w_posterior(G, P_try, b_try)
-                break
-            except np.linalg.LinAlgError:
-                step *= 0.5
-                if step < 1e-4:
-                    status = "diverged"
-                    break
-        if status == "diverged":
+            return P_try, b_try, _dense_w_posterior(G, P_try, b_try)
+
+        tried = _backtracked(damping, attempt)
+        if tried is None:
+            status = "diverged"
             break
+        P_try, b_try, state2 = tried
         var_old = np.diagonal(state.cov, axis1=1, axis2=2)
         var_new = np.diagonal(state2.cov, axis1=1, axis2=2)
         change = _marginal_change(state.mean, var_old, state2.mean, var_new)
@@ -573,6 +568,20 @@ class MulticlassResult:
 
 
 # ------------------------------------------------------------------------------------- public
+
+
+def _backtracked(damping: float, attempt: Callable[[float], tuple]) -> tuple | None:
+    """``attempt(step)`` at ``step = damping``, halved while the new posterior is not positive
+    definite (``LinAlgError``); ``None`` once the step falls below 1e-4 (the run diverged)."""
+    step = damping
+    while step >= 1e-4:
+        try:
+            return attempt(step)
+        except np.linalg.LinAlgError:
+            step *= 0.5
+    return None
+
+
 def infer_multiclass(
     K: ArrayLike,
     y: ArrayLike,
