@@ -180,23 +180,35 @@ def _nested_posterior(Ks: list[Array], D: Array, b: Array) -> _NestedState:
     return _NestedState(mu, Sig, alpha, E, LM, float(logdet), b)
 
 
+def _batched_cavities(cov: Array, mean: Array, site_precision: Array, site_shift: Array) -> tuple[Array, Array, Array]:
+    r"""Per-point cavities from the marginals :math:`N(\mu_i, \Sigma_i)` and Gaussian sites
+    :math:`(P_i, b_i)`: :math:`\Lambda_i = \Sigma_i^{-1} - P_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`.
+
+    Returns ``(m, Lambda^{-1}, ok)``, ``ok`` marking the proper cavities (smallest eigenvalue of
+    :math:`\Lambda_i` above 1e-10 of its largest); an improper one is replaced by the identity so
+    that the batch stays finite (its site is kept this sweep).
+    """
+    d = cov.shape[1]
+    inv = np.linalg.inv(cov)
+    inv = 0.5 * (inv + np.swapaxes(inv, 1, 2))
+    Lam = inv - site_precision
+    h = np.einsum("nij,nj->ni", inv, mean) - site_shift
+    w = np.linalg.eigvalsh(Lam)
+    ok = w[:, 0] > 1e-10 * np.abs(w[:, -1])
+    Lam = np.where(ok[:, None, None], Lam, np.eye(d))
+    V = np.linalg.inv(Lam)
+    V = 0.5 * (V + np.swapaxes(V, 1, 2))
+    return np.einsum("nij,nj->ni", V, h), V, ok
+
+
 def _f_cavities(state: _NestedState, pi: Array, S: Array, b: Array) -> tuple[Array, Array, Array]:
     r"""Cavities :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`.
 
     ``ok`` marks the proper ones (the others keep their sites this sweep).
     """
     C = pi.shape[1]
-    P = np.linalg.inv(state.Sig)
-    P = 0.5 * (P + np.swapaxes(P, 1, 2))
     Pi = pi[:, :, None] * np.eye(C) - pi[:, :, None] * pi[:, None, :] / S[:, None, None]
-    Lam = P - Pi
-    h = np.einsum("nij,nj->ni", P, state.mu.T) - b
-    w = np.linalg.eigvalsh(Lam)
-    ok = w[:, 0] > 1e-10 * np.abs(w[:, -1])
-    Lam = np.where(ok[:, None, None], Lam, np.eye(C))
-    Scav = np.linalg.inv(Lam)
-    Scav = 0.5 * (Scav + np.swapaxes(Scav, 1, 2))
-    return np.einsum("nij,nj->ni", Scav, h), Scav, ok
+    return _batched_cavities(state.Sig, state.mu.T, Pi, b)
 
 
 def _z_cavities(mcav: Array, Scav: Array, B: Array) -> tuple[Array, Array]:
@@ -345,17 +357,7 @@ def _dense_w_posterior(G: Array, P: Array, beta: Array) -> _DenseWState:
 
 
 def _w_cavities(state: _DenseWState, P: Array, beta: Array) -> tuple[Array, Array, Array]:
-    d = P.shape[1]
-    Sinv = np.linalg.inv(state.cov)
-    Sinv = 0.5 * (Sinv + np.swapaxes(Sinv, 1, 2))
-    Lam = Sinv - P
-    h = np.einsum("nij,nj->ni", Sinv, state.mean) - beta
-    w = np.linalg.eigvalsh(Lam)
-    ok = w[:, 0] > 1e-10 * np.abs(w[:, -1])
-    Lam = np.where(ok[:, None, None], Lam, np.eye(d))
-    V = np.linalg.inv(Lam)
-    V = 0.5 * (V + np.swapaxes(V, 1, 2))
-    return np.einsum("nij,nj->ni", V, h), V, ok
+    return _batched_cavities(state.cov, state.mean, P, beta)
 
 
 def _robust_max_ep(
