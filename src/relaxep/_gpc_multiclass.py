@@ -70,7 +70,7 @@ class MulticlassFit:
                 seed = np.random.RandomState() if self.random_state is None else check_random_state(self.random_state)
                 Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(m), stratify=yo, random_state=seed)
             self._optimize_multiclass(Xo, yo)
-        K = self._mc_kernel(self.X_train_, self.kernel_.theta, False)[0]
+        K = self._kernel_matrix(self.kernel_.theta, False)[0]
         result = self._mc_infer(K, y_idx)
         if result.status == "diverged":
             raise DivergenceError(f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {lik!r}")
@@ -84,15 +84,6 @@ class MulticlassFit:
         self.result_ = result
         self.log_marginal_likelihood_value_ = result.log_evidence
         return self
-
-    def _mc_kernel(self, X: Array, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
-        kernel = self.kernel_.clone_with_theta(theta)
-        if eval_gradient:
-            K, dK = kernel(X, eval_gradient=True)
-        else:
-            K, dK = kernel(X), None
-        K[np.diag_indices_from(K)] += float(self.jitter)
-        return K, dK
 
     def _mc_infer(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
         tol = self.tol if tol is None else tol
@@ -124,7 +115,7 @@ class MulticlassFit:
         search_tol = max(float(self.tol), 1e-2)
 
         def obj_func(theta: Array, eval_gradient: bool = True) -> Any:
-            K, dK = self._mc_kernel(X, theta, eval_gradient)
+            K, dK = self._kernel_matrix(theta, eval_gradient, X)
             result = self._mc_infer(K, y, search_tol)
             lml = result.log_evidence
             if result.status == "diverged" or not np.isfinite(lml):
@@ -133,23 +124,13 @@ class MulticlassFit:
                 return -lml, -multiclass_evidence_gradient(result, dK)
             return -lml
 
-        bounds = self.kernel_.bounds
-        starts = [self.kernel_.theta]
-        rng = check_random_state(self.random_state)
-        if self.n_restarts_optimizer > 0:
-            if not np.all(np.isfinite(bounds)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(bounds[:, 0], bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
-        best_theta, best_value = None, np.inf
         # EP's evidence is exact only to its tolerance: stop on a relative decrease below 1e-6
         # (2e-4 nats at |log Z| = 200) rather than L-BFGS's default 2e-9, below that noise, or
         # where a factor e in any hyperparameter changes the evidence by less than 0.1 nat (the
         # amplitude's ridge: the multinomial probit hardens slowly as the amplitude grows)
         options = {"ftol": 1e-6, "gtol": 0.1, "maxiter": 50}
-        for theta0 in starts:
-            theta, value = self._run_optimizer(obj_func, theta0, bounds, options)
-            if value < best_value:
-                best_theta, best_value = theta, value
+        rng = check_random_state(self.random_state)
+        best_theta = self._best_of_restarts(obj_func, self.kernel_.bounds, rng, options=options)
         if best_theta is not None:
             self.kernel_.theta = best_theta
         warn_at_bounds(self.kernel_)

@@ -6,12 +6,10 @@ A mixin: the estimator's state (``X_train_``, ``kernel_``, ``_y``, ...) is set b
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.utils.validation import check_random_state
 
@@ -85,22 +83,10 @@ class SparseFit:
 
         n_z = self.inducing_points_.size if learn_z else 0
         bounds = np.vstack([self.kernel_.bounds, np.full((n_z, 2), np.nan)]) if n_z else self.kernel_.bounds
-        starts = [self.kernel_.theta]
-        if self.n_restarts_optimizer > 0:
-            kb = self.kernel_.bounds
-            if not np.all(np.isfinite(kb)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(kb[:, 0], kb[:, 1]) for _ in range(self.n_restarts_optimizer)]
-        best_x, best_value = None, np.inf
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", ConvergenceWarning)
-                for theta0 in starts:
-                    x, value = self._run_optimizer(
-                        obj_func, flat(theta0, self.inducing_points_ if learn_z else None), bounds
-                    )
-                    if value < best_value:
-                        best_x, best_value = x, value
+            best_x = self._best_of_restarts(
+                obj_func, bounds, rng, pack=lambda theta0: flat(theta0, self.inducing_points_ if learn_z else None)
+            )
         finally:
             self._y = y_all
         if best_x is not None:

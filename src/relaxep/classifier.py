@@ -258,12 +258,14 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
         if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
             raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
 
-    def _kernel_matrix(self, theta: Array, eval_gradient: bool) -> tuple[Array, Array | None]:
+    def _kernel_matrix(self, theta: Array, eval_gradient: bool, X: Array | None = None) -> tuple[Array, Array | None]:
+        """The kernel at ``theta`` on ``X`` (default the training inputs) plus the jitter, and its gradient."""
+        X = self.X_train_ if X is None else X
         kernel = self.kernel_.clone_with_theta(theta)
         if eval_gradient:
-            K, dK = kernel(self.X_train_, eval_gradient=True)
+            K, dK = kernel(X, eval_gradient=True)
         else:
-            K, dK = kernel(self.X_train_), None
+            K, dK = kernel(X), None
         K[np.diag_indices_from(K)] += float(self.jitter)
         if not (np.all(np.isfinite(K)) and (dK is None or np.all(np.isfinite(dK)))):
             scale = (
@@ -316,26 +318,43 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
                 return -lml, -grad
             return -lml
 
-        bounds = self.kernel_.bounds
-        starts = [self.kernel_.theta]
         try:
             rng = check_random_state(self.random_state)
         except ValueError as exc:
             raise ValueError(f"random_state: {exc}") from None
-        if self.n_restarts_optimizer > 0:
-            if not np.all(np.isfinite(bounds)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(bounds[:, 0], bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
-        best_theta, best_value = None, np.inf
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            for theta0 in starts:
-                theta, value = self._run_optimizer(obj_func, theta0, bounds)
-                if value < best_value:
-                    best_theta, best_value = theta, value
+        best_theta = self._best_of_restarts(obj_func, self.kernel_.bounds, rng)
         if best_theta is not None:
             self.kernel_.theta = best_theta
         warn_at_bounds(self.kernel_)
+
+    def _best_of_restarts(
+        self,
+        obj_func: Callable,
+        bounds: Array,
+        rng: np.random.RandomState,
+        pack: Callable[[Array], Array] | None = None,
+        options: dict | None = None,
+    ) -> Array | None:
+        """The best end point of the optimiser from ``kernel_.theta`` and ``n_restarts_optimizer``
+        starts drawn uniformly (in log space) within ``kernel_.bounds``.
+
+        ``pack`` maps a start's hyperparameters to the optimiser's variables (the sparse fit
+        appends the inducing inputs); ``None`` if no start gave a finite value.
+        """
+        theta_bounds = self.kernel_.bounds
+        starts = [self.kernel_.theta]
+        if self.n_restarts_optimizer > 0:
+            if not np.all(np.isfinite(theta_bounds)):
+                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
+            starts += [rng.uniform(theta_bounds[:, 0], theta_bounds[:, 1]) for _ in range(self.n_restarts_optimizer)]
+        best, best_value = None, np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for theta0 in starts:
+                x, value = self._run_optimizer(obj_func, theta0 if pack is None else pack(theta0), bounds, options)
+                if value < best_value:
+                    best, best_value = x, value
+        return best
 
     def _run_optimizer(
         self, obj_func: Callable, theta0: Array, bounds: Array, options: dict | None = None
@@ -387,7 +406,7 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
         if mode == "joint":
             saved_mc = self._warm_mc
             try:
-                K, dK = self._mc_kernel(self.X_train_, theta, eval_gradient)
+                K, dK = self._kernel_matrix(theta, eval_gradient)
                 result = self._mc_infer(K, self._y)
             finally:
                 self._warm_mc = saved_mc
