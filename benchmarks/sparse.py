@@ -38,6 +38,7 @@ import sys
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from scipy.special import log_ndtr, ndtr
@@ -88,6 +89,16 @@ def bayes(yt: np.ndarray, ft: np.ndarray) -> tuple[float, float]:
     return float(np.mean(np.sign(ft) != yt)), float(-np.mean(log_ndtr(yt * ft)))
 
 
+def fit_and_predict(clf: Any, X: Any, y: Any, Xt: np.ndarray) -> tuple[float, float, np.ndarray]:
+    """Seconds to fit, seconds to predict ``Xt``, and its probabilities of class +1."""
+    start = time.perf_counter()
+    clf.fit(X, y)
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    p1 = clf.predict_proba(Xt)[:, 1]
+    return fit_time, time.perf_counter() - start, p1
+
+
 def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
     """DaskGPClassifier on a LocalCluster of 2 one-thread workers, shards of 10^4 rows (cluster start untimed)."""
     import dask.array as da
@@ -102,12 +113,7 @@ def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
     ):
         Xd, yd = da.from_array(X, chunks=(10_000, -1)), da.from_array(y, chunks=10_000)
         clf = DaskGPClassifier(client, truth, Probit(), EP(), inducing_points=M, inducing_init=init, optimizer=None)
-        start = time.perf_counter()
-        clf.fit(Xd, yd)
-        fit_time = time.perf_counter() - start
-        start = time.perf_counter()
-        p1 = clf.predict_proba(Xt)[:, 1]
-        predict_time = time.perf_counter() - start
+        fit_time, predict_time, p1 = fit_and_predict(clf, Xd, yd, Xt)
         worker_rss = max(w["metrics"]["memory"] for w in client.scheduler_info()["workers"].values()) / 2**20
     err, nll = scores(p1, yt)
     b_err, b_nll = bayes(yt, ft)
@@ -213,12 +219,7 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
         raise ValueError(kind)
     if trace_memory:
         tracemalloc.start()
-    start = time.perf_counter()
-    clf.fit(X, y)
-    fit_time = time.perf_counter() - start
-    start = time.perf_counter()
-    p1 = clf.predict_proba(Xt)[:, 1]
-    predict_time = time.perf_counter() - start
+    fit_time, predict_time, p1 = fit_and_predict(clf, X, y, Xt)
     traced = tracemalloc.get_traced_memory()[1] / 2**20 if trace_memory else float("nan")
     err, nll = scores(p1, yt)
     b_err, b_nll = bayes(yt, ft)
