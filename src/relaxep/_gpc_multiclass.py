@@ -87,27 +87,16 @@ class MulticlassFit:
 
     def _mc_infer(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
         tol = self.tol if tol is None else tol
-        init = self._warm_mc if self.warm_start else None
-        if init is not None and init.sites is not None and init.sites[0].shape[0] != y.size:
-            init = None
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", RuntimeWarning)
-            result = infer_multiclass(
-                K,
-                y,
-                self._likelihood,
-                n_classes=self.classes_.size,
-                max_sweeps=self.max_sweeps,
-                tol=tol,
-                init=init,
-            )
-            if result.status == "diverged" and init is not None:
-                result = infer_multiclass(
-                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=tol
+
+        def run(init: MulticlassResult | None) -> MulticlassResult:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return infer_multiclass(
+                    K, y, self._likelihood, n_classes=self.classes_.size, max_sweeps=self.max_sweeps, tol=tol, init=init
                 )
-        if result.status == "converged":
-            self._warm_mc = result
-        return result
+
+        # sites from the search's subset do not fit the whole training set
+        return self._warm_run("_warm_mc", run, lambda init: init.sites is None or init.sites[0].shape[0] == y.size)
 
     def _optimize_multiclass(self, X: Array, y: NDArray) -> None:
         # the search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point

@@ -282,12 +282,22 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
     def _infer(self, theta: Array, K: Array | None = None) -> InferenceResult:
         if K is None:
             K, _ = self._kernel_matrix(theta, eval_gradient=False)
-        init = self._warm if self.warm_start else None
-        result = self._run_infer(K, init)
+        return self._warm_run("_warm", lambda init: self._run_infer(K, init))
+
+    def _warm_run(self, slot: str, run: Callable[[Any], Any], usable: Callable[[Any], bool] | None = None) -> Any:
+        """``run(init)`` from the last converged result kept in ``slot`` (with ``warm_start``).
+
+        A warm start that diverges is retried from zero sites; a converged result becomes the
+        next warm start.
+        """
+        init = getattr(self, slot) if self.warm_start else None
+        if init is not None and usable is not None and not usable(init):
+            init = None
+        result = run(init)
         if result.status == "diverged" and init is not None:
-            result = self._run_infer(K, None)
+            result = run(None)
         if result.status == "converged":
-            self._warm = result
+            setattr(self, slot, result)
         return result
 
     def _run_infer(self, K: Array, init: InferenceResult | None) -> InferenceResult:
