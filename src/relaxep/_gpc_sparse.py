@@ -18,7 +18,6 @@ from relaxep._typing import Array
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.inference.sparse_evidence import as_sparse_kernel, sparse_evidence_gradient
 from relaxep.posterior import SparsePrior
-from relaxep.posterior.sparse import CHUNK
 
 
 class SparseFit:
@@ -94,13 +93,3 @@ class SparseFit:
             self.kernel_.theta = theta
             if Z is not None:
                 self.inducing_points_ = np.array(Z)
-
-    def _sparse_latent(self, X: Array) -> tuple[Array, Array]:
-        """FITC predictions in row chunks: ``K_*u`` is ``chunk x M``, never ``m x n``."""
-        mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
-        for start in range(0, X.shape[0], CHUNK):
-            rows = X[start : start + CHUNK]
-            K_star = self.kernel_(rows, self.inducing_points_)
-            k_diag = self.kernel_.diag(rows) + float(self.jitter)
-            mean[start : start + CHUNK], var[start : start + CHUNK] = self.result_.predict_latent(K_star, k_diag)
-        return mean, var

@@ -35,6 +35,7 @@ from relaxep.errors import DivergenceError
 from relaxep.inference import InferenceMethod, InferenceResult, evidence_gradient, infer
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
+from relaxep.posterior.sparse import CHUNK
 from relaxep.schedules import Schedule
 from relaxep.sites import SiteRule
 
@@ -444,18 +445,10 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **input_format(self.kernel_))
         mode = getattr(self, "_mode", "binary")
-        if mode == "joint":
-            return self.result_.predict_latent(
-                self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter)
-            )
         if mode == "ovr":
             pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
             return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
-        if getattr(self, "_sparse", False):
-            return self._sparse_latent(X)
-        K_star = self.kernel_(X, self.X_train_)
-        k_diag = self.kernel_.diag(X) + float(self.jitter)
-        return self.result_.predict_latent(K_star, k_diag)
+        return self._predict_with(self.result_.predict_latent, X)
 
     def decision_function(self, X: ArrayLike) -> Array:
         """Latent posterior mean: positive favours ``classes_[1]`` (multi-class: ``(n, C)``, one column per class)."""
@@ -470,16 +463,27 @@ class GPClassifier(SparseFit, MulticlassFit, ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, **input_format(self.kernel_))
         mode = getattr(self, "_mode", "binary")
         if mode == "joint":
-            return self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
+            return self._predict_with(self.result_.predict_proba, X)
         if mode == "ovr":
             p = np.column_stack([e.predict_proba(X)[:, 1] for e in self.estimators_])
             return p / p.sum(axis=1, keepdims=True)
-        if getattr(self, "_sparse", False):
-            mean, var = self._sparse_latent(X)
-            p1 = np.clip(self.result_.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
-        else:
-            p1 = self.result_.predict_proba(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + float(self.jitter))
+        p1 = self._predict_with(self.result_.predict_proba, X)
         return np.column_stack([1.0 - p1, p1])
+
+    def _predict_with(self, predict: Callable[[Array, Array], Any], X: Array) -> Any:
+        """``predict(K_*, k_** + jitter)`` of the fitted result, ``K_*`` the covariances of ``X``
+        to the training inputs (dense) or, in row chunks of ``CHUNK`` (memory ``O(chunk M)``), to
+        the inducing inputs (sparse)."""
+        jitter = float(self.jitter)
+        if not getattr(self, "_sparse", False):
+            return predict(self.kernel_(X, self.X_train_), self.kernel_.diag(X) + jitter)
+        parts = [
+            predict(self.kernel_(X[s : s + CHUNK], self.inducing_points_), self.kernel_.diag(X[s : s + CHUNK]) + jitter)
+            for s in range(0, X.shape[0], CHUNK)
+        ]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+        return np.concatenate(parts)
 
     def predict(self, X: ArrayLike) -> NDArray:
         """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``.
