@@ -27,7 +27,7 @@ def test_r_cavities_have_the_target_tilted_moments(lik, t):
     moments (by quadrature again) are the targets."""
     cavities = [(-1.0, 2.0), (0.5, 0.7), (2.0, 4.0), (-3.0, 1.0)]
     targets = np.array([tilted_quad(t, m, v)[1:] for m, v in cavities])
-    r = r_cavities(lik, targets[:, 0], targets[:, 1])
+    r = r_cavities(lik, np.ones(len(targets)), targets[:, 0], targets[:, 1])
     assert r.ok and np.all(r.precision > 0)
     for (m_want, v_want), h, c in zip(targets, r.precision_mean, r.precision, strict=True):
         _, m, v = tilted_quad(t, h / c, 1.0 / c)
@@ -47,7 +47,7 @@ def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem, oscillating, 
     phi: list[float] = []
 
     def record(sweep, post):
-        r = r_cavities(lik, y * post.mean, post.marginal_var)
+        r = r_cavities(lik, y, post.mean, post.marginal_var)
         log_det = float(post.site_mean_precision @ post.mean) - 2.0 * post.log_partition()
         phi.append(
             moment_free_energy(post.alpha, post.mean, post.site_precision, post.marginal_var, log_det, r.conjugate)

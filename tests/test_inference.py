@@ -170,9 +170,9 @@ class _NaNRule(SiteRule):
         self.damping = 1.0
         self._calls = 0
 
-    def _propose(self, likelihood, cavity, site):
+    def _propose(self, likelihood, y, cavity, site):
         self._calls += 1
-        out = EP().update(likelihood, cavity, site)
+        out = EP().update(likelihood, y, cavity, site)
         nan = np.nan if self._calls > 10 else 1.0
         return out.precision * nan, out.mean_precision, out.relaxation
 

@@ -43,7 +43,7 @@ def test_log_z_and_tilted_moments_equal_quadrature(key, power, cavity):
     lik, t = LIKELIHOODS[key]
     mean, var = cavity
     log_z, t_mean, t_var = tilted_quad(t, mean, var, power)
-    out = lik.log_z(mean, var, power)
+    out = lik.log_z(1.0, mean, var, power)
     m, v = out.moments(mean, var)
     assert out.log_z == pytest.approx(log_z, rel=RTOL, abs=RTOL)
     assert m == pytest.approx(t_mean, rel=RTOL, abs=RTOL * np.sqrt(var))
@@ -57,11 +57,11 @@ def test_expected_log_likelihood_equals_quadrature(key, cavity):
     if isinstance(lik, NoisyStep) and lik.eps == 0.0:
         pytest.skip("log t = -inf on g < 0 but that region has zero tilted mass; covered below")
     *_, expected = tilted_quad(t, *cavity, extra=lambda g: np.log(float(t(g))))
-    assert float(lik.expected_log_lik(*cavity)) == pytest.approx(expected, rel=RTOL, abs=RTOL)
+    assert float(lik.expected_log_lik(1.0, *cavity)) == pytest.approx(expected, rel=RTOL, abs=RTOL)
 
 
 def test_noise_free_step_expected_log_likelihood_is_zero():
-    assert NoisyStep(0.0).expected_log_lik(np.array([-3.0, 0.0, 2.0]), np.ones(3)) == pytest.approx(0.0)
+    assert NoisyStep(0.0).expected_log_lik(1.0, np.array([-3.0, 0.0, 2.0]), np.ones(3)) == pytest.approx(0.0)
 
 
 @pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic(), NoisyProbit(0.05)], ids=repr)
@@ -69,7 +69,7 @@ def test_noise_free_step_expected_log_likelihood_is_zero():
 def test_finite_far_in_the_tails(lik, z):
     """|z| up to 40: no NaN, and the step's log Z equals its closed-form asymptote."""
     var = np.array([4.0])
-    out = lik.log_z(z * np.sqrt(var), var)
+    out = lik.log_z(1.0, z * np.sqrt(var), var)
     assert np.all(np.isfinite([out.log_z, out.dlog_z, out.d2log_z]))
     m, v = out.moments(z * np.sqrt(var), var)
     assert v > 0
@@ -85,7 +85,7 @@ def test_noisy_step_tail_derivatives_against_quadrature():
     """At z = -8 the naive N(z)/Phi(z) is fine, but the tilted correction is tiny: check it."""
     lik = NoisyStep(0.05)
     log_z, m, _ = tilted_quad(lik_fn("step", 0.05), -8.0, 1.0)
-    out = lik.log_z(-8.0, 1.0)
+    out = lik.log_z(1.0, -8.0, 1.0)
     assert out.log_z == pytest.approx(log_z, rel=1e-10)
     assert out.moments(-8.0, 1.0)[0] == pytest.approx(m, rel=1e-8)
 
@@ -133,16 +133,16 @@ def test_noisy_probit_scale_must_be_positive(scale):
 def test_noisy_probit_contains_probit_and_tends_to_the_step():
     m, v = np.array([-3.0, 0.2, 2.0]), np.array([0.5, 2.0, 9.0])
     for power in (1.0, 0.6):
-        a, b = NoisyProbit(0.0, 1.0).log_z(m, v, power), Probit().log_z(m, v, power)
+        a, b = NoisyProbit(0.0, 1.0).log_z(1.0, m, v, power), Probit().log_z(1.0, m, v, power)
         np.testing.assert_allclose(a.log_z, b.log_z, rtol=1e-10)
         np.testing.assert_allclose(a.d2log_z, b.d2log_z, rtol=1e-8)
-    np.testing.assert_allclose(NoisyProbit(0.1, 1e-6).log_z(m, v).log_z, NoisyStep(0.1).log_z(m, v).log_z, rtol=1e-10)
+    np.testing.assert_allclose(NoisyProbit(0.1, 1e-6).log_z(1.0, m, v).log_z, NoisyStep(0.1).log_z(1.0, m, v).log_z, rtol=1e-10)
 
 
 @pytest.mark.parametrize("power", [0.0, -0.5, 1.5])
 def test_power_outside_range_is_rejected(power):
     with pytest.raises(ValueError, match="power"):
-        Probit().log_z(0.0, 1.0, power)
+        Probit().log_z(1.0, 0.0, 1.0, power)
 
 
 def test_likelihood_parameters_round_trip():
@@ -162,7 +162,7 @@ def test_tilted_cumulants_equal_quadrature(key, cavity):
     _, m, v = tilted_quad(t, mean, var)
     *_, c3 = tilted_quad(t, mean, var, extra=lambda g: (g - m) ** 3)
     *_, c4 = tilted_quad(t, mean, var, extra=lambda g: (g - m) ** 4)
-    k1, k2, k3, k4 = (float(k) for k in lik.tilted_cumulants(mean, var))
+    k1, k2, k3, k4 = (float(k) for k in lik.tilted_cumulants(1.0, mean, var))
     assert k1 == pytest.approx(m, rel=RTOL, abs=RTOL * np.sqrt(var))
     assert k2 == pytest.approx(v, rel=RTOL * 10, abs=RTOL * var)
     assert k3 == pytest.approx(c3, rel=1e-6, abs=1e-9 * var**1.5)

@@ -18,7 +18,7 @@ def _grid_moments(K, y, likelihood, half_width=9.0, m=1201):
     f1, f2 = np.meshgrid(g, g, indexing="ij")
     F = np.stack([f1.ravel(), f2.ravel()], 1)
     prior = -0.5 * np.einsum("ij,jk,ik->i", F, np.linalg.inv(K), F)
-    w = np.exp(prior + likelihood.log_lik(y * F).sum(1))
+    w = np.exp(prior + likelihood.log_lik(y, F).sum(1))
     w /= w.sum()
     mean = w @ F
     return mean, w @ (F - mean) ** 2

@@ -28,7 +28,7 @@ def test_ep_site_times_cavity_is_the_tilted_distribution(lik, case):
     mean, var = case[:2]
     name = {"NoisyStep": "step", "Probit": "probit", "Logistic": "logistic"}[type(lik).__name__]
     _, t_mean, t_var = tilted_quad(lik_fn(name, getattr(lik, "eps", 0.0)), mean, var)
-    prop = EP().update(lik, Cavity(mean, var), Site(0.0, 0.0, var))
+    prop = EP().update(lik, 1.0, Cavity(mean, var), Site(0.0, 0.0, var))
     m, v = _cavity_times_site(mean, var, prop.precision, prop.mean_precision)
     assert m == pytest.approx(t_mean, rel=1e-8)
     assert v == pytest.approx(t_var, rel=1e-8)
@@ -42,7 +42,7 @@ def test_power_ep_site_is_the_powered_site_with_variance_times_u(case):
     _, t_mean, t_var = tilted_quad(lik_fn("step", 0.2), mean, var, power=u)
     tau_u = 1.0 / t_var - 1.0 / var
     nu_u = t_mean / t_var - mean / var
-    prop = PowerEP(u).update(lik, Cavity(mean, var), Site(0.0, 0.0, var))
+    prop = PowerEP(u).update(lik, 1.0, Cavity(mean, var), Site(0.0, 0.0, var))
     assert prop.precision == pytest.approx(tau_u / u, rel=1e-7)
     assert prop.mean_precision / prop.precision == pytest.approx(nu_u / tau_u, rel=1e-7)
 
@@ -51,9 +51,9 @@ def test_power_ep_site_is_the_powered_site_with_variance_times_u(case):
 @pytest.mark.parametrize("case", CASES)
 def test_power_ep_with_u_one_and_rep_with_huge_c_are_ep(lik, case):
     cavity, site = Cavity(*case[:2]), Site(case[2], case[2] * case[3], case[4])
-    ep = EP().update(lik, cavity, site)
+    ep = EP().update(lik, 1.0, cavity, site)
     for rule in (PowerEP(1.0), RelaxedEP(c=1e8), FractionalEP(1.0)):
-        other = rule.update(lik, cavity, site)
+        other = rule.update(lik, 1.0, cavity, site)
         assert other.precision == ep.precision
         assert other.mean_precision == ep.mean_precision
         assert other.relaxation == 0.0
@@ -71,7 +71,7 @@ def test_relaxed_kl_equals_quadrature_kl(lik, b, case):
     _, pm, pv = tilted_quad(t, rm, rv)
     expected = gaussian_kl_quad(t, rm, rv, pm, pv)
     c = 0.7
-    q = relaxed_objective(lik, np.float64(b), mean, var, site_mean, c)
+    q = relaxed_objective(lik, 1.0, np.float64(b), mean, var, site_mean, c)
     assert q - c * b == pytest.approx(expected, rel=1e-8, abs=1e-10)
 
 
@@ -79,9 +79,9 @@ def test_scale_free_penalty_is_invariant_to_kernel_amplitude():
     """With the penalty c b lambda, scaling every variance by s^2 leaves the chosen b*lambda unchanged."""
     lik = NoisyStep(0.0)
     rule = RelaxedEP(c=0.05, penalty="scale_free")
-    b1 = rule.optimal_relaxation(lik, Cavity(-1.0, 1.0), Site(0.5, 0.5 * 0.8, 0.6))
+    b1 = rule.optimal_relaxation(lik, 1.0, Cavity(-1.0, 1.0), Site(0.5, 0.5 * 0.8, 0.6))
     s2 = 9.0
-    b2 = rule.optimal_relaxation(lik, Cavity(-1.0 * 3, 1.0 * s2), Site(0.5 / s2, 0.5 / s2 * 0.8 * 3, 0.6 * s2))
+    b2 = rule.optimal_relaxation(lik, 1.0, Cavity(-1.0 * 3, 1.0 * s2), Site(0.5 / s2, 0.5 / s2 * 0.8 * 3, 0.6 * s2))
     assert b1 > 0
     assert b2 * s2 == pytest.approx(b1, rel=1e-3)
 
@@ -94,9 +94,9 @@ def test_printed_objective_is_not_a_kl():
         for var in (0.3, 1.0, 4.0):
             for site_mean in (-1.0, 0.5, 2.0):
                 for b in (0.1, 1.0, 5.0):
-                    val = paper_relaxed_objective(lik, b, mean, var, site_mean, 0.5, var * 0.8, relax_weight=0.0)
+                    val = paper_relaxed_objective(lik, 1.0, b, mean, var, site_mean, 0.5, var * 0.8, relax_weight=0.0)
                     worst = min(worst, float(val))
-                    true_kl = relaxed_objective(lik, np.float64(b), mean, var, site_mean, 0.0)
+                    true_kl = relaxed_objective(lik, 1.0, np.float64(b), mean, var, site_mean, 0.0)
                     assert true_kl >= -1e-12
     assert worst < -0.05
 
@@ -107,10 +107,10 @@ def test_line_search_finds_the_global_minimum_on_a_dense_grid(c, case):
     mean, var, tau, site_mean, a_ii = case
     lik = NoisyStep(0.1)
     rule = RelaxedEP(c=c)
-    b = rule.optimal_relaxation(lik, Cavity(mean, var), Site(tau, tau * site_mean, a_ii))
+    b = rule.optimal_relaxation(lik, 1.0, Cavity(mean, var), Site(tau, tau * site_mean, a_ii))
     dense = np.concatenate([[0.0], np.logspace(-6, 6, 20001) / var])
-    q_dense = relaxed_objective(lik, dense, mean, var, site_mean, c)
-    q_b = relaxed_objective(lik, np.float64(b), mean, var, site_mean, c)
+    q_dense = relaxed_objective(lik, 1.0, dense, mean, var, site_mean, c)
+    q_b = relaxed_objective(lik, 1.0, np.float64(b), mean, var, site_mean, c)
     assert b >= 0
     assert q_b <= q_dense.min() + 1e-9
 
@@ -118,7 +118,7 @@ def test_line_search_finds_the_global_minimum_on_a_dense_grid(c, case):
 def test_relaxation_is_used_somewhere_for_small_c():
     """A site whose cavity straddles the step is relaxed when c is small, less so as c grows."""
     cavity, site = Cavity(-1.0, 2.0), Site(0.5, 1.0, 1.0)  # site mean 2.0
-    bs = [float(RelaxedEP(c=c).optimal_relaxation(NoisyStep(0.1), cavity, site)) for c in (0.001, 0.01, 0.1, 10)]
+    bs = [float(RelaxedEP(c=c).optimal_relaxation(NoisyStep(0.1), 1.0, cavity, site)) for c in (0.001, 0.01, 0.1, 10)]
     assert bs[0] > bs[1] > bs[2] > 0
     assert bs[3] == 0.0
 
@@ -126,10 +126,10 @@ def test_relaxation_is_used_somewhere_for_small_c():
 def test_paper_variant_multiplies_the_relaxation_back():
     lik = NoisyStep(0.1)
     rule = RelaxedEP(c=0.01, variant="paper")
-    prop = rule.update(lik, Cavity(-3.0, 1.0), Site(0.5, 1.0, 0.6))  # site mean 2.0
+    prop = rule.update(lik, 1.0, Cavity(-3.0, 1.0), Site(0.5, 1.0, 0.6))  # site mean 2.0
     b = float(prop.relaxation)
     rm, rv = relaxed_cavity(-3.0, 1.0, 2.0, b)
-    out = lik.log_z(rm, rv)
+    out = lik.log_z(1.0, rm, rv)
     tau_b, nu_b = site_from_tilted(out.dlog_z, out.d2log_z, rm, rv)
     assert prop.precision == pytest.approx(tau_b + b)
     assert prop.mean_precision == pytest.approx(nu_b + b * 2.0)
@@ -138,8 +138,8 @@ def test_paper_variant_multiplies_the_relaxation_back():
 def test_damping_interpolates_natural_parameters():
     lik = Probit()
     cavity, site = Cavity(0.3, 1.0), Site(0.2, 0.1, 0.8)
-    full = EP().update(lik, cavity, site)
-    half = EP(damping=0.25).update(lik, cavity, site)
+    full = EP().update(lik, 1.0, cavity, site)
+    half = EP(damping=0.25).update(lik, 1.0, cavity, site)
     assert half.precision == pytest.approx(0.75 * 0.2 + 0.25 * full.precision)
     assert half.mean_precision == pytest.approx(0.75 * 0.1 + 0.25 * full.mean_precision)
 

@@ -25,15 +25,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import ArrayLike, NDArray
+from numpy.typing import ArrayLike
 from scipy import linalg
 
-from relaxep._validation import check_binary_labels, check_kernel_matrix, cholesky_factor
+from relaxep._typing import Array
+from relaxep._validation import check_kernel_matrix, cholesky_factor
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["MCMCResult", "MulticlassMCMCResult", "elliptical_slice", "elliptical_slice_multiclass"]
-
-Array = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -153,7 +152,7 @@ def elliptical_slice(
     """
     K = check_kernel_matrix(K)
     n = K.shape[0]
-    y = check_binary_labels(y, n, both_classes=False)
+    y = likelihood.check_targets(y, n, both_classes=False)
     if n_samples < 40 or n_samples % 40:
         raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
     if n_chains < 2 or n_burn < 0:
@@ -179,7 +178,7 @@ def elliptical_slice(
         return -0.5 * np.sum(z * z, axis=0)
 
     def log_lik(f: Array) -> Array:
-        ll = likelihood.log_lik(y * f).sum(axis=-1)
+        ll = likelihood.log_lik(y, f).sum(axis=-1)
         if approx is not None:
             ll = ll + log_gauss(f, np.zeros(n), chol) - log_gauss(f, centre, base_chol)
         return ll

@@ -98,7 +98,7 @@ class Auto(InferenceMethod):
         options: RunOptions,
         init: InferenceResult | None = None,
     ) -> InferenceResult:
-        methods = [m for m in map(self._method, self.stages) if m.supports(prior)]
+        methods = [m for m in map(self._method, self.stages) if m.supports(prior, likelihood)]
         if not methods:
             raise TypeError(f"no stage of {self!r} runs on {type(prior).__name__}")
         results = []

@@ -52,14 +52,12 @@ from relaxep.inference.free_energy import (
     phi_cov,
     r_cavities,
 )
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions, make_result, warm_posterior
-from relaxep.inference.result import InferenceResult
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
 __all__ = ["ConvergentEP"]
-
-_LOG_2PI_E = np.log(2.0 * np.pi) + 1.0
 
 
 class ConvergentEP(InferenceMethod):
@@ -80,6 +78,10 @@ class ConvergentEP(InferenceMethod):
 
     convergent: ClassVar[bool] = True
 
+    def supports(self, prior: Prior, likelihood: Likelihood | None = None) -> bool:
+        """Any representation; a scalar likelihood with tilted cumulants (``has_cumulants``)."""
+        return likelihood is None or (likelihood.latent_dim == 1 and likelihood.has_cumulants)
+
     def __init__(self, memory: int = 4, max_newton: int = 10) -> None:
         if isinstance(memory, bool) or not isinstance(memory, int | np.integer) or memory < 0:
             raise ValueError(f"memory must be an integer >= 0, got {memory!r}")
@@ -95,7 +97,7 @@ class ConvergentEP(InferenceMethod):
         options: RunOptions,
         init: InferenceResult | None = None,
     ) -> InferenceResult:
-        if type(likelihood)._tilted_cumulants is Likelihood._tilted_cumulants:
+        if not self.supports(prior, likelihood):
             raise TypeError(f"ConvergentEP needs tilted cumulants, which {likelihood!r} does not provide")
         state = _State(prior, labels, likelihood, warm_posterior(prior, init))
         post = state.posterior()
@@ -195,20 +197,19 @@ class _State:
         return self.prior.posterior(self.tau, self.alpha + self.tau * self.mean, marginals_only=True)
 
     def _r_cavities(self, mean: Array, var: Array, start: RCavities | None) -> RCavities:
-        return r_cavities(self.likelihood, self.labels * mean, var, start)
+        return r_cavities(self.likelihood, self.labels, mean, var, start)
 
     def mismatch(self) -> Array:
         r"""The cavity mismatch :math:`\delta c = (1/v - \tau) - c_r` (zero at EP's fixed points)."""
         return 1.0 / self.var - self.tau - self.r.precision
 
     def _derivatives(self, mean: Array) -> tuple[Array, Array]:
-        """:math:`F_r'` (in f) and :math:`F_r''` at the current r-cavities and targets ``mean``."""
+        """:math:`F_r'` and :math:`F_r''` at the current r-cavities and targets ``mean``."""
         h, c = self.r.precision_mean, self.r.precision
         var = 1.0 / c
-        c11, c12, c22 = phi_cov(*self.likelihood.tilted_cumulants(h * var, var))
-        g = self.labels * mean
-        curvature = (c22 + 2.0 * g * c12 + g * g * c11) / (c11 * c22 - c12 * c12) - c
-        return self.labels * (h - c * g), curvature
+        c11, c12, c22 = phi_cov(*self.likelihood.tilted_cumulants(self.labels, h * var, var))
+        curvature = (c22 + 2.0 * mean * c12 + mean * mean * c11) / (c11 * c22 - c12 * c12) - c
+        return h - c * mean, curvature
 
     def mean_block(self, max_newton: int, gradient_tol: float) -> int:
         """Newton on :math:`\tfrac12 m^\top K^{-1}m + \\sum F_r(m, v)` at fixed :math:`v`; returns its steps.

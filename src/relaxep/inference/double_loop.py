@@ -73,8 +73,8 @@ from relaxep.inference.free_energy import (
     phi_cov,
     tilted_cumulants,
 )
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions, make_result, warm_posterior
-from relaxep.inference.result import InferenceResult
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior, DensePrior, Prior, as_prior
 
@@ -349,9 +349,11 @@ class DoubleLoopEP(InferenceMethod):
             raise TypeError(f"accelerate must be a bool, got {accelerate!r}")
         self.accelerate = accelerate
 
-    def supports(self, prior: Prior) -> bool:
-        """Only a :class:`~relaxep.posterior.DensePrior`: the Newton steps use the ``n x n`` covariance."""
-        return isinstance(prior, DensePrior)
+    def supports(self, prior: Prior, likelihood: Likelihood | None = None) -> bool:
+        """Only a :class:`~relaxep.posterior.DensePrior` (the Newton steps use the ``n x n`` covariance) and a
+        scalar likelihood with tilted cumulants (``has_cumulants``)."""
+        scalar = likelihood is None or (likelihood.latent_dim == 1 and likelihood.has_cumulants)
+        return isinstance(prior, DensePrior) and scalar
 
     def run(
         self,
@@ -365,7 +367,7 @@ class DoubleLoopEP(InferenceMethod):
             raise TypeError(
                 f"DoubleLoopEP needs a DensePrior (its Newton steps use the n x n covariance), got {prior!r}"
             )
-        if type(likelihood)._tilted_cumulants is Likelihood._tilted_cumulants:
+        if not (likelihood.latent_dim == 1 and likelihood.has_cumulants):
             raise TypeError(f"DoubleLoopEP needs tilted cumulants, which {likelihood!r} does not provide")
         run = double_loop(
             prior,

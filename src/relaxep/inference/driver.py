@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from threadpoolctl import threadpool_limits
 
-from relaxep._validation import check_binary_labels, check_positive_int, check_positive_number
+from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.inference.auto import Auto
 from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult
@@ -148,10 +148,10 @@ def infer(
         Its ``status`` says how the run ended (:mod:`relaxep.inference.result`).
     """
     prior = as_prior(K)
-    labels = check_binary_labels(y, prior.n, both_classes=require_both_classes)
     likelihood = NoisyStep(eps=0.1) if likelihood is None else likelihood
     if not isinstance(likelihood, Likelihood):
         raise TypeError(f"likelihood must be a relaxep Likelihood, got {likelihood!r}")
+    labels = likelihood.check_targets(y, prior.n, both_classes=require_both_classes)
     schedule = _old_schedule_options(schedule, block_size, parallel_step)
     method = as_method(rule, schedule, order, random_state, on_improper)
     if criterion not in CRITERIA:

@@ -41,7 +41,7 @@ def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> floa
     if np.any(~(lam > 0.0)) or np.any(~np.isfinite(lam)):
         return float("nan")
     a_ii = post.marginal_var
-    log_zhat = likelihood.log_z(labels * h, lam).log_z
+    log_zhat = likelihood.log_z(labels, h, lam).log_z
     tau, mu = post.site_precision, post.mean
     per_site = log_zhat + 0.5 * np.log1p(lam * tau) + 0.5 * (h**2 / lam - mu**2 / a_ii)
     return float(np.sum(per_site) + post.log_partition())

@@ -47,17 +47,16 @@ def phi_cov(k1: Array, k2: Array, k3: Array, k4: Array) -> tuple[Array, Array, A
 def tilted_cumulants(
     likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array
 ) -> tuple[Array, Array, Array, Array]:
-    """Cumulants of the tilted in ``f`` (unfolded) for r-cavities in natural parameters."""
+    """Cumulants of the tilted in ``f`` for r-cavities in natural parameters."""
     v = 1.0 / r_lam
-    k1, k2, k3, k4 = likelihood.tilted_cumulants(labels * r_h * v, v)
-    return labels * k1, k2, labels * k3, k4
+    return likelihood.tilted_cumulants(labels, r_h * v, v)
 
 
 def _log_zr(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> Array:
-    r""":math:`\log Z_r = \log Z_t(y m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
+    r""":math:`\log Z_r = \log Z(y, m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
     v = 1.0 / r_lam
     m = r_h * v
-    return likelihood.log_z(labels * m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
+    return likelihood.log_z(labels, m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
 
 
 def inner_objective(
@@ -141,37 +140,38 @@ def marginal_natural(post: Posterior) -> tuple[Array, Array]:
 class RCavities:
     r"""The cavities whose tilted distributions have given moments, and the conjugate :math:`F_r` there.
 
-    For targets :math:`(m_i, v_i)` (folded), :math:`(h_i, c_i)` maximises
+    For targets :math:`(m_i, v_i)`, :math:`(h_i, c_i)` maximises
     :math:`h m_i - c (v_i + m_i^2)/2 - L_i(h, c)` with
-    :math:`L_i(h, c) = \log\int t_i(g) e^{hg - cg^2/2} dg`; the maximum is :math:`F_{r,i}(m_i, v_i)`.
+    :math:`L_i(h, c) = \log\int p(y_i | f) e^{hf - cf^2/2} df`; the maximum is :math:`F_{r,i}(m_i, v_i)`.
     ``ok`` is False where no proper cavity (``c > 0``) reaches the targets.
     """
 
-    precision_mean: Array  # h, folded
+    precision_mean: Array  # h
     precision: Array  # c
     conjugate: Array  # F_r per site
     ok: bool
 
 
-def _log_zr_folded(likelihood: Likelihood, h: Array, c: Array) -> Array:
+def _log_zr_natural(likelihood: Likelihood, labels: Array, h: Array, c: Array) -> Array:
     var = 1.0 / c
     mean = h * var
-    return likelihood.log_z(mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
+    return likelihood.log_z(labels, mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
 
 
 def r_cavities(
     likelihood: Likelihood,
+    labels: Array,
     target_mean: Array,
     target_var: Array,
     start: RCavities | None = None,
     tol: float = 1e-10,
     max_iter: int = 60,
 ) -> RCavities:
-    r"""Solve for the r-cavities of targets :math:`(m, v)` (folded) by damped Newton, all sites at once.
+    r"""Solve for the r-cavities of target moments :math:`(m, v)` by damped Newton, all sites at once.
 
     :math:`D(h, c) = L(h, c) - h m + c (v + m^2)/2` is convex with gradient
     :math:`E_r[\phi] - (m, -(v + m^2)/2)` and Hessian :math:`\operatorname{Cov}_r[\phi]`,
-    :math:`\phi = (g, -g^2/2)` (the tilted cumulants); steps keep :math:`c > 0` and are backtracked
+    :math:`\phi = (f, -f^2/2)` (the tilted cumulants); steps keep :math:`c > 0` and are backtracked
     (Armijo) per site.  Starts from ``start`` (warm) or from the Gaussian :math:`(m/v, 1/v)`.
     """
     m, v = target_mean, target_var
@@ -180,14 +180,14 @@ def r_cavities(
         h = m * c
     else:
         h, c = start.precision_mean.copy(), start.precision.copy()
-    d = _log_zr_folded(likelihood, h, c) - h * m + 0.5 * c * (v + m * m)
+    d = _log_zr_natural(likelihood, labels, h, c) - h * m + 0.5 * c * (v + m * m)
     active = np.flatnonzero(np.isfinite(d))
     failed = np.zeros(m.shape, bool)
     failed[~np.isfinite(d)] = True
     for _ in range(max_iter):
         var = 1.0 / c[active]
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            k1, k2, k3, k4 = likelihood.tilted_cumulants(h[active] * var, var)
+            k1, k2, k3, k4 = likelihood.tilted_cumulants(labels[active], h[active] * var, var)
             ma, va = m[active], v[active]
             g1 = k1 - ma
             g2 = 0.5 * (va + ma * ma - k2 - k1 * k1)
@@ -202,10 +202,11 @@ def r_cavities(
         slope = g1 * dh + g2 * dc
         d0 = d[active]
         bad = np.ones(active.shape, bool)
+        y_active = labels[active]
         for _ in range(40):
             h_new, c_new = h[active] + t * dh, c[active] + t * dc
             with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                d_new = _log_zr_folded(likelihood, h_new, c_new) - h_new * ma + 0.5 * c_new * (va + ma * ma)
+                d_new = _log_zr_natural(likelihood, y_active, h_new, c_new) - h_new * ma + 0.5 * c_new * (va + ma * ma)
             bad = ~(d_new <= d0 + 1e-4 * t * slope + 1e-13 * np.abs(d0))
             if not bad.any():
                 break

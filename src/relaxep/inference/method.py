@@ -34,14 +34,12 @@ from typing import ClassVar
 import numpy as np
 
 from relaxep._params import ParamsMixin
-from relaxep._typing import Array, Status
-from relaxep.errors import ImproperPosteriorError
-from relaxep.inference.evidence import log_evidence
-from relaxep.inference.result import InferenceResult
+from relaxep._typing import Array
+from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
-__all__ = ["CRITERIA", "ConvergenceMonitor", "InferenceMethod", "RunOptions"]
+__all__ = ["CRITERIA", "ConvergenceMonitor", "InferenceMethod", "RunOptions", "make_result", "warm_posterior"]
 
 CRITERIA = ("marginals", "alpha", "relative")
 
@@ -127,55 +125,11 @@ class InferenceMethod(ParamsMixin, ABC):
     ) -> InferenceResult:
         """Run to convergence or until ``options`` stop it; ``init`` warm-starts from its sites."""
 
-    def supports(self, prior: Prior) -> bool:
-        """Whether this method can run on ``prior``'s representation (all do but those that need a dense ``K``)."""
-        return True
+    def supports(self, prior: Prior, likelihood: Likelihood | None = None) -> bool:
+        """Whether this method can run on ``prior``'s representation with ``likelihood`` (all can but
+        those that need a dense ``K`` or the tilted cumulants)."""
+        return likelihood is None or likelihood.latent_dim == 1
 
     def tolerance(self, tol: float) -> float:
         """The tolerance this method should be run with to match an undamped method at ``tol``."""
         return tol
-
-
-def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:
-    """The posterior at ``init``'s sites, or ``None`` (no ``init``, or its sites do not fit this prior)."""
-    if init is None:
-        return None
-    if init.site_precision.shape != (prior.n,):
-        raise ValueError(f"init has {init.site_precision.shape[0]} sites, the prior has {prior.n}")
-    try:
-        return prior.posterior(init.site_precision, init.site_mean_precision)
-    except ImproperPosteriorError:
-        return None  # those sites do not fit this K: start afresh
-
-
-def make_result(
-    method: InferenceMethod,
-    post: Posterior,
-    labels: Array,
-    likelihood: Likelihood,
-    status: Status,
-    trace: list[float],
-    skipped: list[int],
-    relaxation: Array,
-    step_sizes: list[float] | None = None,
-    n_inner: int = 0,
-) -> InferenceResult:
-    """The result of a run ending at ``post`` (arrays copied out of the mutable posterior)."""
-    return InferenceResult(
-        mean=post.mean.copy(),
-        alpha=post.alpha,
-        site_precision=post.site_precision.copy(),
-        site_mean_precision=post.site_mean_precision.copy(),
-        relaxation=relaxation.copy(),
-        status=status,
-        n_sweeps=len(trace),
-        n_skipped=int(sum(skipped)),
-        trace=np.asarray(trace),
-        log_evidence=log_evidence(post, likelihood, labels) if status == "converged" else float("nan"),
-        likelihood=likelihood,
-        method=method,
-        skipped_per_sweep=np.asarray(skipped, dtype=int),
-        step_sizes=np.asarray(step_sizes if step_sizes is not None else [1.0] * len(trace)),
-        posterior=post,
-        n_inner=n_inner,
-    )

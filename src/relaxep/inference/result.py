@@ -28,26 +28,35 @@ Every run ends with one status, each with one meaning:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array, Status
+from relaxep.errors import ImproperPosteriorError
+from relaxep.inference.evidence import log_evidence
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior import Posterior
+from relaxep.posterior import Posterior, Prior
 
-if TYPE_CHECKING:
-    from relaxep.inference.method import InferenceMethod
+__all__ = ["Attempt", "InferenceResult", "RunsInference", "make_result", "warm_posterior"]
 
-__all__ = ["Attempt", "InferenceResult"]
+
+class RunsInference(Protocol):
+    """What a result knows of the method that produced it; every
+    :class:`~relaxep.inference.InferenceMethod` is one (a protocol, so that results need not
+    import the methods)."""
+
+    def run(
+        self, prior: Prior, labels: Array, likelihood: Likelihood, options: Any, init: InferenceResult | None = None
+    ) -> InferenceResult: ...
 
 
 @dataclass(frozen=True)
 class Attempt:
     """One stage that :class:`~relaxep.inference.Auto` tried: the method, how it ended, its sweeps."""
 
-    method: InferenceMethod
+    method: RunsInference
     status: Status
     n_sweeps: int
 
@@ -102,7 +111,7 @@ class InferenceResult:
     trace: Array
     log_evidence: float
     likelihood: Likelihood
-    method: InferenceMethod
+    method: RunsInference
     skipped_per_sweep: Array = field(repr=False)
     step_sizes: Array = field(repr=False)
     posterior: Posterior = field(repr=False, compare=False)
@@ -112,7 +121,7 @@ class InferenceResult:
     @property
     def rule(self) -> Any:
         """The site rule that produced the sites (the method itself where it has none)."""
-        return getattr(self.method, "_rule", self.method)
+        return getattr(self.method, "site_rule", self.method)
 
     @property
     def cov(self) -> Array:
@@ -159,3 +168,48 @@ class InferenceResult:
         """
         mean, var = self.predict_latent(cross_kernel, test_diag)
         return np.clip(self.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+
+
+def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:
+    """The posterior at ``init``'s sites, or ``None`` (no ``init``, or its sites do not fit this prior)."""
+    if init is None:
+        return None
+    if init.site_precision.shape != (prior.n,):
+        raise ValueError(f"init has {init.site_precision.shape[0]} sites, the prior has {prior.n}")
+    try:
+        return prior.posterior(init.site_precision, init.site_mean_precision)
+    except ImproperPosteriorError:
+        return None  # those sites do not fit this K: start afresh
+
+
+def make_result(
+    method: RunsInference,
+    post: Posterior,
+    labels: Array,
+    likelihood: Likelihood,
+    status: Status,
+    trace: list[float],
+    skipped: list[int],
+    relaxation: Array,
+    step_sizes: list[float] | None = None,
+    n_inner: int = 0,
+) -> InferenceResult:
+    """The result of a run ending at ``post`` (arrays copied out of the mutable posterior)."""
+    return InferenceResult(
+        mean=post.mean.copy(),
+        alpha=post.alpha,
+        site_precision=post.site_precision.copy(),
+        site_mean_precision=post.site_mean_precision.copy(),
+        relaxation=relaxation.copy(),
+        status=status,
+        n_sweeps=len(trace),
+        n_skipped=int(sum(skipped)),
+        trace=np.asarray(trace),
+        log_evidence=log_evidence(post, likelihood, labels) if status == "converged" else float("nan"),
+        likelihood=likelihood,
+        method=method,
+        skipped_per_sweep=np.asarray(skipped, dtype=int),
+        step_sizes=np.asarray(step_sizes if step_sizes is not None else [1.0] * len(trace)),
+        posterior=post,
+        n_inner=n_inner,
+    )

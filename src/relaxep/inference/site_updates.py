@@ -14,8 +14,8 @@ from scipy import linalg
 
 from relaxep._typing import Array, Status
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions, make_result, warm_posterior
-from relaxep.inference.result import InferenceResult
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 from relaxep.posterior.base import is_proper
@@ -74,10 +74,11 @@ class SiteUpdates(InferenceMethod):
 
     def tolerance(self, tol: float) -> float:
         """A damped step shortens every change by its step, so the tolerance is tightened by it (Minka)."""
-        return tol * float(self._rule.damping)
+        return tol * float(self.site_rule.damping)
 
     @property
-    def _rule(self) -> SiteRule:
+    def site_rule(self) -> SiteRule:
+        """The rule that runs (``rule``, or ``EP()`` where it is ``None``)."""
         return EP() if self.rule is None else self.rule
 
     def run(
@@ -94,7 +95,7 @@ class SiteUpdates(InferenceMethod):
         relaxation = init.relaxation.copy() if post is not None else np.zeros(n)
         post = prior.posterior() if post is None else post
         schedule = as_schedule(self.schedule).start()
-        updater = SiteUpdater(self._rule, likelihood, labels)
+        updater = SiteUpdater(self.site_rule, likelihood, labels)
         monitor = ConvergenceMonitor(options, post)
         skipped: list[int] = []
         steps: list[float] = []

@@ -1,35 +1,48 @@
-r"""The likelihood interface: one question about a Gaussian cavity.
+r"""The likelihood interface: one question about a Gaussian cavity, asked with the targets.
 
-Every likelihood answers one question (the GPML design): for a Gaussian cavity
-:math:`N(g | \mu, s^2)` on the *label-folded* latent :math:`g = y f` and a power
+Every likelihood answers GPML's question (``lik(hyp, y, mu, s2, 'infEP')``, Rasmussen & Nickisch
+2010): for a target :math:`y`, a Gaussian cavity :math:`N(f | \mu, s^2)` on the latent and a power
 :math:`u \in (0, 1]`, return
 
 .. math::
-    \log Z = \log \int t(g)^u N(g | \mu, s^2)\, dg,
+    \log Z = \log \int p(y | f)^u N(f | \mu, s^2)\, df,
     \qquad \frac{\partial \log Z}{\partial \mu},
     \qquad \frac{\partial^2 \log Z}{\partial \mu^2}.
 
 The tilted moments follow from these derivatives,
-:math:`E[g] = \mu + s^2 \partial_\mu \log Z` and
-:math:`\operatorname{Var}[g] = s^2 + s^4 \partial^2_\mu \log Z`, so every site-update
+:math:`E[f] = \mu + s^2 \partial_\mu \log Z` and
+:math:`\operatorname{Var}[f] = s^2 + s^4 \partial^2_\mu \log Z`, so every site-update
 rule is generic in the likelihood.  Relaxed EP additionally needs the tilted
-expectation :math:`E[\log t(g)]` (for its KL objective), and prediction needs
-:math:`P(y_* = +1) = Z(\mu_*, s^2_*)` at ``u = 1``.
+expectation :math:`E[\log p(y | f)]` (for its KL objective), the convergent methods the
+tilted cumulants, and MCMC the pointwise :math:`\log p(y | f)`.
+
+A new likelihood is one subclass: implement :meth:`Likelihood._log_z` and
+:meth:`Likelihood._log_lik`; :meth:`Likelihood._expected_log_lik` and
+:meth:`Likelihood._tilted_cumulants` default to a Gauss-Hermite rule centred on the tilted
+moments, :meth:`Likelihood.check_targets` to finite reals.  Binary classification likelihoods
+derive from :class:`~relaxep.likelihoods.binary.BinaryLikelihood`, which folds the labels
+into :math:`g = y f` once, inside.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import logsumexp
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
 
 __all__ = ["Likelihood", "TiltedLogZ"]
+
+# probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
+_GH_LOG_WEIGHTS = np.log(_GH_WEIGHTS / np.sqrt(2.0 * np.pi))
 
 
 @dataclass(frozen=True)
@@ -49,24 +62,68 @@ class TiltedLogZ:
 
 
 class Likelihood(ParamsMixin, ABC):
-    """A binary-classification likelihood :math:`t(g)` of the folded latent ``g = y f``."""
+    r"""A factorising likelihood :math:`p(y | f) = \prod_i p(y_i | f_i)` of a scalar latent per target.
 
-    def log_z(self, cavity_mean: ArrayLike, cavity_var: ArrayLike, power: float = 1.0) -> TiltedLogZ:
-        r"""``log Z``, ``d log Z / d mu`` and ``d2 log Z / d mu2`` of :math:`t^u N(\mu, s^2)`.
+    Subclasses implement :meth:`_log_z` and :meth:`_log_lik`; the public methods validate and call
+    them.  Optional hooks, with their defaults: :meth:`check_targets` (finite reals),
+    :meth:`_expected_log_lik` and :meth:`_tilted_cumulants` (a Gauss-Hermite rule on the tilted
+    distribution, centred on its moments), :meth:`predict` (the predictive).
+
+    Attributes
+    ----------
+    latent_dim : int
+        Latent values per target (1 here; the multi-class likelihoods have one per class).
+    has_cumulants : bool
+        Whether :meth:`tilted_cumulants` can be evaluated (the convergent inference methods
+        need them); true for every scalar likelihood, through the quadrature default.
+    """
+
+    latent_dim: ClassVar[int] = 1
+    has_cumulants: ClassVar[bool] = True
+
+    def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
+        """The targets as a float vector (of length ``n`` if given), or a ``ValueError`` naming ``y``.
+
+        The default accepts finite reals (regression).  ``both_classes`` concerns classification
+        likelihoods (reject a single class) and is ignored here.
+        """
+        arr = np.asarray(y)
+        if arr.ndim != 1:
+            raise ValueError(f"y must be one-dimensional, got shape {arr.shape}")
+        try:
+            targets = arr.astype(float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"y must hold real numbers for {type(self).__name__}") from exc
+        if not np.all(np.isfinite(targets)):
+            raise ValueError("y contains NaN or inf")
+        if n is not None and targets.shape[0] != n:
+            raise ValueError(f"length mismatch: K has {n} rows but y has {targets.shape[0]} targets")
+        return targets
+
+    def log_z(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, power: float = 1.0) -> TiltedLogZ:
+        r"""``log Z``, ``d log Z / d mu`` and ``d2 log Z / d mu2`` of :math:`p(y|f)^u N(f | \mu, s^2)`.
 
         Parameters
         ----------
-        cavity_mean, cavity_var : array_like
-            Cavity mean :math:`\mu` and variance :math:`s^2 > 0` of the folded latent.
+        y : array_like
+            Targets (broadcast against ``mean`` and ``var``).
+        mean, var : array_like
+            Cavity mean :math:`\mu` and variance :math:`s^2 > 0` of the latent.
         power : float
             The power :math:`u \in (0, 1]` (Power EP); ``1`` for EP.
         """
-        mean = np.asarray(cavity_mean, dtype=float)
-        var = np.asarray(cavity_var, dtype=float)
-        return self._log_z(mean, var, check_unit_interval(power, "power u"))
+        return self._log_z(*_as_floats(y, mean, var), check_unit_interval(power, "power u"))
 
-    def tilted_cumulants(self, cavity_mean: ArrayLike, cavity_var: ArrayLike) -> tuple[Array, Array, Array, Array]:
-        r"""The first four cumulants of the tilted :math:`\hat p(g) \propto t(g)\, N(g | \mu, s^2)`.
+    def log_lik(self, y: ArrayLike, f: ArrayLike) -> Array:
+        r"""Pointwise :math:`\log p(y | f)` (for MCMC)."""
+        return self._log_lik(*_as_floats(y, f))
+
+    def expected_log_lik(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""Tilted expectation :math:`E_{\hat p}[\log p(y | f)]`, :math:`\hat p \propto p(y|f)\, N(f | \mu, s^2)`."""
+        return self._expected_log_lik(*_as_floats(y, mean, var))
+
+    def tilted_cumulants(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> tuple[Array, Array, Array, Array]:
+        r"""The first four cumulants of the tilted :math:`\hat p(f) \propto p(y | f)\, N(f | \mu, s^2)`.
 
         From the cumulant generating function
         :math:`K(r) = r\mu + r^2 s^2/2 + \log Z(\mu + r s^2) - \log Z(\mu)`,
@@ -75,36 +132,58 @@ class Likelihood(ParamsMixin, ABC):
             \kappa_1 = \mu + s^2 L^{(1)},\quad \kappa_2 = s^2 + s^4 L^{(2)},\quad
             \kappa_3 = s^6 L^{(3)},\quad \kappa_4 = s^8 L^{(4)},
 
-        :math:`L^{(k)}` the derivatives of :math:`\log Z` in the cavity mean.  The
-        double-loop EP's Newton steps need :math:`\kappa_3, \kappa_4` (the curvature of
-        :math:`\log Z` in the cavity's natural parameters).
+        :math:`L^{(k)}` the derivatives of :math:`\log Z` in the cavity mean.  The convergent
+        methods' Newton steps need :math:`\kappa_3, \kappa_4` (the curvature of :math:`\log Z` in
+        the cavity's natural parameters).
         """
-        mean = np.asarray(cavity_mean, dtype=float)
-        var = np.asarray(cavity_var, dtype=float)
-        return self._tilted_cumulants(mean, var)
+        return self._tilted_cumulants(*_as_floats(y, mean, var))
 
-    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
-        raise NotImplementedError(f"{type(self).__name__} does not provide tilted cumulants")
-
-    def expected_log_lik(self, cavity_mean: ArrayLike, cavity_var: ArrayLike) -> Array:
-        r"""Tilted expectation :math:`E_{\hat p}[\log t(g)]`, :math:`\hat p \propto t\, N(\mu, s^2)`."""
-        mean = np.asarray(cavity_mean, dtype=float)
-        var = np.asarray(cavity_var, dtype=float)
-        return self._expected_log_lik(mean, var)
-
-    def log_lik(self, g: ArrayLike) -> Array:
-        r"""Pointwise :math:`\log t(g)` of the folded latent ``g = y f`` (for MCMC)."""
-        return self._log_lik(np.asarray(g, dtype=float))
-
-    def predict(self, latent_mean: ArrayLike, latent_var: ArrayLike) -> Array:
-        r"""Predictive :math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df`."""
-        return np.exp(self.log_z(latent_mean, latent_var).log_z)
+    def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""The predictive at a latent :math:`N(\mu_*, s^2_*)`; binary likelihoods give :math:`P(y_* = +1)`."""
+        raise NotImplementedError(f"{type(self).__name__} does not define a predictive")
 
     @abstractmethod
-    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ: ...
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """``log Z`` and its derivatives in the cavity mean (arrays broadcast)."""
 
     @abstractmethod
-    def _expected_log_lik(self, mean: Array, var: Array) -> Array: ...
+    def _log_lik(self, y: Array, f: Array) -> Array:
+        """Pointwise ``log p(y | f)`` (arrays broadcast)."""
 
-    @abstractmethod
-    def _log_lik(self, g: Array) -> Array: ...
+    def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        f, weights = self._tilted_nodes(y, mean, var)
+        return np.sum(weights * self._log_lik(y[..., None], f), axis=-1)
+
+    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        f, weights = self._tilted_nodes(y, mean, var)
+        k1 = np.sum(weights * f, axis=-1)
+        d = f - k1[..., None]
+        k2 = np.sum(weights * d**2, axis=-1)
+        return k1, k2, np.sum(weights * d**3, axis=-1), np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+
+    def _tilted_nodes(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array]:
+        r"""Nodes and normalised weights of the tilted distribution (nodes on the last axis).
+
+        Gauss-Hermite on :math:`N(\hat m, \hat v)`, the tilted moments from :meth:`_log_z`, with
+        the importance ratio :math:`p(y|f) N(f|\mu, s^2) / N(f|\hat m, \hat v)` in the weights:
+        exact for a Gaussian likelihood, and accurate wherever the tilted distribution is close
+        to its Gaussian projection (80 nodes).
+        """
+        y, mean, var = np.broadcast_arrays(y, mean, var)
+        m_hat, v_hat = self._log_z(y, mean, var, 1.0).moments(mean, var)
+        usable = np.isfinite(m_hat) & np.isfinite(v_hat) & (v_hat > 0.0)
+        m_hat, v_hat = np.where(usable, m_hat, mean), np.where(usable, v_hat, var)
+        x = _GH_NODES
+        f = m_hat[..., None] + np.sqrt(v_hat)[..., None] * x
+        log_w = (
+            _GH_LOG_WEIGHTS
+            + self._log_lik(y[..., None], f)
+            - 0.5 * (f - mean[..., None]) ** 2 / var[..., None]
+            + 0.5 * x**2
+            + 0.5 * np.log(v_hat / var)[..., None]
+        )
+        return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
+
+
+def _as_floats(*arrays: ArrayLike) -> tuple[Array, ...]:
+    return tuple(np.asarray(a, dtype=float) for a in arrays)

@@ -15,7 +15,8 @@ from scipy.special import expit, log_expit, log_ndtr, xlogy
 
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+from relaxep.likelihoods.base import TiltedLogZ
+from relaxep.likelihoods.folded import BinaryLikelihood
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
 __all__ = ["Logistic", "NoisyProbit", "NoisyStep", "Probit"]
@@ -46,7 +47,7 @@ def _step_cumulants(mean: Array, var: Array, scale: Array, dlog_z: Array) -> tup
     return mean + var * r1, var + var**2 * l2, var**3 * l3, var**4 * l4
 
 
-class NoisyStep(Likelihood):
+class NoisyStep(BinaryLikelihood):
     r"""The paper's label-noise step likelihood (eq. ``clslik``).
 
     .. math:: t(g) = \epsilon + (1 - 2\epsilon)\,\Theta(g), \qquad 0 \le \epsilon < 1/2.
@@ -72,7 +73,7 @@ class NoisyStep(Likelihood):
         self._log1m2eps = float(np.log1p(-2.0 * eps))
         self._xlogx = (float(xlogy(1.0 - eps, 1.0 - eps)), float(xlogy(eps, eps)))
 
-    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         eps = float(self.eps)
         sd = np.sqrt(var)
         z = mean / sd
@@ -85,16 +86,16 @@ class NoisyStep(Likelihood):
         d2log_z = -dlog_z * (dlog_z + z / sd)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
-    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+    def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / s): sigma = s
-        return _step_cumulants(mean, var, np.sqrt(var), self._log_z(mean, var, 1.0).dlog_z)
+        return _step_cumulants(mean, var, np.sqrt(var), self._folded_log_z(mean, var, 1.0).dlog_z)
 
-    def _log_lik(self, g: Array) -> Array:
+    def _folded_log_lik(self, g: Array) -> Array:
         # t(0) = eps + (1 - 2 eps) / 2 = 1/2 (Theta(0) = 1/2; a null set under any Gaussian)
         eps = float(self.eps)
         return np.where(g > 0, np.log1p(-eps), np.where(g < 0, self._log_eps, np.log(0.5)))
 
-    def _expected_log_lik(self, mean: Array, var: Array) -> Array:
+    def _folded_expected_log_lik(self, mean: Array, var: Array) -> Array:
         # E[log t] = [(1-eps) log(1-eps) Phi(z) + eps log(eps) (1 - Phi(z))] / Z
         z = mean / np.sqrt(var)
         log_cdf = log_ndtr(z)
@@ -113,22 +114,22 @@ class Probit(QuadratureLikelihood):
     Other powers use the mode-centred sinh quadrature rule.
     """
 
-    def _log_lik(self, g: Array) -> Array:
+    def _folded_log_lik(self, g: Array) -> Array:
         return log_ndtr(g)
 
-    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
         r = normal_cdf_ratio(g)
         return r, -r * (g + r)
 
-    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         if power != 1.0:
-            return super()._log_z(mean, var, power)
+            return super()._folded_log_z(mean, var, power)
         scale = np.sqrt(1.0 + var)
         z = mean / scale
         r = normal_cdf_ratio(z)
         return TiltedLogZ(log_ndtr(z), r / scale, -r * (z + r) / scale**2)
 
-    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+    def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = Phi(mu / sqrt(1 + s^2)): the step's form with eps = 0, sigma^2 = 1 + s^2
         scale = np.sqrt(1.0 + var)
         return _step_cumulants(mean, var, scale, normal_cdf_ratio(mean / scale) / scale)
@@ -141,10 +142,10 @@ class Logistic(QuadratureLikelihood):
     :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.
     """
 
-    def _log_lik(self, g: Array) -> Array:
+    def _folded_log_lik(self, g: Array) -> Array:
         return log_expit(g)
 
-    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
         s_neg = expit(-g)
         return s_neg, -expit(g) * s_neg
 
@@ -184,10 +185,10 @@ class NoisyProbit(QuadratureLikelihood):
     def _transition_width(self) -> float:
         return float(self.scale)
 
-    def _log_lik(self, g: Array) -> Array:
+    def _folded_log_lik(self, g: Array) -> Array:
         return np.logaddexp(self._log_eps, self._log_jump + log_ndtr(g / float(self.scale)))
 
-    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
         sigma = float(self.scale)
         z = g / sigma
         log_cdf = log_ndtr(z)
@@ -203,12 +204,12 @@ class NoisyProbit(QuadratureLikelihood):
         dlog_z = np.exp(self._log_jump + log_cdf - log_z) * normal_cdf_ratio(z) / sigma
         return TiltedLogZ(log_z, dlog_z, -dlog_z * (dlog_z + z / sigma))
 
-    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         if power != 1.0:
-            return super()._log_z(mean, var, power)
+            return super()._folded_log_z(mean, var, power)
         return self._closed_form(mean, var)
 
-    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+    def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / varsigma): the step's form with sigma^2 = scale^2 + s^2
         sigma = np.sqrt(float(self.scale) ** 2 + var)
         return _step_cumulants(mean, var, sigma, self._closed_form(mean, var).dlog_z)

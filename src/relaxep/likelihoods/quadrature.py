@@ -1,4 +1,4 @@
-r"""A generic tilted-moment integrator for smooth, log-concave likelihoods."""
+r"""A tilted-moment integrator for smooth, increasing (log-concave) binary likelihoods :math:`t(g)`."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ import numpy as np
 from scipy.special import logsumexp
 
 from relaxep._typing import Array
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+from relaxep.likelihoods.base import TiltedLogZ
+from relaxep.likelihoods.folded import BinaryLikelihood
 
 __all__ = ["QuadratureLikelihood"]
 
 
-class QuadratureLikelihood(Likelihood):
+class QuadratureLikelihood(BinaryLikelihood):
     r"""An increasing likelihood integrated by a mode-centred sinh rule.
 
     For a log-concave :math:`t` the tilted density :math:`p(g) \propto t(g)^u N(g | \mu, s^2)`
@@ -39,20 +40,20 @@ class QuadratureLikelihood(Likelihood):
         return 1.0
 
     @abstractmethod
-    def _log_lik(self, g: Array) -> Array: ...
+    def _folded_log_lik(self, g: Array) -> Array: ...
 
     @abstractmethod
-    def _dlog_lik(self, g: Array) -> tuple[Array, Array]:
+    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
         """First and second derivative of ``log t``."""
 
     def _laplace(self, mean: Array, var: Array, power: float) -> tuple[Array, Array]:
         """Mode of the tilted density and the inverse curvature there."""
-        d1_mu, _ = self._dlog_lik(mean)
+        d1_mu, _ = self._folded_dlog_lik(mean)
         lo = mean.copy()
         hi = mean + var * power * d1_mu
         g = 0.5 * (lo + hi)
         for _ in range(self._newton_iterations):
-            d1, d2 = self._dlog_lik(g)
+            d1, d2 = self._folded_dlog_lik(g)
             grad = power * d1 - (g - mean) / var
             hess = power * d2 - 1.0 / var
             lo = np.where(grad > 0, g, lo)
@@ -64,11 +65,11 @@ class QuadratureLikelihood(Likelihood):
             g = g_new
             if done:
                 break
-        _, d2 = self._dlog_lik(g)
+        _, d2 = self._folded_dlog_lik(g)
         # log-concave t: d2 <= 0, the bound is inactive; otherwise it keeps the width positive
         return g, 1.0 / np.maximum(1.0 / var - power * d2, 1.0 / var)
 
-    def _tilted_nodes(self, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
+    def _sinh_nodes(self, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
         """Nodes ``g_k``, normalised tilted weights and ``log Z`` (nodes on the last axis)."""
         mean, var = np.broadcast_arrays(mean, var)
         mode, lap_var = self._laplace(mean, var, power)
@@ -84,7 +85,7 @@ class QuadratureLikelihood(Likelihood):
         m, v = mean[..., None], var[..., None]
         log_terms = (
             np.log(step * scale[..., None] * np.cosh(x))
-            + power * self._log_lik(g)
+            + power * self._folded_log_lik(g)
             - 0.5 * (g - m) ** 2 / v
             - 0.5 * np.log(2.0 * np.pi * v)
         )
@@ -92,8 +93,8 @@ class QuadratureLikelihood(Likelihood):
         weights = np.exp(log_terms - log_z[..., None])
         return g, weights, log_z
 
-    def _log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        g, weights, log_z = self._tilted_nodes(mean, var, power)
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        g, weights, log_z = self._sinh_nodes(mean, var, power)
         mean_b, var_b = np.broadcast_arrays(mean, var)
         tilted_mean = np.sum(weights * g, axis=-1)
         tilted_var = np.sum(weights * (g - tilted_mean[..., None]) ** 2, axis=-1)
@@ -101,8 +102,8 @@ class QuadratureLikelihood(Likelihood):
         d2log_z = (tilted_var - var_b) / var_b**2
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
-    def _tilted_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
-        g, weights, _ = self._tilted_nodes(mean, var, 1.0)
+    def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        g, weights, _ = self._sinh_nodes(mean, var, 1.0)
         k1 = np.sum(weights * g, axis=-1)
         d = g - k1[..., None]
         k2 = np.sum(weights * d**2, axis=-1)
@@ -110,6 +111,6 @@ class QuadratureLikelihood(Likelihood):
         k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
         return k1, k2, k3, k4
 
-    def _expected_log_lik(self, mean: Array, var: Array) -> Array:
-        g, weights, _ = self._tilted_nodes(mean, var, 1.0)
-        return np.sum(weights * self._log_lik(g), axis=-1)
+    def _folded_expected_log_lik(self, mean: Array, var: Array) -> Array:
+        g, weights, _ = self._sinh_nodes(mean, var, 1.0)
+        return np.sum(weights * self._folded_log_lik(g), axis=-1)

@@ -1,9 +1,9 @@
 """Site-update rules: EP, Power EP, fractional EP and Relaxed EP, representation-free and vectorised."""
 
-from relaxep.sites.base import Cavity, Site, SiteProposal, SiteRule, propose_sites, site_from_tilted
+from relaxep.sites.base import Cavity, Site, SiteProposal, SiteRule, propose_sites, relaxed_cavity, site_from_tilted
 from relaxep.sites.paper import paper_relaxed_objective
 from relaxep.sites.power import EP, FractionalEP, PowerEP
-from relaxep.sites.relaxed import RelaxedEP, relaxed_cavity, relaxed_kl, relaxed_objective
+from relaxep.sites.relaxed import RelaxedEP, relaxed_kl, relaxed_objective
 
 __all__ = [
     "EP",

@@ -6,8 +6,9 @@ likelihood :math:`t_i`; its natural parameters are the *precision* :math:`\tau_i
 *mean-precision* :math:`\nu_i = \tau_i m_i` (so a flat site is :math:`\tau_i = 0` and a
 negative site variance is :math:`\tau_i < 0`).  The *cavity* :math:`N(h_i, \lambda_i)` is the
 posterior marginal with (a fraction of) the site divided out, and the *tilted*
-distribution is :math:`t_i \times` cavity.  Rules see the label-folded latent
-:math:`g = y f`; :func:`propose_sites` folds and unfolds, in one place.
+distribution is :math:`p(y_i | f_i) \times` cavity.  Rules work on the latent :math:`f` and pass
+the targets :math:`y` to the likelihood, which answers for them (a binary likelihood folds
+:math:`g = y f` inside, once).
 """
 
 from __future__ import annotations
@@ -21,12 +22,12 @@ from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["Cavity", "Site", "SiteProposal", "SiteRule", "propose_sites", "site_from_tilted"]
+__all__ = ["Cavity", "Site", "SiteProposal", "SiteRule", "propose_sites", "relaxed_cavity", "site_from_tilted"]
 
 
 @dataclass(frozen=True)
 class Cavity:
-    """Cavity :math:`N(h, \\lambda)` of the folded latent (floats or arrays over sites)."""
+    """Cavity :math:`N(h, \\lambda)` of the latent (floats or arrays over sites)."""
 
     mean: Array
     var: Array
@@ -34,7 +35,7 @@ class Cavity:
 
 @dataclass(frozen=True)
 class Site:
-    r"""A site's current natural parameters (folded) and the posterior marginal variance :math:`A_{ii}`."""
+    r"""A site's current natural parameters and the posterior marginal variance :math:`A_{ii}`."""
 
     precision: Array
     mean_precision: Array
@@ -55,6 +56,17 @@ class SiteProposal:
     precision: Array
     mean_precision: Array
     relaxation: Array
+
+
+def relaxed_cavity(cavity_mean: Array, cavity_var: Array, site_mean: Array, relaxation: Array) -> tuple[Array, Array]:
+    r"""Cavity multiplied by the relaxation :math:`r(f) = \exp(-b (f - m_i)^2 / 2)` (Relaxed EP).
+
+    .. math::
+        \tilde\lambda = \frac{1}{1/\lambda + b},\qquad
+        \tilde h = \tilde\lambda \Big(\frac{h}{\lambda} + b\, m_i\Big).
+    """
+    var = 1.0 / (1.0 / cavity_var + relaxation)
+    return var * (cavity_mean / cavity_var + relaxation * site_mean), var
 
 
 def site_from_tilted(dlog_z: Array, d2log_z: Array, cavity_mean: Array, cavity_var: Array) -> tuple[Array, Array]:
@@ -85,16 +97,16 @@ class SiteRule(ParamsMixin):
     #: fraction of the site the cavity removes (1: the whole site, as EP, the paper's PEP and REP)
     cavity_fraction: float = 1.0
 
-    def update(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> SiteProposal:
-        """New (damped) site parameters for ``cavity``, given the ``site``'s current ones (all folded)."""
-        tau, nu, relaxation = self._propose(likelihood, cavity, site)
+    def update(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> SiteProposal:
+        """New (damped) site parameters for targets ``y`` at ``cavity``, given the ``site``'s current ones."""
+        tau, nu, relaxation = self._propose(likelihood, np.asarray(y, dtype=float), cavity, site)
         if self.damping != 1.0:
             s = float(self.damping)
             tau = (1.0 - s) * site.precision + s * tau
             nu = (1.0 - s) * site.mean_precision + s * nu
         return SiteProposal(tau, nu, relaxation)
 
-    def _propose(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
+    def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
         """Undamped ``(tau, nu, b)``."""
         raise NotImplementedError
 
@@ -115,12 +127,6 @@ def propose_sites(
     site_mean_precision: Array,
     marginal_var: Array,
 ) -> SiteProposal:
-    r"""``rule``'s new sites in :math:`f` (floats or arrays): fold :math:`g = y f`, propose, unfold.
-
-    The precision and ``b`` do not change under folding; :math:`\nu` and the cavity mean
-    change sign with :math:`y`.
-    """
-    cavity = Cavity(labels * cavity_mean, cavity_var)
-    site = Site(site_precision, labels * site_mean_precision, marginal_var)
-    proposal = rule.update(likelihood, cavity, site)
-    return SiteProposal(proposal.precision, labels * proposal.mean_precision, proposal.relaxation)
+    r"""``rule``'s new sites (floats or arrays over sites) for targets ``labels`` at these cavities."""
+    site = Site(site_precision, site_mean_precision, marginal_var)
+    return rule.update(likelihood, labels, Cavity(cavity_mean, cavity_var), site)

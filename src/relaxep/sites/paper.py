@@ -10,14 +10,14 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood, NoisyStep
-from relaxep.sites.base import site_from_tilted
-from relaxep.sites.relaxed import relaxed_cavity
+from relaxep.sites.base import relaxed_cavity, site_from_tilted
 
-__all__ = ["paper_relaxed_objective"]
+__all__ = ["paper_relaxed_objective", "paper_site"]
 
 
 def paper_relaxed_objective(
     likelihood: Likelihood,
+    y: Array,
     relaxation: Array,
     cavity_mean: Array,
     cavity_var: Array,
@@ -43,7 +43,7 @@ def paper_relaxed_objective(
     if not isinstance(likelihood, NoisyStep):
         raise ValueError("the paper's printed Q(b) is defined for the NoisyStep likelihood only")
     mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
-    lz = likelihood.log_z(mean, var)
+    lz = likelihood.log_z(y, mean, var)
     tilted_mean = mean + var * lz.dlog_z
     tau_b, nu_b = site_from_tilted(lz.dlog_z, lz.d2log_z, mean, var)
     a_new = 1.0 / (1.0 / marginal_var + tau_b - site_precision)
@@ -51,7 +51,7 @@ def paper_relaxed_objective(
     big_f = a_tilde + tilted_mean**2
     lam = cavity_var
     return (
-        likelihood.expected_log_lik(mean, var)
+        likelihood.expected_log_lik(y, mean, var)
         + 0.5 * (tau_b * big_f - tilted_mean * nu_b)
         - 0.5 * np.log1p((relaxation + tau_b) * lam)
         + 0.5 * np.log1p(relaxation * lam)
@@ -60,3 +60,8 @@ def paper_relaxed_objective(
         - lz.log_z
         + relax_weight * relaxation
     )
+
+
+def paper_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
+    r"""The printed step (e): :math:`\tau = \tau_b + b`, :math:`\nu = \nu_b + b\, m_i`."""
+    return tau_b + relaxation, nu_b + relaxation * site_mean

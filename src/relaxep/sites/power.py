@@ -1,7 +1,7 @@
 r"""EP and its power family: moment matching of :math:`t^u` at a cavity.
 
 :class:`EP` (Minka 2001), :class:`PowerEP` (the paper's Appendix C) and :class:`FractionalEP`
-(Minka's standard power EP) share one proposal: moment-match :math:`t(g)^u N(g | h, \lambda)`
+(Minka's standard power EP) share one proposal: moment-match :math:`p(y|f)^u N(f | h, \lambda)`
 and divide the resulting site by :math:`u`.  They differ in :math:`u` and in how much of the
 site the cavity removes (:attr:`~relaxep.sites.SiteRule.cavity_fraction`).
 """
@@ -25,15 +25,15 @@ class _MomentMatching(SiteRule):
     def _power(self) -> float:
         return 1.0
 
-    def _propose(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
+    def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
         u = self._power
-        lz = likelihood.log_z(cavity.mean, cavity.var, power=u)
+        lz = likelihood.log_z(y, cavity.mean, cavity.var, power=u)
         tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity.mean, cavity.var)
         return tau_u / u, nu_u / u, np.zeros_like(tau_u)
 
 
 class EP(_MomentMatching):
-    r"""Expectation propagation: moment-match :math:`t(g) N(g | h, \lambda)` (Minka 2001, 5.4)."""
+    r"""Expectation propagation: moment-match :math:`p(y|f) N(f | h, \lambda)` (Minka 2001, 5.4)."""
 
     def __init__(self, damping: float = 1.0) -> None:
         self.damping = check_damping(damping)
@@ -42,7 +42,7 @@ class EP(_MomentMatching):
 class PowerEP(_MomentMatching):
     r"""Power EP as in the paper's Appendix C.
 
-    Moment-match :math:`t(g)^u N(g | h, \lambda)` at the *full* cavity, giving a site
+    Moment-match :math:`p(y|f)^u N(f | h, \lambda)` at the *full* cavity, giving a site
     :math:`(\tau_u, \nu_u)`; then scale the site variance by :math:`u`
     (:math:`v \leftarrow u v`): :math:`\tau = \tau_u / u`, :math:`\nu = \nu_u / u`, the site
     :math:`(\tilde t^{(u)})^{1/u}` with unchanged mean.  ``u = 1`` is EP exactly.
@@ -63,7 +63,7 @@ class FractionalEP(_MomentMatching):
 
     The cavity removes only the fraction :math:`\eta` (``fraction``) of the site,
     :math:`q^{\setminus\eta} \propto q / \tilde t^{\eta}`; moment-match
-    :math:`t(g)^{\eta} q^{\setminus\eta}` and set
+    :math:`p(y|f)^{\eta} q^{\setminus\eta}` and set
     :math:`\tilde t_{new}^{\eta} = \mathrm{proj}[t^\eta q^{\setminus\eta}] / q^{\setminus\eta}`:
     :math:`\tau = \tau_\eta/\eta`, :math:`\nu = \nu_\eta/\eta`.  Its cavity stays proper where
     EP's does not (it removes less precision), at the price of a different fixed point

@@ -14,26 +14,16 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
-from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, site_from_tilted
+from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, relaxed_cavity, site_from_tilted
+from relaxep.sites.paper import paper_relaxed_objective, paper_site
 
 __all__ = ["RelaxedEP", "relaxed_cavity", "relaxed_kl", "relaxed_objective"]
 
 
-def relaxed_cavity(cavity_mean: Array, cavity_var: Array, site_mean: Array, relaxation: Array) -> tuple[Array, Array]:
-    r"""Cavity multiplied by the relaxation :math:`r(g) = \exp(-b (g - m_i)^2 / 2)`.
-
-    .. math::
-        \tilde\lambda = \frac{1}{1/\lambda + b},\qquad
-        \tilde h = \tilde\lambda \Big(\frac{h}{\lambda} + b\, m_i\Big).
-    """
-    var = 1.0 / (1.0 / cavity_var + relaxation)
-    return var * (cavity_mean / cavity_var + relaxation * site_mean), var
-
-
-def relaxed_kl(likelihood: Likelihood, mean: Array, var: Array) -> Array:
+def relaxed_kl(likelihood: Likelihood, y: Array, mean: Array, var: Array) -> Array:
     r"""KL between a tilted distribution and its Gaussian projection.
 
-    For :math:`p \propto t(g) N(g | \tilde h, \tilde\lambda)` with normaliser
+    For :math:`p \propto p(y|f) N(f | \tilde h, \tilde\lambda)` with normaliser
     :math:`\hat Z` and moments :math:`(\hat h, \hat\lambda)`,
 
     .. math::
@@ -46,9 +36,9 @@ def relaxed_kl(likelihood: Likelihood, mean: Array, var: Array) -> Array:
     the second form using :math:`\hat\lambda = \tilde\lambda(1 + \tilde\lambda d_2)`
     and :math:`\hat h - \tilde h = \tilde\lambda d_1`.
     """
-    lz = likelihood.log_z(mean, var)
+    lz = likelihood.log_z(y, mean, var)
     return (
-        likelihood.expected_log_lik(mean, var)
+        likelihood.expected_log_lik(y, mean, var)
         - lz.log_z
         + 0.5 * np.log1p(var * lz.d2log_z)
         - 0.5 * var * (lz.d2log_z + lz.dlog_z**2)
@@ -57,6 +47,7 @@ def relaxed_kl(likelihood: Likelihood, mean: Array, var: Array) -> Array:
 
 def relaxed_objective(
     likelihood: Likelihood,
+    y: Array,
     relaxation: Array,
     cavity_mean: Array,
     cavity_var: Array,
@@ -66,7 +57,7 @@ def relaxed_objective(
 ) -> Array:
     r"""The derived REP objective :math:`Q(b) = \mathrm{KL}(p_b \| \mathrm{proj}\, p_b) + c\, b`.
 
-    :math:`p_b \propto t\, r_b\, q^{\setminus i}`, :math:`r_b(g) = \exp(-b (g - m_i)^2/2)`,
+    :math:`p_b \propto p(y|f)\, r_b\, q^{\setminus i}`, :math:`r_b(f) = \exp(-b (f - m_i)^2/2)`,
     :math:`b \ge 0` a precision (``docs/decisions.md``).  With ``penalty="scale_free"`` it is
     :math:`c\, b \lambda` (a dimensionless precision ratio), which makes ``c``
     independent of the kernel amplitude.
@@ -75,7 +66,7 @@ def relaxed_objective(
         raise ValueError(f"penalty must be 'absolute' or 'scale_free', got {penalty!r}")
     mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
     cost = relaxation * cavity_var if penalty == "scale_free" else relaxation
-    return relaxed_kl(likelihood, mean, var) + relax_weight * cost
+    return relaxed_kl(likelihood, y, mean, var) + relax_weight * cost
 
 
 class RelaxedEP(SiteRule):
@@ -129,15 +120,16 @@ class RelaxedEP(SiteRule):
         self.penalty = penalty
         self.damping = check_damping(damping)
 
-    def objective(self, likelihood: Likelihood, relaxation: Array, cavity: Cavity, site: Site) -> Array:
+    def objective(self, likelihood: Likelihood, y: Array, relaxation: Array, cavity: Cavity, site: Site) -> Array:
         """``Q(b)`` of this rule's variant (arrays broadcast)."""
         return self._objective(
-            likelihood, relaxation, cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var
+            likelihood, y, relaxation, cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var
         )
 
     def _objective(
         self,
         likelihood: Likelihood,
+        y: Array,
         relaxation: Array,
         cavity_mean: Array,
         cavity_var: Array,
@@ -145,25 +137,18 @@ class RelaxedEP(SiteRule):
         site_mean: Array,
         marginal_var: Array,
     ) -> Array:
-        if self.variant == "paper":
-            from relaxep.sites.paper import paper_relaxed_objective  # reproduction only: loaded on demand
+        objective = _VARIANTS[self.variant][0]
+        return objective(self, likelihood, y, relaxation, cavity_mean, cavity_var, tau, site_mean, marginal_var)
 
-            return paper_relaxed_objective(
-                likelihood, relaxation, cavity_mean, cavity_var, site_mean, tau, marginal_var, float(self.c)
-            )
-        return relaxed_objective(
-            likelihood, relaxation, cavity_mean, cavity_var, site_mean, float(self.c), self.penalty
-        )
-
-    def optimal_relaxation(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> Array:
+    def optimal_relaxation(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> Array:
         r"""Line search :math:`b^* = \arg\min_{b\ge0} Q(b)`, vectorised over sites."""
-        columns = (cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
+        columns = (y, cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
         cols = [np.asarray(a, dtype=float)[..., None] for a in columns]
-        cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
+        y, cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
 
         def q(b: Array) -> Array:
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                val = self._objective(likelihood, b, cavity_mean, cavity_var, tau, site_mean, marginal_var)
+                val = self._objective(likelihood, y, b, cavity_mean, cavity_var, tau, site_mean, marginal_var)
             return np.where(np.isfinite(val), val, np.inf)
 
         grid = self._grid / cavity_var
@@ -191,12 +176,50 @@ class RelaxedEP(SiteRule):
         zero_q = values[..., :1]
         return np.where(zero_q <= best_q, 0.0, best_b)[..., 0]
 
-    def _propose(self, likelihood: Likelihood, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
-        b = self.optimal_relaxation(likelihood, cavity, site)
+    def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
+        b = self.optimal_relaxation(likelihood, y, cavity, site)
         site_mean = site.mean
         mean, var = relaxed_cavity(cavity.mean, cavity.var, site_mean, b)
-        lz = likelihood.log_z(mean, var)
+        lz = likelihood.log_z(y, mean, var)
         tau_b, nu_b = site_from_tilted(lz.dlog_z, lz.d2log_z, mean, var)
-        if self.variant == "paper":
-            return tau_b + b, nu_b + b * site_mean, b
-        return tau_b, nu_b, b
+        tau, nu = _VARIANTS[self.variant][1](tau_b, nu_b, b, site_mean)
+        return tau, nu, b
+
+
+def _derived_objective(
+    rule: RelaxedEP,
+    likelihood: Likelihood,
+    y: Array,
+    relaxation: Array,
+    cavity_mean: Array,
+    cavity_var: Array,
+    tau: Array,
+    site_mean: Array,
+    marginal_var: Array,
+) -> Array:
+    return relaxed_objective(likelihood, y, relaxation, cavity_mean, cavity_var, site_mean, float(rule.c), rule.penalty)
+
+
+def _paper_objective(
+    rule: RelaxedEP,
+    likelihood: Likelihood,
+    y: Array,
+    relaxation: Array,
+    cavity_mean: Array,
+    cavity_var: Array,
+    tau: Array,
+    site_mean: Array,
+    marginal_var: Array,
+) -> Array:
+    return paper_relaxed_objective(
+        likelihood, y, relaxation, cavity_mean, cavity_var, site_mean, tau, marginal_var, float(rule.c)
+    )
+
+
+def _derived_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
+    """Step (e) of the derived rule is the identity (``docs/decisions.md``)."""
+    return tau_b, nu_b
+
+
+#: each variant's objective Q(b) and its site step (e)
+_VARIANTS = {"derived": (_derived_objective, _derived_site), "paper": (_paper_objective, paper_site)}

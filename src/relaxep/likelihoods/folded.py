@@ -1,0 +1,72 @@
+r"""Binary classification likelihoods: a function :math:`t(g)` of the label-folded latent :math:`g = y f`.
+
+With labels :math:`y \in \{-1, +1\}`, :math:`p(y | f) = t(y f)`, so every question about the
+cavity :math:`N(f | \mu, s^2)` is a question about :math:`N(g | y\mu, s^2)`:
+
+.. math::
+    \log Z(y, \mu) = \log Z_t(y\mu),\qquad
+    \partial_\mu \log Z = y\, Z_t'(y\mu),\qquad \partial^2_\mu \log Z = Z_t''(y\mu),
+
+and the tilted cumulants of :math:`f` are those of :math:`g` with the odd ones times :math:`y`.
+:class:`BinaryLikelihood` folds here, once; its subclasses answer for :math:`t(g)` alone.
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+
+import numpy as np
+from numpy.typing import ArrayLike
+
+from relaxep._typing import Array
+from relaxep._validation import check_binary_labels
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+
+__all__ = ["BinaryLikelihood"]
+
+
+class BinaryLikelihood(Likelihood):
+    r"""A binary likelihood :math:`p(y | f) = t(y f)`, labels :math:`y \in \{-1, +1\}`.
+
+    Subclasses implement :meth:`_folded_log_z` (``log Z`` of :math:`t(g)^u N(g | \mu, s^2)` and its
+    derivatives in :math:`\mu`) and :meth:`_folded_log_lik` (:math:`\log t(g)`); closed forms of
+    :meth:`_folded_expected_log_lik` and :meth:`_folded_cumulants` override the quadrature
+    defaults where they exist.
+    """
+
+    def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
+        """Labels in {-1, +1} (both present unless ``both_classes=False``), of length ``n`` if given."""
+        return check_binary_labels(y, n, both_classes=both_classes)
+
+    def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""Predictive :math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df`."""
+        mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+        return np.exp(self._folded_log_z(mean, var, 1.0).log_z)
+
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        lz = self._folded_log_z(y * mean, var, power)
+        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
+
+    def _log_lik(self, y: Array, f: Array) -> Array:
+        return self._folded_log_lik(y * f)
+
+    def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        return self._folded_expected_log_lik(y * mean, var)
+
+    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        k1, k2, k3, k4 = self._folded_cumulants(y * mean, var)
+        return y * k1, k2, y * k3, k4
+
+    @abstractmethod
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r"""``log Z`` of :math:`t(g)^u N(g | \mu, s^2)` and its derivatives in :math:`\mu`."""
+
+    @abstractmethod
+    def _folded_log_lik(self, g: Array) -> Array:
+        r""":math:`\log t(g)`."""
+
+    def _folded_expected_log_lik(self, mean: Array, var: Array) -> Array:
+        return Likelihood._expected_log_lik(self, np.ones_like(mean), mean, var)
+
+    def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        return Likelihood._tilted_cumulants(self, np.ones_like(mean), mean, var)
