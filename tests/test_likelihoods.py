@@ -136,7 +136,9 @@ def test_noisy_probit_contains_probit_and_tends_to_the_step():
         a, b = NoisyProbit(0.0, 1.0).log_z(1.0, m, v, power), Probit().log_z(1.0, m, v, power)
         np.testing.assert_allclose(a.log_z, b.log_z, rtol=1e-10)
         np.testing.assert_allclose(a.d2log_z, b.d2log_z, rtol=1e-8)
-    np.testing.assert_allclose(NoisyProbit(0.1, 1e-6).log_z(1.0, m, v).log_z, NoisyStep(0.1).log_z(1.0, m, v).log_z, rtol=1e-10)
+    np.testing.assert_allclose(
+        NoisyProbit(0.1, 1e-6).log_z(1.0, m, v).log_z, NoisyStep(0.1).log_z(1.0, m, v).log_z, rtol=1e-10
+    )
 
 
 @pytest.mark.parametrize("power", [0.0, -0.5, 1.5])
@@ -167,3 +169,35 @@ def test_tilted_cumulants_equal_quadrature(key, cavity):
     assert k2 == pytest.approx(v, rel=RTOL * 10, abs=RTOL * var)
     assert k3 == pytest.approx(c3, rel=1e-6, abs=1e-9 * var**1.5)
     assert k4 == pytest.approx(c4 - 3.0 * v**2, rel=1e-6, abs=1e-9 * var**2)
+
+
+@pytest.mark.parametrize("key", LIKELIHOODS)
+def test_binary_likelihoods_fold_the_label_inside(key):
+    """p(y | f) = t(y f): for y = -1 the answers are those at the mirrored cavity, with the odd
+    derivatives and cumulants negated (the folding happens once, in BinaryLikelihood)."""
+    lik, _ = LIKELIHOODS[key]
+    m, v = np.array([-1.3, 0.2, 2.5]), np.array([0.5, 1.0, 3.0])
+    down, up = lik.log_z(-1.0, m, v), lik.log_z(1.0, -m, v)
+    np.testing.assert_array_equal(down.log_z, up.log_z)
+    np.testing.assert_array_equal(down.dlog_z, -up.dlog_z)
+    np.testing.assert_array_equal(down.d2log_z, up.d2log_z)
+    k_down, k_up = lik.tilted_cumulants(-1.0, m, v), lik.tilted_cumulants(1.0, -m, v)
+    for k, (a, b) in enumerate(zip(k_down, k_up, strict=True)):
+        np.testing.assert_array_equal(a, -b if k % 2 == 0 else b)
+    np.testing.assert_array_equal(lik.log_lik(-1.0, m), lik.log_lik(1.0, -m))
+    with pytest.raises(ValueError, match="-1 or \\+1"):
+        lik.check_targets(np.array([0.0, 1.0]))
+
+
+def test_the_old_module_name_rules_warns_and_resolves():
+    import relaxep.rules as rules
+    import relaxep.sites as sites
+
+    with pytest.warns(FutureWarning, match="relaxep.sites"):
+        assert rules.EP is sites.EP
+    with pytest.warns(FutureWarning, match="relaxep.inference"):
+        from relaxep.inference import DoubleLoopEP
+
+        assert rules.DoubleLoopEP is DoubleLoopEP
+    with pytest.raises(AttributeError):
+        rules.NoSuchRule  # noqa: B018

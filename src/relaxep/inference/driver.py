@@ -78,7 +78,7 @@ def infer(
     block_size: int | None = None,
     parallel_step: float | None = None,
 ) -> InferenceResult:
-    r"""Approximate the GP classification posterior with EP, Power EP, Relaxed EP or a convergent method.
+    r"""Approximate a GP posterior with EP, Power EP, Relaxed EP or a convergent method.
 
     With a site rule, it runs the paper's sequential updates (each site in turn, each followed
     by a rank-one posterior correction), applied blockwise; every sweep ends by recomputing
@@ -91,7 +91,8 @@ def infer(
         yourself; latent noise :math:`s^2` turns the step into
         :math:`\epsilon + (1-2\epsilon)\Phi(yf/s)`), or a :class:`~relaxep.posterior.Prior`.
     y : array_like of shape (n,)
-        Labels in ``{-1, +1}``, both present.
+        Targets, checked by ``likelihood.check_targets``: labels in ``{-1, +1}``, both present,
+        for the binary likelihoods; finite reals for a regression likelihood.
     likelihood : Likelihood, default ``NoisyStep(eps=0.1)``
     rule : SiteRule, InferenceMethod or "auto", default ``EP()``
         A site rule (``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(fraction)``) runs
@@ -133,7 +134,7 @@ def infer(
         ``callback(sweep, posterior)`` after each sweep's site updates and before the
         refresh (for monitoring and tests).
     require_both_classes : bool
-        Reject ``y`` with one class only (default).  ``False`` allows it, e.g. for a
+        Reject labels of one class only (default; binary likelihoods).  ``False`` allows it, e.g. for a
         single site, whose posterior is well defined.
     blas_threads : int or None
         Run with at most this many BLAS threads (``threadpoolctl``), restored on return;
