@@ -200,4 +200,4 @@ def test_the_old_module_name_rules_warns_and_resolves():
 
         assert rules.DoubleLoopEP is DoubleLoopEP
     with pytest.raises(AttributeError):
-        rules.NoSuchRule  # noqa: B018
+        rules.NoSuchRule

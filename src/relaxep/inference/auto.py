@@ -25,7 +25,7 @@ from relaxep.inference.convergent import ConvergentEP
 from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.method import InferenceMethod, RunOptions
 from relaxep.inference.result import Attempt, InferenceResult
-from relaxep.inference.site_updates import SiteUpdates
+from relaxep.inference.site_updates import SweepOptions
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 from relaxep.schedules import Schedule
@@ -77,7 +77,7 @@ class Auto(InferenceMethod):
         if not stages or not all(isinstance(s, SiteRule | InferenceMethod) for s in stages):
             raise TypeError(f"stages must be a non-empty tuple of site rules and inference methods, got {stages!r}")
         check_positive_int(stall_window, "stall_window")
-        SiteUpdates(None, schedule, order, random_state, on_improper)  # validates them
+        SweepOptions(schedule, order, random_state, on_improper)  # validates them
         self.stages = stages
         self.stall_window = stall_window
         self.schedule = schedule
@@ -87,7 +87,7 @@ class Auto(InferenceMethod):
 
     def _method(self, stage: SiteRule | InferenceMethod) -> InferenceMethod:
         if isinstance(stage, SiteRule):
-            return SiteUpdates(stage, self.schedule, self.order, self.random_state, self.on_improper)
+            return SweepOptions(self.schedule, self.order, self.random_state, self.on_improper).site_updates(stage)
         return stage
 
     def run(

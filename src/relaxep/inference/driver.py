@@ -15,7 +15,7 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.inference.auto import Auto
 from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult
-from relaxep.inference.site_updates import SiteUpdates
+from relaxep.inference.site_updates import SweepOptions
 from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.posterior import Posterior, Prior, as_prior
 from relaxep.schedules import Blocked, Parallel, Schedule, as_schedule
@@ -34,10 +34,9 @@ def as_method(
     """The inference method for ``rule``: a site rule runs as :class:`SiteUpdates` with these options,
     ``"auto"`` is :class:`Auto` with them, an inference method is used as it is (then the options
     must keep their defaults: they belong in its constructor)."""
-    SiteUpdates(None, schedule, order, random_state, on_improper)  # validates the options, whatever the rule
+    sweeps = SweepOptions(schedule, order, random_state, on_improper)  # validated, whatever the rule
     if isinstance(rule, InferenceMethod):
-        given = dict(schedule=schedule, order=order, random_state=random_state, on_improper=on_improper)
-        changed = [k for k, v in given.items() if v is not _DEFAULTS[k] and v != _DEFAULTS[k]]
+        changed = sweeps.changed()
         if changed:
             raise ValueError(
                 f"{', '.join(changed)} apply to site rules and 'auto'; {type(rule).__name__} takes its own "
@@ -47,15 +46,12 @@ def as_method(
     if isinstance(rule, str):
         if rule != "auto":
             raise ValueError(f"rule must be a SiteRule, an InferenceMethod or 'auto', got {rule!r}")
-        return Auto(schedule=schedule, order=order, random_state=random_state, on_improper=on_improper)
+        return Auto(**sweeps.as_kwargs())
     if rule is None or isinstance(rule, SiteRule):
-        return SiteUpdates(EP() if rule is None else rule, schedule, order, random_state, on_improper)
+        return sweeps.site_updates(EP() if rule is None else rule)
     raise TypeError(
         f"rule must be a relaxep SiteRule (EP, PowerEP, RelaxedEP, ...), an InferenceMethod or 'auto', got {rule!r}"
     )
-
-
-_DEFAULTS = dict(schedule="blocked", order="fixed", random_state=None, on_improper="skip")
 
 
 def infer(

@@ -7,7 +7,8 @@ updates lose precision), and the convergence statistic is recorded.
 
 from __future__ import annotations
 
-from typing import Literal
+from dataclasses import dataclass, fields
+from typing import Any, Literal
 
 import numpy as np
 from scipy import linalg
@@ -22,13 +23,44 @@ from relaxep.posterior.base import is_proper
 from relaxep.schedules import Schedule, SiteUpdater, as_schedule
 from relaxep.sites import EP, SiteRule
 
-__all__ = ["SiteUpdates"]
+__all__ = ["SiteUpdates", "SweepOptions"]
 
 #: sweeps in a row with R below the tolerance and the same sites skipped before a run is "stuck"
 STUCK_SWEEPS = 5
 
 #: what a failing sweep or refresh raises: the run ends as "diverged" with the last proper posterior
 _FAILURES = (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError)
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """How a site rule is swept: the schedule, the site order and its seed, and what an improper
+    cavity does (the options :class:`SiteUpdates`, :class:`~relaxep.inference.Auto` and
+    :func:`~relaxep.infer` share; validated here, once)."""
+
+    schedule: Schedule | str = "blocked"
+    order: Literal["fixed", "random"] = "fixed"
+    random_state: int | np.random.Generator | None = None
+    on_improper: Literal["skip", "raise"] = "skip"
+
+    def __post_init__(self) -> None:
+        as_schedule(self.schedule)
+        if self.order not in ("fixed", "random"):
+            raise ValueError(f"order must be 'fixed' or 'random', got {self.order!r}")
+        if self.on_improper not in ("skip", "raise"):
+            raise ValueError(f"on_improper must be 'skip' or 'raise', got {self.on_improper!r}")
+
+    def changed(self) -> list[str]:
+        """The options that differ from their defaults."""
+        return [k for k, v in self.as_kwargs().items() if v is not _DEFAULT_SWEEPS[k] and v != _DEFAULT_SWEEPS[k]]
+
+    def as_kwargs(self) -> dict[str, Any]:
+        """The options by name, the objects as given (a generator is shared, not copied)."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+    def site_updates(self, rule: SiteRule | None) -> SiteUpdates:
+        """``rule`` swept with these options."""
+        return SiteUpdates(rule, **self.as_kwargs())
 
 
 class SiteUpdates(InferenceMethod):
@@ -61,11 +93,7 @@ class SiteUpdates(InferenceMethod):
     ) -> None:
         if rule is not None and not isinstance(rule, SiteRule):
             raise TypeError(f"rule must be a relaxep SiteRule (EP, PowerEP, FractionalEP, RelaxedEP), got {rule!r}")
-        as_schedule(schedule)
-        if order not in ("fixed", "random"):
-            raise ValueError(f"order must be 'fixed' or 'random', got {order!r}")
-        if on_improper not in ("skip", "raise"):
-            raise ValueError(f"on_improper must be 'skip' or 'raise', got {on_improper!r}")
+        SweepOptions(schedule, order, random_state, on_improper)
         self.rule = rule
         self.schedule = schedule
         self.order = order
@@ -153,3 +181,6 @@ class SiteUpdates(InferenceMethod):
                 status = "abandoned"
                 break
         return make_result(self, post, labels, likelihood, status, monitor.trace, skipped, relaxation, steps)
+
+
+_DEFAULT_SWEEPS = SweepOptions().as_kwargs()
