@@ -20,6 +20,7 @@ __all__ = [
     "check_kernel_matrix",
     "check_positive_int",
     "check_positive_number",
+    "check_target_vector",
     "check_unit_interval",
     "cholesky_factor",
 ]
@@ -103,19 +104,26 @@ def cholesky_factor(kernel: NDArray[np.float64], relative_jitter: float = 0.0, n
         raise KernelNotPositiveDefiniteError(f"the kernel matrix {name} is not {kind}. {NOT_PSD_ADVICE}") from exc
 
 
-def check_binary_labels(y: ArrayLike, n: int | None = None, both_classes: bool = True) -> NDArray[np.float64]:
-    """Labels in {-1, +1} (both present unless ``both_classes=False``), optionally of length ``n``."""
+def check_target_vector(y: ArrayLike, n: int | None, what: str, kind: str) -> NDArray[np.float64]:
+    """``y`` as a finite float vector (of length ``n`` if given); ``what`` names its entries
+    ("labels", "targets") and ``kind`` what they must hold, in the messages."""
     arr = np.asarray(y)
     if arr.ndim != 1:
         raise ValueError(f"y must be one-dimensional, got shape {arr.shape}")
     try:
-        labels = arr.astype(float)
+        values = arr.astype(float)
     except (TypeError, ValueError) as exc:
-        raise ValueError("y must hold the numbers -1 and +1") from exc
-    if not np.all(np.isfinite(labels)):
+        raise ValueError(f"y must hold {kind}") from exc
+    if not np.all(np.isfinite(values)):
         raise ValueError("y contains NaN or inf")
-    if n is not None and labels.shape[0] != n:
-        raise ValueError(f"length mismatch: K has {n} rows but y has {labels.shape[0]} labels")
+    if n is not None and values.shape[0] != n:
+        raise ValueError(f"length mismatch: K has {n} rows but y has {values.shape[0]} {what}")
+    return values
+
+
+def check_binary_labels(y: ArrayLike, n: int | None = None, both_classes: bool = True) -> NDArray[np.float64]:
+    """Labels in {-1, +1} (both present unless ``both_classes=False``), optionally of length ``n``."""
+    labels = check_target_vector(y, n, "labels", "the numbers -1 and +1")
     bad = ~np.isin(labels, (-1.0, 1.0))
     if np.any(bad):
         raise ValueError(

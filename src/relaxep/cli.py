@@ -9,8 +9,9 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,24 +60,22 @@ def demo(
     return rows
 
 
-def _positive_int(text: str) -> int:
+def _number(text: str, convert: type, kind: str, valid: Callable[[float], bool], bound: str) -> Any:
     try:
-        value = int(text)
+        value = convert(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+        raise argparse.ArgumentTypeError(f"expected {kind}, got {text!r}") from None
+    if not valid(value):
+        raise argparse.ArgumentTypeError(f"{bound}, got {value}")
     return value
+
+
+def _positive_int(text: str) -> int:
+    return _number(text, int, "a whole number", lambda v: v >= 1, "must be at least 1")
 
 
 def _flip_rate(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not (0.0 <= value < 0.5):
-        raise argparse.ArgumentTypeError(f"must lie in [0, 0.5), got {value}")
-    return value
+    return _number(text, float, "a number", lambda v: 0.0 <= v < 0.5, "must lie in [0, 0.5)")
 
 
 _DEMO_EXAMPLES = """examples:

@@ -115,6 +115,13 @@ def _slice_on_ellipses(
     return evals
 
 
+def _check_chains(n_samples: int, n_burn: int, n_chains: int) -> None:
+    if n_samples < 40 or n_samples % 40:
+        raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
+    if n_chains < 2 or n_burn < 0:
+        raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
+
+
 def elliptical_slice(
     K: ArrayLike,
     y: ArrayLike,
@@ -126,14 +133,14 @@ def elliptical_slice(
     random_state: int | np.random.Generator | None = None,
     approx: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> MCMCResult:
-    r"""Sample :math:`p(f \mid y) \propto N(f \mid 0, K) \prod_i t(y_i f_i)` by elliptical slice sampling.
+    r"""Sample :math:`p(f \mid y) \propto N(f \mid 0, K) \prod_i p(y_i \mid f_i)` by elliptical slice sampling.
 
     Parameters
     ----------
     K : array_like (n, n)
         Prior covariance; must have a Cholesky factor (add jitter for singular kernels).
     y : array_like (n,)
-        Labels in {-1, +1}.
+        Targets, checked by ``likelihood.check_targets`` (labels in {-1, +1} for a binary likelihood).
     likelihood : Likelihood
         Its :meth:`~relaxep.likelihoods.Likelihood.log_lik` is the target's log factor.
     n_samples, n_burn, n_chains : int
@@ -153,10 +160,7 @@ def elliptical_slice(
     K = check_kernel_matrix(K)
     n = K.shape[0]
     y = likelihood.check_targets(y, n, both_classes=False)
-    if n_samples < 40 or n_samples % 40:
-        raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
-    if n_chains < 2 or n_burn < 0:
-        raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
+    _check_chains(n_samples, n_burn, n_chains)
     chol = cholesky_factor(K)  # elliptical slice sampling draws from N(0, K): K must be positive definite
     rng = np.random.default_rng(random_state)
     centre = np.zeros(n)
@@ -290,10 +294,7 @@ def elliptical_slice_multiclass(
     y = np.asarray(y)
     if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= n_classes)):
         raise ValueError(f"y must hold {n} class indices in [0, {n_classes})")
-    if n_samples < 40 or n_samples % 40:
-        raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
-    if n_chains < 2 or n_burn < 0:
-        raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
+    _check_chains(n_samples, n_burn, n_chains)
     chol = cholesky_factor(K)
     rng = np.random.default_rng(random_state)
     C = int(n_classes)

@@ -36,7 +36,7 @@ from scipy.special import logsumexp
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
-from relaxep._validation import check_unit_interval
+from relaxep._validation import check_target_vector, check_unit_interval
 
 __all__ = ["Likelihood", "TiltedLogZ"]
 
@@ -87,18 +87,7 @@ class Likelihood(ParamsMixin, ABC):
         The default accepts finite reals (regression).  ``both_classes`` concerns classification
         likelihoods (reject a single class) and is ignored here.
         """
-        arr = np.asarray(y)
-        if arr.ndim != 1:
-            raise ValueError(f"y must be one-dimensional, got shape {arr.shape}")
-        try:
-            targets = arr.astype(float)
-        except (TypeError, ValueError) as exc:
-            raise ValueError(f"y must hold real numbers for {type(self).__name__}") from exc
-        if not np.all(np.isfinite(targets)):
-            raise ValueError("y contains NaN or inf")
-        if n is not None and targets.shape[0] != n:
-            raise ValueError(f"length mismatch: K has {n} rows but y has {targets.shape[0]} targets")
-        return targets
+        return check_target_vector(y, n, "targets", f"real numbers for {type(self).__name__}")
 
     def log_z(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, power: float = 1.0) -> TiltedLogZ:
         r"""``log Z``, ``d log Z / d mu`` and ``d2 log Z / d mu2`` of :math:`p(y|f)^u N(f | \mu, s^2)`.

@@ -186,40 +186,20 @@ class RelaxedEP(SiteRule):
         return tau, nu, b
 
 
-def _derived_objective(
-    rule: RelaxedEP,
-    likelihood: Likelihood,
-    y: Array,
-    relaxation: Array,
-    cavity_mean: Array,
-    cavity_var: Array,
-    tau: Array,
-    site_mean: Array,
-    marginal_var: Array,
-) -> Array:
-    return relaxed_objective(likelihood, y, relaxation, cavity_mean, cavity_var, site_mean, float(rule.c), rule.penalty)
-
-
-def _paper_objective(
-    rule: RelaxedEP,
-    likelihood: Likelihood,
-    y: Array,
-    relaxation: Array,
-    cavity_mean: Array,
-    cavity_var: Array,
-    tau: Array,
-    site_mean: Array,
-    marginal_var: Array,
-) -> Array:
-    return paper_relaxed_objective(
-        likelihood, y, relaxation, cavity_mean, cavity_var, site_mean, tau, marginal_var, float(rule.c)
-    )
-
-
 def _derived_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
     """Step (e) of the derived rule is the identity (``docs/decisions.md``)."""
     return tau_b, nu_b
 
 
-#: each variant's objective Q(b) and its site step (e)
-_VARIANTS = {"derived": (_derived_objective, _derived_site), "paper": (_paper_objective, paper_site)}
+#: each variant's objective Q(b) (arguments: the rule, likelihood, y, b, cavity mean and variance, the
+#: site's precision and mean, the marginal variance) and its site step (e)
+_VARIANTS = {
+    "derived": (
+        lambda rule, lik, y, b, h, lam, tau, m, a: relaxed_objective(lik, y, b, h, lam, m, float(rule.c), rule.penalty),
+        _derived_site,
+    ),
+    "paper": (
+        lambda rule, lik, y, b, h, lam, tau, m, a: paper_relaxed_objective(lik, y, b, h, lam, m, tau, a, float(rule.c)),
+        paper_site,
+    ),
+}
