@@ -30,7 +30,7 @@ __all__ = ["Blocked", "Parallel", "Schedule", "Sequential", "SiteUpdater", "as_s
 
 
 class SiteUpdater:
-    """A rule, a likelihood and the labels: proposes new sites in ``f`` (labels folded here).
+    """A rule, a likelihood and the targets: proposes new sites in ``f``.
 
     Called per site by the sequential schedules, or for many sites at once
     (:meth:`propose_all`); records each site's relaxation ``b`` in ``proposed_relaxation``.

@@ -2,13 +2,13 @@ r"""Convergent EP by block-coordinate descent on the EC free energy in moment co
 
 EP's fixed points are the stationary points of the expectation-consistent free energy
 (Opper & Winther 2005; Heskes & Zoeter 2002).  Written as a function of the Gaussian
-posterior :math:`q = N(m, A)`, :math:`v = \operatorname{diag}A` (folded latent :math:`g = yf`),
+posterior :math:`q = N(m, A)`, :math:`v = \operatorname{diag}A`,
 
 .. math::
     \Phi(m, v) = \mathrm{KL}(q \,\|\, p) + \sum_i F_{r,i}(m_i, v_i) - \sum_i H[N(m_i, v_i)] + \text{const},
 
 where :math:`F_{r,i}(m, v) = \max_{h, c}\,[hm - c(v + m^2)/2 - L_i(h, c)]` is the conjugate of the
-tilted log-partition :math:`L_i(h, c) = \log\int t_i(g) e^{hg - cg^2/2}dg`; its maximiser, the
+tilted log-partition :math:`L_i(h, c) = \log\int p(y_i | f) e^{hf - cf^2/2}df`; its maximiser, the
 *r-cavity*, is the cavity whose tilted distribution has the moments :math:`(m_i, v_i)`
 (:func:`~relaxep.inference.free_energy.r_cavities`).  At a stationary point the posterior's own
 cavities equal the r-cavities: EP's fixed point, where :math:`\Phi = -\log Z_{EP}`.
