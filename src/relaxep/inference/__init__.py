@@ -7,7 +7,7 @@ from relaxep.inference.driver import as_method, infer
 from relaxep.inference.evidence import evidence_gradient, log_evidence
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import Attempt, InferenceResult
-from relaxep.inference.site_updates import SiteUpdates
+from relaxep.inference.site_updates import SiteUpdates, SweepOptions
 
 __all__ = [
     "Attempt",
@@ -19,6 +19,7 @@ __all__ = [
     "InferenceResult",
     "RunOptions",
     "SiteUpdates",
+    "SweepOptions",
     "as_method",
     "evidence_gradient",
     "infer",
