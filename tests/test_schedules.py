@@ -140,3 +140,30 @@ def test_an_ordinary_overshoot_does_not_damp_the_parallel_step():
     K, y = wavy_problem(100, 2, jitter=1e-2)
     res = infer(K, y, Probit(), EP(), schedule="parallel", tol=1e-9, max_sweeps=500)
     assert res.converged and np.all(res.step_sizes == 1.0)
+
+
+def test_parallel_proposals_of_blocks_add_up_to_the_whole_sweeps():
+    """What Dask's shards rely on: the block kernel on row blocks gives the whole's proposals, and the
+    blocks' inner products add up to those the reversal test uses."""
+    from relaxep.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+
+    K, y = wavy_problem(120, 0)
+    post = DensePosterior(K, np.full(120, 0.3), 0.1 * y)
+    mu, a, tau, nu = post.mean, post.marginal_var, post.site_precision, post.site_mean_precision
+    last = np.random.default_rng(0).normal(size=240)
+    whole = parallel_proposals(SiteUpdater(EP(), Probit(), y), mu, a, tau, nu, last)
+    parts = []
+    for b in (slice(0, 50), slice(50, 120)):
+        n_b = b.stop - b.start
+        last_b = np.r_[last[b], last[120 + b.start : 120 + b.stop]]
+        parts.append(parallel_proposals(SiteUpdater(EP(), Probit(), y[b]), mu[b], a[b], tau[b], nu[b], last_b))
+        assert parts[-1].direction.shape == (2 * n_b,)
+    np.testing.assert_array_equal(np.r_[parts[0].index, 50 + parts[1].index], whole.index)
+    np.testing.assert_array_equal(np.r_[parts[0].precision, parts[1].precision], whole.precision)
+    for key in ("dot", "norm_sq", "last_norm_sq"):
+        assert sum(getattr(p, key) for p in parts) == pytest.approx(getattr(whole, key), rel=1e-12)
+    step = AdaptiveStep(1.0, 0.25)
+    step.observe(-1.0, 1.0, 1.0)
+    assert step.size == 1.0  # one reversal is an ordinary overshoot
+    step.observe(-1.0, 1.0, 1.0)
+    assert step.size == 0.5 and step.halve() and step.size == 0.25 and not step.halve() and step.size == 0.25

@@ -7,20 +7,26 @@ accepted and scattered), ``predict_proba`` returns a Dask array for a Dask array
 The posterior is the FITC posterior of :mod:`relaxep.posterior.sparse` with the parallel
 schedule of :class:`~relaxep.schedules.Parallel`, reorganised so that nothing of size
 :math:`n` leaves a worker.  Each shard (one row chunk) holds its inputs, labels,
-:math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`, :math:`g_s`, its sites and its last proposals.  One
-sweep is
+:math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`, :math:`g_s` (both from
+:func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as ``SparsePrior`` builds its own),
+its sites and its last proposals.  The shards run the same pure block functions as the
+single-process sweep; one sweep is
 
 1. **map** (broadcast :math:`L_B^{-1}` and :math:`m`, :math:`O(M^2)`): the shard's marginals
-   :math:`\mu_i = (v_i^\top m + g_i\nu_i)/d_i`, :math:`A_{ii} = g_i/d_i + \|L_B^{-1}v_i\|^2/d_i^2`,
-   the convergence statistic against its previous marginals, cavities, the rule's proposals,
-   and scalars (largest change, counts of improper cavities, the inner products of the
-   damping rule, the shard's terms of the EP evidence);
+   (:func:`~relaxep.posterior._sparse_linalg.shard_marginals`), the convergence statistic
+   against its previous marginals (:func:`~relaxep.inference.method.marginal_change`), its
+   terms of the EP evidence (:func:`~relaxep.inference.evidence.site_evidence_terms`) and the
+   rule's proposals (:func:`~relaxep.schedules.parallel_proposals`); back come scalars
+   (largest change, counts of improper cavities, the inner products of the damping rule,
+   the evidence terms' sum);
 2. **map** (broadcast the step :math:`s`): the candidate sites
    :math:`\tau + s(\tau^* - \tau)` and their natural-parameter sums
    :math:`\sum_i w_i v_iv_i^\top` (:math:`M \times M`), :math:`\sum_i\beta_i v_i` (:math:`M`),
    :math:`\sum_i\log d_i`;
 3. **reduce** on the client: :math:`B = I + \sum_s C_s`, its Cholesky factor and
-   :math:`m = B^{-1}b` (an improper :math:`B` halves the step and repeats 2).
+   :math:`m = B^{-1}b` (an improper :math:`B` halves the step and repeats 2; the step is the
+   parallel schedule's :class:`~relaxep.schedules.AdaptiveStep`, the statistic goes to a
+   :class:`~relaxep.inference.method.ConvergenceMonitor`).
 
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates
 are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` with the same
@@ -57,6 +63,8 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.classifier import GPClassifier
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.inference.evidence import site_evidence_terms
+from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.inference.sparse_evidence import (
     SparseKernel,
     as_sparse_kernel,
@@ -65,9 +73,17 @@ from relaxep.inference.sparse_evidence import (
     shard_gradient,
 )
 from relaxep.likelihoods import Likelihood, NoisyProbit
+from relaxep.posterior._sparse_linalg import (
+    factor_b,
+    inducing_factor,
+    natural_sums,
+    predict_rows,
+    shard_marginals,
+    sparse_prior_rows,
+)
 from relaxep.posterior.base import cavity, is_proper
-from relaxep.posterior.sparse import _cholesky_kuu, factor_b, natural_sums, shard_marginals, solve_rows
-from relaxep.sites import EP, SiteRule, propose_sites
+from relaxep.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+from relaxep.sites import EP, SiteRule
 
 __all__ = ["DaskGPClassifier"]
 
@@ -81,12 +97,9 @@ def _shard_data(X: Array, y: Array, classes: Array) -> dict:
 
 
 def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
-    """The shard's rows of the FITC prior: V_s^T = K_{s,u} L_uu^-T and g_s (SparsePrior's, row for row)."""
+    """The shard's rows of the FITC prior: V_s^T = K_{s,u} L_uu^-T and g_s (:func:`sparse_prior_rows`)."""
     state = dict(state)
-    X = state["X"]
-    Vt = solve_rows(L_uu, np.asarray(kernel(X, Z), dtype=float))
-    state["Vt"] = Vt
-    state["g"] = np.maximum(np.asarray(kernel.diag(X), dtype=float) + noise - np.einsum("ij,ij->i", Vt, Vt), 0.0)
+    state["Vt"], _, state["g"] = sparse_prior_rows(kernel, state["X"], Z, L_uu, noise)
     return state
 
 
@@ -138,54 +151,41 @@ def _shard_accept(state: dict) -> dict:
 def _shard_sweep(
     state: dict, chol_inv: Array, m: Array, rule: SiteRule, likelihood: Likelihood, propose: bool
 ) -> tuple[dict, dict]:
-    """Marginals from the broadcast factor, the convergence statistic, cavities, proposals and scalars."""
+    """Marginals from the broadcast factor, the convergence statistic, the evidence terms and the proposals.
+
+    The proposals are kept on the shard (``propose=False``: not kept, the run ends); back come scalars.
+    """
     state = dict(state)
     Vt, g, tau, nu, y = state["Vt"], state["g"], state["tau"], state["nu"], state["y"]
     mu, a = shard_marginals(Vt, g, tau, nu, chol_inv, m)
     out: dict[str, Any] = {"bad": bool(not np.all(a > 0.0) or not np.all(np.isfinite(mu))), "stat": 0.0}
     if state["prev"] is not None:
-        mu0, a0 = state["prev"]
-        with np.errstate(invalid="ignore", divide="ignore"):
-            stat = max(float(np.max(np.abs(mu - mu0) / np.sqrt(a))), float(np.max(np.abs(np.log(a / a0)))))
-        out["stat"] = stat if np.isfinite(stat) else float("inf")
+        out["stat"] = marginal_change(*state["prev"], mu, a)
     state["prev"] = (mu, a)
-    fraction = float(rule.cavity_fraction)
-    cav_mean, cav_var = cavity(mu, a, tau, nu, fraction)
-    ok = is_proper(cav_var)
-    out["n_improper"] = int(np.count_nonzero(~ok))
-    # the EP evidence's terms (relaxep.inference.evidence.log_evidence), from the full cavities
-    h, lam = cavity(mu, a, tau, nu, 1.0)
+    h, lam = cavity(mu, a, tau, nu, 1.0)  # the evidence's full cavities (log_evidence's)
     if np.all(is_proper(lam)):
-        log_zhat = likelihood.log_z(y * h, lam).log_z
-        out["evidence"] = float(
-            np.sum(log_zhat + 0.5 * np.log1p(lam * tau) + 0.5 * (h**2 / lam - mu**2 / a)) + 0.5 * float(nu @ mu)
-        )
+        terms = site_evidence_terms(likelihood, y, h, lam, tau, mu, a)
+        out["evidence"] = float(np.sum(terms) + 0.5 * float(nu @ mu))
     else:
         out["evidence"] = float("nan")
+    props = parallel_proposals(SiteUpdater(rule, likelihood, y), mu, a, tau, nu, state["last"])
+    out["n_improper"] = props.n_improper
     if not propose:
         return state, out
-    idx = np.flatnonzero(ok)
-    prop = propose_sites(rule, likelihood, y[idx], cav_mean[idx], cav_var[idx], tau[idx], nu[idx], a[idx])
-    p_tau = np.asarray(prop.precision, dtype=float)
-    p_nu = np.asarray(prop.mean_precision, dtype=float)
-    finite = np.isfinite(p_tau) & np.isfinite(p_nu)
-    out["n_nonfinite"] = int(np.count_nonzero(~finite))
-    idx, p_tau, p_nu = idx[finite], p_tau[finite], p_nu[finite]
-    state["prop"] = (idx, p_tau, p_nu)
-    n = tau.size
-    direction = np.zeros(2 * n)  # the damping rule's direction (schedules.Parallel._damp_if_reversed)
-    direction[idx] = (p_tau - tau[idx]) * a[idx]
-    direction[n + idx] = (p_nu - nu[idx]) * np.sqrt(a[idx])
-    last = state["last"]
-    out["dot"] = None if last is None else float(direction @ last)
-    out["last_sq"] = None if last is None else float(last @ last)
-    out["dir_sq"] = float(direction @ direction)
-    state["last"] = direction
+    state["prop"] = (props.index, props.precision, props.mean_precision)
+    state["last"] = props.direction
+    out.update(n_nonfinite=props.n_nonfinite, dot=props.dot, dir_sq=props.norm_sq, last_sq=props.last_norm_sq)
     return state, out
 
 
 def _shard_sites(state: dict) -> tuple[Array, Array]:
     return state["tau"], state["nu"]
+
+
+def _total(values: Any) -> float | None:
+    """The sum over the shards, ``None`` where the shards have none (the first sweep's inner products)."""
+    values = list(values)
+    return None if values[0] is None else sum(values)
 
 
 def _first(pair: tuple) -> Any:
@@ -203,10 +203,10 @@ def _label(p1: Array, classes: Array) -> Array:
 def _predict_block(
     X: Array, kernel: Kernel, Z: Array, L_uu: Array, chol_inv: Array, m: Array, noise: float, likelihood: Likelihood
 ) -> Array:
-    a = solve_rows(L_uu, np.asarray(kernel(X, Z), dtype=float))
-    r = a @ chol_inv.T
-    mean = a @ m
-    var = np.maximum(kernel.diag(X) + noise - np.einsum("ij,ij->i", a, a) + np.einsum("ij,ij->i", r, r), 0.0)
+    """P(y = +1) at the rows ``X``: FITC's test conditional (:func:`predict_rows`, as
+    ``SparsePosterior.predict_latent``) and the likelihood's predictive (as ``InferenceResult.predict_proba``)."""
+    k_diag = np.asarray(kernel.diag(X), dtype=float) + noise
+    mean, var = predict_rows(L_uu, m, chol_inv, np.asarray(kernel(X, Z), dtype=float), k_diag)
     return np.clip(likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
 
 
@@ -241,10 +241,7 @@ class _ShardedFITC:
 
     def set_prior(self, kernel: Kernel, Z: Array) -> None:
         """Rebuild the shards' prior rows for ``kernel`` and ``Z`` (raises KernelNotPositiveDefiniteError)."""
-        k_uu = np.asarray(kernel(Z, Z), dtype=float)
-        k_uu[np.diag_indices_from(k_uu)] += 1e-6 * float(np.mean(np.diagonal(k_uu)))  # SparsePrior's jitter
-        self.K_uu = 0.5 * (k_uu + k_uu.T)
-        self.L_uu = _cholesky_kuu(self.K_uu)
+        self.K_uu, self.L_uu, _ = inducing_factor(kernel, Z)  # SparsePrior's K_uu, jitter and factor
         self.kernel, self.Z = kernel, Z
         self.states = self._map(_shard_prior, Z, kernel, self.L_uu, self.noise)
 
@@ -271,6 +268,7 @@ class _ShardedFITC:
         return run
 
     def _run(self, warm: bool) -> dict:
+        """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards."""
         self.states = self._map(_shard_start, warm)
         factor = self._sums(None)
         if factor is None:
@@ -278,7 +276,9 @@ class _ShardedFITC:
                 return {"status": "diverged"}
             return self._run(False)  # the warm sites do not fit this prior: start afresh
         self.states = self._map(_shard_accept)
-        size, reversals, trace, status, last_skipped, sweep = 1.0, 0, [], "max_sweeps", 0, 0
+        step = AdaptiveStep(1.0, self.min_step)
+        monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
+        status, last_skipped, sweep = "max_sweeps", 0, 0
         while True:
             propose = sweep < self.max_sweeps
             summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
@@ -288,26 +288,18 @@ class _ShardedFITC:
                 status = "diverged"
                 break
             n_improper = sum(s["n_improper"] for s in summary)
-            if sweep:  # the statistic of the posterior after the last sweep (ConvergenceMonitor's "marginals")
-                trace.append(max(s["stat"] for s in summary))
-                if trace[-1] < self.tol and last_skipped == 0 and n_improper == 0:
+            if sweep:  # the statistic of the posterior after the last sweep (the largest over the shards)
+                monitor.add(max(s["stat"] for s in summary))
+                if monitor.below_tol() and last_skipped == 0 and n_improper == 0:
                     status = "converged"
                     break
             if not propose:
                 break
-            bounced = False
-            if summary[0]["dot"] is not None:
-                dot = sum(s["dot"] for s in summary)
-                norms = np.sqrt(sum(s["dir_sq"] for s in summary)) * np.sqrt(sum(s["last_sq"] for s in summary))
-                bounced = dot < -0.5 * norms
-            reversals = reversals + 1 if bounced else 0
-            if reversals >= 2 and size / 2 >= self.min_step:
-                size /= 2
+            step.observe(*(_total(s[key] for s in summary) for key in ("dot", "dir_sq", "last_sq")))
             while True:
-                candidate = self._sums(size)
-                if candidate is not None or size / 2 < self.min_step:
+                candidate = self._sums(step.size)
+                if candidate is not None or not step.halve():
                     break
-                size /= 2
             if candidate is None:
                 status = "diverged"
                 break
@@ -317,7 +309,7 @@ class _ShardedFITC:
             sweep += 1
         chol, chol_inv, m, log_det = factor
         evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
-        return {"status": status, "trace": trace, "chol": chol, "chol_inv": chol_inv, "m": m, "log_evidence": evidence}
+        return dict(status=status, trace=monitor.trace, chol=chol, chol_inv=chol_inv, m=m, log_evidence=evidence)
 
     def gradient(self, kern: SparseKernel, run: dict) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""

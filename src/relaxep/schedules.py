@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import copy
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
@@ -23,10 +24,20 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_unit_interval
 from relaxep.errors import ImproperPosteriorError
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior.base import Posterior, SweepStats, is_proper
+from relaxep.posterior.base import Posterior, SweepStats, cavity, is_proper
 from relaxep.sites import SiteProposal, SiteRule, propose_sites
 
-__all__ = ["Blocked", "Parallel", "Schedule", "Sequential", "SiteUpdater", "as_schedule"]
+__all__ = [
+    "AdaptiveStep",
+    "Blocked",
+    "Parallel",
+    "ParallelProposals",
+    "Schedule",
+    "Sequential",
+    "SiteUpdater",
+    "as_schedule",
+    "parallel_proposals",
+]
 
 
 class SiteUpdater:
@@ -100,10 +111,107 @@ class Blocked(Schedule):
         return post.apply_sequential(order, updater, updater.fraction, int(self.block_size))
 
 
+@dataclass(frozen=True)
+class ParallelProposals:
+    r"""What :func:`parallel_proposals` returns for a block of sites (indices local to the block).
+
+    ``index``, ``precision``, ``mean_precision``: the sites with a proper cavity and a finite
+    proposal, and their proposals :math:`(\tau^*, \nu^*)`; ``improper``: the sites with an improper
+    cavity; ``nonfinite``: those with a non-finite proposal.  ``direction``: the proposed change in
+    the sites' own units, :math:`(\Delta\tau\, A_{ii},\ \Delta\nu \sqrt{A_{ii}})` (zero where
+    skipped), and its inner products with itself (``norm_sq``) and with the last sweep's
+    (``dot``, ``last_norm_sq``; ``None`` on the first sweep): sums over blocks give the whole
+    sweep's, for :meth:`AdaptiveStep.observe`.
+    """
+
+    index: Array
+    precision: Array
+    mean_precision: Array
+    improper: Array
+    nonfinite: Array
+    direction: Array
+    norm_sq: float
+    dot: float | None
+    last_norm_sq: float | None
+
+    @property
+    def n_improper(self) -> int:
+        return int(self.improper.size)
+
+    @property
+    def n_nonfinite(self) -> int:
+        return int(self.nonfinite.size)
+
+
+def parallel_proposals(
+    updater: SiteUpdater, mean: Array, marginal_var: Array, tau: Array, nu: Array, last_direction: Array | None = None
+) -> ParallelProposals:
+    r"""One parallel sweep's proposals for a block of sites, from its marginals and sites (a pure kernel).
+
+    Every site with a proper cavity (:func:`~relaxep.posterior.base.cavity` at the rule's
+    fraction) gets the rule's proposal; improper cavities and non-finite proposals are left
+    out and listed.  ``updater`` holds the block's labels (``updater.labels[i]`` is site
+    ``i``'s).  :class:`Parallel` calls it on all sites, :mod:`relaxep.dask` on each shard.
+    """
+    cav_mean, cav_var = cavity(mean, marginal_var, tau, nu, updater.fraction)
+    ok = is_proper(cav_var)
+    improper = np.flatnonzero(~ok)
+    idx = np.flatnonzero(ok)
+    prop = updater.propose_all(idx, cav_mean[idx], cav_var[idx], tau[idx], nu[idx], marginal_var[idx])
+    prop_tau = np.asarray(prop.precision, dtype=float)
+    prop_nu = np.asarray(prop.mean_precision, dtype=float)
+    finite = np.isfinite(prop_tau) & np.isfinite(prop_nu)
+    nonfinite = idx[~finite]
+    idx, prop_tau, prop_nu = idx[finite], prop_tau[finite], prop_nu[finite]
+    n = marginal_var.size
+    direction = np.zeros(2 * n)
+    direction[idx] = (prop_tau - tau[idx]) * marginal_var[idx]
+    direction[n + idx] = (prop_nu - nu[idx]) * np.sqrt(marginal_var[idx])
+    last = last_direction
+    return ParallelProposals(
+        idx,
+        prop_tau,
+        prop_nu,
+        improper,
+        nonfinite,
+        direction,
+        float(direction @ direction),
+        None if last is None else float(direction @ last),
+        None if last is None else float(last @ last),
+    )
+
+
+class AdaptiveStep:
+    r"""The parallel schedule's step :math:`s`: halved after two reversals in a row, or when a step fails.
+
+    A reversal: the proposed change points back at the last one, cosine below :math:`-1/2`.
+    The step never falls below ``min_step``.
+    """
+
+    def __init__(self, step: float, min_step: float) -> None:
+        self.size = float(step)
+        self.min_step = min_step
+        self.reversals = 0
+
+    def halve(self) -> bool:
+        """Halve the step; ``False`` (unchanged) where that would take it below ``min_step``."""
+        if self.size / 2 < self.min_step:
+            return False
+        self.size /= 2
+        return True
+
+    def observe(self, dot: float | None, norm_sq: float, last_norm_sq: float | None) -> None:
+        """Count a reversal from the sweep's :class:`ParallelProposals` inner products; damp after two in a row."""
+        bounced = dot is not None and dot < -0.5 * np.sqrt(norm_sq) * np.sqrt(last_norm_sq)
+        self.reversals = self.reversals + 1 if bounced else 0
+        if self.reversals >= 2:
+            self.halve()
+
+
 class Parallel(Schedule):
     r"""Every site from one set of cavities, then one refresh, with an adaptive step.
 
-    The proposals :math:`(\tau^*, \nu^*)` are applied with step :math:`s`:
+    The proposals :math:`(\tau^*, \nu^*)` (:func:`parallel_proposals`) are applied with step :math:`s`:
     :math:`\tau \leftarrow \tau + s (\tau^* - \tau)` (likewise :math:`\nu`); if the resulting
     posterior is improper or not finite, :math:`s` is halved (for the rest of the run) and the
     step retried, down to ``min_step`` (then :class:`~relaxep.ImproperPosteriorError`).  Sites
@@ -114,7 +222,7 @@ class Parallel(Schedule):
     :math:`\Delta\tau\, A_{ii}` and :math:`\Delta\nu \sqrt{A_{ii}}`, is negative): the signature of
     the period-two oscillation parallel EP falls into where it overshoots (one reversal alone is
     the ordinary first overshoot of a converging run).  Damping removes the oscillation without
-    moving the fixed points (Minka 2001).
+    moving the fixed points (Minka 2001).  The step control is :class:`AdaptiveStep`.
     """
 
     refreshes: ClassVar[bool] = True
@@ -127,45 +235,26 @@ class Parallel(Schedule):
         self.step = step
         self.min_step = min_step
         self.damp_oscillation = damp_oscillation
-        self._size = float(step)
+        self._step = AdaptiveStep(step, min_step)
         self._last_direction: Array | None = None
-        self._reversals = 0
 
     def start(self) -> Parallel:
         run = copy.copy(self)
-        run._size = float(self.step)
+        run._step = AdaptiveStep(self.step, self.min_step)
         run._last_direction = None
-        run._reversals = 0
         return run
-
-    def _damp_if_reversed(self, index: Array, d_tau: Array, d_nu: Array, marginal_var: Array) -> None:
-        direction = np.zeros(2 * marginal_var.size)
-        direction[index] = d_tau * marginal_var[index]
-        direction[marginal_var.size + index] = d_nu * np.sqrt(marginal_var[index])
-        last, self._last_direction = self._last_direction, direction
-        # a reversal: the change points back (cosine below -1/2) at the last one
-        bounced = last is not None and float(direction @ last) < -0.5 * np.linalg.norm(direction) * np.linalg.norm(last)
-        self._reversals = self._reversals + 1 if bounced else 0
-        if self._reversals >= 2 and self._size / 2 >= self.min_step:  # twice in a row
-            self._size /= 2
 
     def sweep(self, post: Posterior, updater: SiteUpdater, order: Array) -> SweepStats:
         a = post.marginal_var.copy()
         tau, nu = post.site_precision.copy(), post.site_mean_precision.copy()
-        cav_mean, cav_var = post.cavities(slice(None), updater.fraction)
-        ok = is_proper(cav_var)
-        improper = np.flatnonzero(~ok)
-        idx = np.flatnonzero(ok)
-        prop = updater.propose_all(idx, cav_mean[idx], cav_var[idx], tau[idx], nu[idx], a[idx])
-        prop_tau = np.asarray(prop.precision, dtype=float)
-        prop_nu = np.asarray(prop.mean_precision, dtype=float)
-        finite = np.isfinite(prop_tau) & np.isfinite(prop_nu)
-        nonfinite = idx[~finite]
-        idx, prop_tau, prop_nu = idx[finite], prop_tau[finite], prop_nu[finite]
+        props = parallel_proposals(updater, post.mean, a, tau, nu, self._last_direction)
+        idx, prop_tau, prop_nu = props.index, props.precision, props.mean_precision
+        step = self._step
         if self.damp_oscillation:
-            self._damp_if_reversed(idx, prop_tau - tau[idx], prop_nu - nu[idx], a)
+            self._last_direction = props.direction
+            step.observe(props.dot, props.norm_sq, props.last_norm_sq)
         while True:
-            s = self._size
+            s = step.size
             post.set_sites(idx, tau[idx] + s * (prop_tau - tau[idx]), nu[idx] + s * (prop_nu - nu[idx]))
             try:
                 post.refresh(marginals_only=True)
@@ -174,12 +263,11 @@ class Parallel(Schedule):
             except ImproperPosteriorError:
                 pass
             post.set_sites(slice(None), tau, nu)
-            if self._size / 2 < self.min_step:
+            if not step.halve():
                 post.refresh()
                 raise ImproperPosteriorError("the parallel step fell below its minimum without a proper posterior")
-            self._size /= 2
-        skipped = np.sort(np.concatenate([improper, nonfinite]))
-        return SweepStats(skipped, int(improper.size), int(nonfinite.size), step=s)
+        skipped = np.sort(np.concatenate([props.improper, props.nonfinite]))
+        return SweepStats(skipped, props.n_improper, props.n_nonfinite, step=s)
 
 
 _NAMED = {"sequential": Sequential, "blocked": Blocked, "parallel": Parallel}

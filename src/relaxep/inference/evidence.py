@@ -18,7 +18,7 @@ from relaxep.posterior import Posterior
 if TYPE_CHECKING:
     from relaxep.inference.result import InferenceResult
 
-__all__ = ["evidence_gradient", "log_evidence"]
+__all__ = ["evidence_gradient", "log_evidence", "site_evidence_terms"]
 
 
 def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> float:
@@ -40,11 +40,33 @@ def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> floa
     h, lam = post.cavities()
     if np.any(~(lam > 0.0)) or np.any(~np.isfinite(lam)):
         return float("nan")
-    a_ii = post.marginal_var
-    log_zhat = likelihood.log_z(labels, h, lam).log_z
-    tau, mu = post.site_precision, post.mean
-    per_site = log_zhat + 0.5 * np.log1p(lam * tau) + 0.5 * (h**2 / lam - mu**2 / a_ii)
+    per_site = site_evidence_terms(likelihood, labels, h, lam, post.site_precision, post.mean, post.marginal_var)
     return float(np.sum(per_site) + post.log_partition())
+
+
+def site_evidence_terms(
+    likelihood: Likelihood,
+    labels: Array,
+    cavity_mean: Array,
+    cavity_var: Array,
+    site_precision: Array,
+    mean: Array,
+    marginal_var: Array,
+) -> Array:
+    r"""The per-site terms of :func:`log_evidence`, for proper full cavities :math:`(h_i, \lambda_i)`:
+
+    .. math::
+        \log\hat Z_i + \tfrac12\log(1 + \lambda_i\tau_i)
+        + \tfrac12\Big(\frac{h_i^2}{\lambda_i} - \frac{\mu_i^2}{A_{ii}}\Big).
+
+    Elementwise, so a block of sites (a Dask shard) sums its own share.
+    """
+    log_zhat = likelihood.log_z(labels, cavity_mean, cavity_var).log_z
+    return (
+        log_zhat
+        + 0.5 * np.log1p(cavity_var * site_precision)
+        + 0.5 * (cavity_mean**2 / cavity_var - mean**2 / marginal_var)
+    )
 
 
 def evidence_gradient(result: InferenceResult, kernel_gradient: Array) -> Array:

@@ -39,7 +39,15 @@ from relaxep.inference.result import InferenceResult, make_result, warm_posterio
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
-__all__ = ["CRITERIA", "ConvergenceMonitor", "InferenceMethod", "RunOptions", "make_result", "warm_posterior"]
+__all__ = [
+    "CRITERIA",
+    "ConvergenceMonitor",
+    "InferenceMethod",
+    "RunOptions",
+    "make_result",
+    "marginal_change",
+    "warm_posterior",
+]
 
 CRITERIA = ("marginals", "alpha", "relative")
 
@@ -59,15 +67,38 @@ class RunOptions:
     stall_window: int | None = None
 
 
-class ConvergenceMonitor:
-    """The convergence statistic after each sweep (module docstring), and the early-stop tests built on it."""
+def marginal_change(mean_old: Array, var_old: Array, mean_new: Array, var_new: Array) -> float:
+    r"""The ``"marginals"`` statistic (module docstring) between two sets of marginals; ``inf`` if not finite.
 
-    def __init__(self, options: RunOptions, post: Posterior) -> None:
+    .. math::
+        R = \max_i \max\big(|\mu_i^{new} - \mu_i^{old}| / \sqrt{A_{ii}^{new}},\
+        |\log A_{ii}^{new} - \log A_{ii}^{old}|\big)
+
+    A pure function of the block's marginals: the largest change over blocks (Dask's shards) is the
+    statistic of them all.
+    """
+    with np.errstate(invalid="ignore", divide="ignore"):
+        r = float(
+            max(
+                np.max(np.abs(mean_new - mean_old) / np.sqrt(var_new)),
+                np.max(np.abs(np.log(var_new / var_old))),
+            )
+        )
+    return r if np.isfinite(r) else float("inf")
+
+
+class ConvergenceMonitor:
+    """The convergence statistic after each sweep (module docstring), and the early-stop tests built on it.
+
+    ``post=None``: statistics computed elsewhere are passed to :meth:`add` (Dask's shards).
+    """
+
+    def __init__(self, options: RunOptions, post: Posterior | None = None) -> None:
         if options.criterion not in CRITERIA:
             raise ValueError(f"criterion must be one of {CRITERIA}, got {options.criterion!r}")
         self.options = options
         self.trace: list[float] = []
-        self._last = self._snapshot(post)
+        self._last = None if post is None else self._snapshot(post)
 
     def _snapshot(self, post: Posterior) -> tuple[Array, Array | None]:
         if self.options.criterion == "marginals":
@@ -79,20 +110,18 @@ class ConvergenceMonitor:
         now = self._snapshot(post)
         (before, before_var), (after, after_var) = self._last, now
         if after_var is not None:
-            with np.errstate(invalid="ignore", divide="ignore"):
-                r = float(
-                    max(
-                        np.max(np.abs(after - before) / np.sqrt(after_var)),
-                        np.max(np.abs(np.log(after_var / before_var))),
-                    )
-                )
+            r = marginal_change(before, before_var, after, after_var)
         else:
             r = float(np.linalg.norm(after - before))
             if self.options.criterion == "relative":
                 r /= max(float(np.linalg.norm(after)), np.finfo(float).tiny)
+        self._last = now
+        return self.add(r)
+
+    def add(self, r: float) -> float:
+        """Append the statistic ``r`` (``inf`` where it is not finite) to :attr:`trace`."""
         r = r if np.isfinite(r) else float("inf")
         self.trace.append(r)
-        self._last = now
         return r
 
     def below_tol(self) -> bool:

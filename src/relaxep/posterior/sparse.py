@@ -36,95 +36,37 @@ triangular multiply per chunk for the marginals.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import linalg
-from scipy.linalg.blas import dsyrk, dtrmm, dtrsm
 
 from relaxep._typing import Array
-from relaxep._validation import NOT_PSD_ADVICE
-from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.errors import ImproperPosteriorError
+
+# the chunk kernels live in _sparse_linalg (shared with relaxep.dask); all stay importable from here
+from relaxep.posterior._sparse_linalg import (  # noqa: F401
+    CHUNK,
+    KUU_JITTER,
+    add_weighted_gram,
+    chunks,
+    conditional_variances,
+    factor_b,
+    inducing_factor,
+    multiply_rows,
+    natural_sums,
+    predict_rows,
+    shard_marginals,
+    solve_rows,
+    sparse_prior_rows,
+    symmetric_from_lower,
+)
+from relaxep.posterior._sparse_linalg import cholesky_kuu as _cholesky_kuu
 from relaxep.posterior.base import Posterior, SiteProposer, SweepStats
 from relaxep.posterior.prior import Prior
 
 __all__ = ["SparsePosterior", "SparsePrior"]
-
-#: rows of V^T per chunk: bounds the temporaries of a pass to CHUNK x M
-CHUNK = 4096
-
-
-def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
-    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
-
-
-def solve_rows(lower: Array, rows: Array) -> Array:
-    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm``."""
-    return dtrsm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
-
-
-def multiply_rows(lower: Array, rows: Array) -> Array:
-    r"""Rows of :math:`Y L^\top` for lower-triangular :math:`L` by one BLAS-3 ``trmm``."""
-    return dtrmm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
-
-
-def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
-    r""":math:`C + Y^\top \operatorname{diag}(w) Y` in the lower triangle, weights of any sign (two ``syrk``)."""
-    pos, neg = weights > 0.0, weights < 0.0
-    if np.any(pos):
-        y = rows * np.sqrt(weights)[:, None] if np.all(pos) else rows[pos] * np.sqrt(weights[pos])[:, None]
-        gram = dsyrk(1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
-    if np.any(neg):
-        y = rows[neg] * np.sqrt(-weights[neg])[:, None]
-        gram = dsyrk(-1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
-    return gram
-
-
-def symmetric_from_lower(lower: Array) -> Array:
-    """The symmetric matrix whose lower triangle is that of ``lower`` (exactly symmetric)."""
-    return np.tril(lower) + np.tril(lower, -1).T
-
-
-def natural_sums(rows: Array, g: Array, tau: Array, nu: Array) -> tuple[Array, Array, float, float]:
-    r"""One shard's share of the refresh: :math:`\sum_i w_i v_i v_i^\top` (lower), :math:`\sum_i \beta_i v_i`,
-    :math:`\sum_i \log d_i` and :math:`\min_i d_i` (``log d`` is ``nan`` where some :math:`d_i \le 0`)."""
-    d = 1.0 + g * tau
-    m = rows.shape[1]
-    gram = np.zeros((m, m), order="F")
-    if not np.all(d > 0.0):
-        return gram, np.zeros(m), float("nan"), float(np.min(d))
-    gram = add_weighted_gram(gram, rows, tau / d)
-    return gram, (nu / d) @ rows, float(np.sum(np.log(d))), float(np.min(d))
-
-
-def factor_b(gram: Array, b: Array) -> tuple[Array, Array, Array]:
-    r""":math:`L_B`, :math:`L_B^{-1}` and :math:`m = B^{-1}b` for :math:`B = I +` ``gram`` (lower triangle used).
-
-    Raises :class:`~relaxep.ImproperPosteriorError` where :math:`B` is not positive definite.
-    """
-    big_b = symmetric_from_lower(gram)
-    big_b[np.diag_indices_from(big_b)] += 1.0
-    try:
-        chol = linalg.cholesky(big_b, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper") from exc
-    chol_inv = linalg.lapack.dtrtri(chol, lower=1)[0]
-    return chol, chol_inv, linalg.cho_solve((chol, True), b, check_finite=False)
-
-
-def shard_marginals(rows: Array, g: Array, tau: Array, nu: Array, chol_inv: Array, m: Array) -> tuple[Array, Array]:
-    r"""Posterior means and marginal variances of a block of sites from the broadcast :math:`L_B^{-1}, m`.
-
-    :math:`\mu_i = (v_i^\top m + g_i\nu_i)/d_i`, :math:`A_{ii} = g_i/d_i + \|L_B^{-1}v_i\|^2/d_i^2`.
-    """
-    r = multiply_rows(chol_inv, rows)
-    s = np.einsum("ij,ij->i", r, r)
-    d = 1.0 + g * tau
-    return (rows @ m + g * nu) / d, g / d + s / d**2
 
 
 class SparsePrior(Prior):
@@ -164,7 +106,7 @@ class SparsePrior(Prior):
         kernel: Any,
         *,
         latent_noise: float = 0.0,
-        jitter: float = 1e-6,
+        jitter: float = KUU_JITTER,
         chunk_size: int = CHUNK,
     ) -> None:
         X = _check_inputs(X, "X")
@@ -177,17 +119,8 @@ class SparsePrior(Prior):
             raise ValueError(f"latent_noise and jitter must be >= 0, got {latent_noise!r} and {jitter!r}")
         self.X, self.Z, self.kernel = X, Z, kernel
         self.latent_noise, self.jitter, self.chunk_size = float(latent_noise), float(jitter), int(chunk_size)
-        k_uu = np.asarray(kernel(Z, Z), dtype=float)
-        self.kuu_jitter = self.jitter * float(np.mean(np.diagonal(k_uu)))
-        k_uu[np.diag_indices_from(k_uu)] += self.kuu_jitter
-        self.K_uu = 0.5 * (k_uu + k_uu.T)
-        self.L_uu = _cholesky_kuu(self.K_uu)
-        n, m = X.shape[0], Z.shape[0]
-        self.Vt = np.empty((n, m))
-        for c in chunks(n, self.chunk_size):
-            self.Vt[c] = solve_rows(self.L_uu, np.asarray(kernel(X[c], Z), dtype=float))
-        self.k_diag = np.asarray(kernel.diag(X), dtype=float) + self.latent_noise
-        self.g = np.maximum(self.k_diag - np.einsum("ij,ij->i", self.Vt, self.Vt), 0.0)
+        self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
+        self.Vt, self.k_diag, self.g = sparse_prior_rows(kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size)
 
     @classmethod
     def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
@@ -216,7 +149,7 @@ class SparsePrior(Prior):
         for c in chunks(k_fu.shape[0], self.chunk_size):
             self.Vt[c] = solve_rows(self.L_uu, k_fu[c])
         self.k_diag = diag
-        self.g = np.maximum(diag - np.einsum("ij,ij->i", self.Vt, self.Vt), 0.0)
+        self.g = conditional_variances(diag, self.Vt)
         return self
 
     @property
@@ -262,16 +195,6 @@ def _check_inputs(A: ArrayLike, name: str) -> Array:
     if not np.all(np.isfinite(out)):
         raise ValueError(f"{name} contains NaN or inf")
     return out
-
-
-def _cholesky_kuu(k_uu: Array) -> Array:
-    try:
-        return linalg.cholesky(k_uu, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise KernelNotPositiveDefiniteError(
-            f"K_uu (the kernel at the inducing inputs) has no Cholesky factor: are two inducing inputs equal? "
-            f"{NOT_PSD_ADVICE}"
-        ) from exc
 
 
 class SparsePosterior(Posterior):
@@ -399,14 +322,8 @@ class SparsePosterior(Posterior):
                 f"the sparse posterior predicts from K_*u of shape (m, {p.n_inducing}) (covariances to the "
                 f"inducing inputs), got {cross_kernel.shape}"
             )
-        m_ind, chol_inv = self.inducing_mean, self._chol_inv
-        mean, var = np.empty(cross_kernel.shape[0]), np.empty(cross_kernel.shape[0])
-        for c in chunks(cross_kernel.shape[0], p.chunk_size):
-            a = solve_rows(p.L_uu, cross_kernel[c])
-            r = multiply_rows(chol_inv, a)
-            mean[c] = a @ m_ind
-            var[c] = test_diag[c] - np.einsum("ij,ij->i", a, a) + np.einsum("ij,ij->i", r, r)
-        return mean, np.maximum(var, 0.0)
+        m_ind = self.inducing_mean  # (refreshes a stale factor first)
+        return predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size)
 
     # ------------------------------------------------------- one-site updates
     def _ensure_sigma(self) -> Array:

@@ -1,0 +1,179 @@
+r"""The sparse (FITC) posterior's linear algebra, as pure functions of row chunks of :math:`V^\top`.
+
+Shared by :class:`~relaxep.posterior.SparsePosterior` (a loop over the chunks of one array) and
+:mod:`relaxep.dask` (a map over the shards): the prior's rows (:func:`inducing_factor`,
+:func:`sparse_prior_rows`), a shard's share of a refresh (:func:`natural_sums`), the
+:math:`M \times M` factor (:func:`factor_b`), the marginals (:func:`shard_marginals`) and the test
+conditional (:func:`predict_rows`).  Notation as in :mod:`relaxep.posterior.sparse`:
+:math:`V^\top = K_{fu}L_{uu}^{-\top}` (``n x M``), :math:`g_i = k_{ii} - \|v_i\|^2`,
+:math:`d_i = 1 + g_i\tau_i`, :math:`B = I + VWV^\top = L_BL_B^\top`, :math:`m = B^{-1}V\beta`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+from scipy.linalg.blas import dsyrk, dtrmm, dtrsm
+
+from relaxep._typing import Array
+from relaxep._validation import NOT_PSD_ADVICE
+from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+
+__all__ = [
+    "CHUNK",
+    "KUU_JITTER",
+    "add_weighted_gram",
+    "cholesky_kuu",
+    "chunks",
+    "conditional_variances",
+    "factor_b",
+    "inducing_factor",
+    "multiply_rows",
+    "natural_sums",
+    "predict_rows",
+    "shard_marginals",
+    "solve_rows",
+    "sparse_prior_rows",
+    "symmetric_from_lower",
+]
+
+#: rows of V^T per chunk: bounds the temporaries of a pass to CHUNK x M
+CHUNK = 4096
+
+
+def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
+    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
+    for start in range(0, n, size):
+        yield slice(start, min(start + size, n))
+
+
+def solve_rows(lower: Array, rows: Array) -> Array:
+    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm``."""
+    return dtrsm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
+
+
+def multiply_rows(lower: Array, rows: Array) -> Array:
+    r"""Rows of :math:`Y L^\top` for lower-triangular :math:`L` by one BLAS-3 ``trmm``."""
+    return dtrmm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
+
+
+def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
+    r""":math:`C + Y^\top \operatorname{diag}(w) Y` in the lower triangle, weights of any sign (two ``syrk``)."""
+    pos, neg = weights > 0.0, weights < 0.0
+    if np.any(pos):
+        y = rows * np.sqrt(weights)[:, None] if np.all(pos) else rows[pos] * np.sqrt(weights[pos])[:, None]
+        gram = dsyrk(1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+    if np.any(neg):
+        y = rows[neg] * np.sqrt(-weights[neg])[:, None]
+        gram = dsyrk(-1.0, y.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
+    return gram
+
+
+def symmetric_from_lower(lower: Array) -> Array:
+    """The symmetric matrix whose lower triangle is that of ``lower`` (exactly symmetric)."""
+    return np.tril(lower) + np.tril(lower, -1).T
+
+
+def natural_sums(rows: Array, g: Array, tau: Array, nu: Array) -> tuple[Array, Array, float, float]:
+    r"""One shard's share of the refresh: :math:`\sum_i w_i v_i v_i^\top` (lower), :math:`\sum_i \beta_i v_i`,
+    :math:`\sum_i \log d_i` and :math:`\min_i d_i` (``log d`` is ``nan`` where some :math:`d_i \le 0`)."""
+    d = 1.0 + g * tau
+    m = rows.shape[1]
+    gram = np.zeros((m, m), order="F")
+    if not np.all(d > 0.0):
+        return gram, np.zeros(m), float("nan"), float(np.min(d))
+    gram = add_weighted_gram(gram, rows, tau / d)
+    return gram, (nu / d) @ rows, float(np.sum(np.log(d))), float(np.min(d))
+
+
+def factor_b(gram: Array, b: Array) -> tuple[Array, Array, Array]:
+    r""":math:`L_B`, :math:`L_B^{-1}` and :math:`m = B^{-1}b` for :math:`B = I +` ``gram`` (lower triangle used).
+
+    Raises :class:`~relaxep.ImproperPosteriorError` where :math:`B` is not positive definite.
+    """
+    big_b = symmetric_from_lower(gram)
+    big_b[np.diag_indices_from(big_b)] += 1.0
+    try:
+        chol = linalg.cholesky(big_b, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper") from exc
+    chol_inv = linalg.lapack.dtrtri(chol, lower=1)[0]
+    return chol, chol_inv, linalg.cho_solve((chol, True), b, check_finite=False)
+
+
+def shard_marginals(rows: Array, g: Array, tau: Array, nu: Array, chol_inv: Array, m: Array) -> tuple[Array, Array]:
+    r"""Posterior means and marginal variances of a block of sites from the broadcast :math:`L_B^{-1}, m`.
+
+    :math:`\mu_i = (v_i^\top m + g_i\nu_i)/d_i`, :math:`A_{ii} = g_i/d_i + \|L_B^{-1}v_i\|^2/d_i^2`.
+    """
+    r = multiply_rows(chol_inv, rows)
+    s = np.einsum("ij,ij->i", r, r)
+    d = 1.0 + g * tau
+    return (rows @ m + g * nu) / d, g / d + s / d**2
+
+
+def predict_rows(
+    L_uu: Array, inducing_mean: Array, chol_inv: Array, cross_kernel: Array, test_diag: Array, size: int = CHUNK
+) -> tuple[Array, Array]:
+    r"""FITC's test conditional (Snelson & Ghahramani 2006) from :math:`K_{*u}`, in row chunks of ``size``.
+
+    With :math:`a_* = L_{uu}^{-1}k_{u*}`:
+
+    .. math:: \mu_* = a_*^\top m,\qquad s^2_* = \max\big(k_{**} - \|a_*\|^2 + \|L_B^{-1}a_*\|^2,\ 0\big).
+    """
+    mean, var = np.empty(cross_kernel.shape[0]), np.empty(cross_kernel.shape[0])
+    for c in chunks(cross_kernel.shape[0], size):
+        a = solve_rows(L_uu, cross_kernel[c])
+        r = multiply_rows(chol_inv, a)
+        mean[c] = a @ inducing_mean
+        var[c] = test_diag[c] - np.einsum("ij,ij->i", a, a) + np.einsum("ij,ij->i", r, r)
+    return mean, np.maximum(var, 0.0)
+
+
+# ------------------------------------------------------------------ the prior's pieces
+#: relative jitter on K_uu (SparsePrior's default): K_uu + KUU_JITTER * mean(diag K_uu) I
+KUU_JITTER = 1e-6
+
+
+def cholesky_kuu(k_uu: Array) -> Array:
+    """The lower Cholesky factor of :math:`K_{uu}` (raises :class:`~relaxep.KernelNotPositiveDefiniteError`)."""
+    try:
+        return linalg.cholesky(k_uu, lower=True, check_finite=False)
+    except linalg.LinAlgError as exc:
+        raise KernelNotPositiveDefiniteError(
+            f"K_uu (the kernel at the inducing inputs) has no Cholesky factor: are two inducing inputs equal? "
+            f"{NOT_PSD_ADVICE}"
+        ) from exc
+
+
+def inducing_factor(kernel: Any, Z: Array, jitter: float = KUU_JITTER) -> tuple[Array, Array, float]:
+    r""":math:`K_{uu} = k(Z, Z) + \epsilon\,\overline{\operatorname{diag}k(Z, Z)}\,I` (symmetrised), its
+    Cholesky factor :math:`L_{uu}` and the absolute jitter added, for the relative ``jitter`` :math:`\epsilon`."""
+    k_uu = np.asarray(kernel(Z, Z), dtype=float)
+    kuu_jitter = jitter * float(np.mean(np.diagonal(k_uu)))
+    k_uu[np.diag_indices_from(k_uu)] += kuu_jitter
+    k_uu = 0.5 * (k_uu + k_uu.T)
+    return k_uu, cholesky_kuu(k_uu), kuu_jitter
+
+
+def conditional_variances(k_diag: Array, rows: Array) -> Array:
+    r""":math:`g_i = \max(k_{ii} - \|v_i\|^2, 0)`: the prior variances FITC keeps beside :math:`Q`."""
+    return np.maximum(k_diag - np.einsum("ij,ij->i", rows, rows), 0.0)
+
+
+def sparse_prior_rows(
+    kernel: Any, X: Array, Z: Array, L_uu: Array, latent_noise: float = 0.0, size: int = CHUNK
+) -> tuple[Array, Array, Array]:
+    r"""The FITC prior's rows at ``X``: :math:`V^\top = K_{Xu}L_{uu}^{-\top}` (in chunks of ``size`` rows),
+    :math:`k_{ii}` + ``latent_noise`` and :math:`g` (:func:`conditional_variances`).
+
+    :class:`~relaxep.posterior.SparsePrior` builds its rows by this function, as each Dask shard builds its own.
+    """
+    rows = np.empty((X.shape[0], Z.shape[0]))
+    for c in chunks(X.shape[0], size):
+        rows[c] = solve_rows(L_uu, np.asarray(kernel(X[c], Z), dtype=float))
+    k_diag = np.asarray(kernel.diag(X), dtype=float) + latent_noise
+    return rows, k_diag, conditional_variances(k_diag, rows)
