@@ -18,9 +18,11 @@ from scipy import stats
 from scipy.special import log_ndtr, ndtr
 
 from relaxep import EP, GPClassifier, NoisyStep, Probit, infer
+from relaxep.inference.damped_parallel import DampedParallelOptions, damped_parallel_ep
 from relaxep.mcmc import elliptical_slice_multiclass
 from relaxep.multiclass import MultinomialProbit, RobustMax, evidence_gradient, infer_multiclass
 from relaxep.multiclass.likelihoods import difference_matrices
+from relaxep.posterior.multiclass import Proposal
 
 CASES = [  # (mean, cov) of f for class y = 0, C = 3
     (np.zeros(3), np.eye(3)),
@@ -291,15 +293,44 @@ def test_infer_multiclass_bad_input():
 
 
 def test_non_convergence_is_reported():
+    """By the status, as relaxep.infer does: the low-level function does not warn (the estimator does)."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(20, 2))
     y = rng.integers(0, 3, 20)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         res = infer_multiclass(_rbf(X, X, 5.0, 1.0) + 1e-6 * np.eye(20), y, max_sweeps=2, tol=1e-12)
-    assert res.status == "max_sweeps"
-    assert any("did not converge" in str(w.message) for w in caught)
+    assert res.status == "max_sweeps" and not res.converged
+    assert not any("did not converge" in str(w.message) for w in caught)
     assert np.all(np.isfinite(res.mean))
+
+
+def test_a_run_whose_steps_all_fail_is_diverged_with_nan_evidence():
+    """The shared loop: every step improper (backtracked below 1e-4) is "diverged", the evidence nan, the
+    result the last proper posterior, and no warning."""
+
+    class Improper:
+        default_damping, likelihood, n_classes, sites = 0.5, MultinomialProbit(), 3, (np.zeros((2, 2)),) * 2
+        mean = marginal_var = np.ones((2, 3))
+
+        def propose(self):
+            return Proposal(self.sites, 0)
+
+        def with_sites(self, proposal, step):
+            raise np.linalg.LinAlgError("improper")
+
+        def log_evidence(self):
+            raise AssertionError("no evidence for a diverged run")
+
+        def latent_marginals(self):
+            return self.mean, np.ones((2, 3, 3))
+
+    start = Improper()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = damped_parallel_ep(start, DampedParallelOptions(damping=0.5))
+    assert res.status == "diverged" and res.n_sweeps == 0 and res.posterior is start
+    assert np.isnan(res.log_evidence)
 
 
 def test_study_cells_and_summary_on_an_iris_fold():

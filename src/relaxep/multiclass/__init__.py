@@ -2,9 +2,13 @@
 
 * :mod:`~relaxep.multiclass.likelihoods`: the multinomial probit and the robust max
   (multi-class label noise), with tilted moments by an inner EP;
-* :mod:`~relaxep.multiclass.inference`: nested EP (Riihimaki, Jylanki & Vehtari 2013) for the
-  multinomial probit, dense EP on the label differences for the robust max, the EP evidence
-  and its gradient.
+* :mod:`~relaxep.multiclass.inference`: :func:`infer_multiclass`, which runs nested EP
+  (Riihimaki, Jylanki & Vehtari 2013) for the multinomial probit or dense EP on the label
+  differences for the robust max, and the EP evidence's gradient.
+
+The two posteriors live in :mod:`relaxep.posterior.multiclass` (``NestedPosterior``,
+``RobustMaxPosterior``), the damped parallel loop that runs both and :class:`MulticlassResult`
+in :mod:`relaxep.inference.damped_parallel`.
 
 :class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``).
 """

@@ -17,7 +17,7 @@ through the :math:`C - 1` differences :math:`w = B^T f`, :math:`w_j = f_y - f_{o
             \kappa = 1 - \varepsilon - \varepsilon'.
 
 Their tilted moments under a Gaussian :math:`N(f | m, S)` reduce to Gaussian orthant integrals
-in :math:`C - 1` dimensions, which the inner EP (:mod:`relaxep.multiclass._inner`) approximates.
+in :math:`C - 1` dimensions, which the inner EP (:mod:`relaxep.posterior.multiclass._inner`) approximates.
 """
 
 from __future__ import annotations
@@ -28,32 +28,13 @@ from scipy.special import log_ndtr, logsumexp
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
-from relaxep.multiclass._inner import ep_log_z
+from relaxep.posterior.multiclass._inner import ep_log_z
+from relaxep.posterior.multiclass.base import difference_matrices, other_classes
 
 __all__ = ["MulticlassLikelihood", "MultinomialProbit", "RobustMax", "difference_matrices", "other_classes"]
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(48)
 _GH_LOGW = np.log(_GH_WEIGHTS / _GH_WEIGHTS.sum())
-
-
-def other_classes(y: Array, n_classes: int) -> Array:
-    """``(N, C - 1)``: for each label, the other classes in increasing order."""
-    y = np.asarray(y, dtype=int)
-    grid = np.broadcast_to(np.arange(n_classes), (y.size, n_classes))
-    return grid[grid != y[:, None]].reshape(y.size, n_classes - 1)
-
-
-def difference_matrices(y: Array, n_classes: int) -> Array:
-    r"""``(N, C, C - 1)``: :math:`B_i = [e_{y_i} - e_{o_j}]_j`, so that :math:`w_i = B_i^T f_i`."""
-    y = np.asarray(y, dtype=int)
-    n = y.size
-    others = other_classes(y, n_classes)
-    B = np.zeros((n, n_classes, n_classes - 1))
-    rows = np.arange(n)
-    for j in range(n_classes - 1):
-        B[rows, y, j] = 1.0
-        B[rows, others[:, j], j] = -1.0
-    return B
 
 
 def _check_moments(mean: ArrayLike, cov: ArrayLike, y: ArrayLike) -> tuple[Array, Array, Array]:
