@@ -34,6 +34,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array, Status
+from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.posterior.multiclass.base import JointPosterior, Proposal
 
 __all__ = ["DampedParallelOptions", "MulticlassResult", "damped_parallel_ep"]
@@ -135,18 +136,6 @@ class MulticlassResult:
         return self.posterior
 
 
-# TODO(merge): use inference.method.marginal_change.  Note the scale: this statistic divides the
-# mean's move by the *previous* sweep's sd, ConvergenceMonitor's "marginals" by the new one; the
-# shared function must take the old variance here, or the multi-class traces change.
-def _marginal_change(mu_old: Array, var_old: Array, mu_new: Array, var_new: Array) -> float:
-    """Largest move of a posterior marginal: mean in standard deviations, variance as a log ratio."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        dmu = np.abs(mu_new - mu_old) / np.sqrt(var_old)
-        dlv = np.abs(np.log(var_new / var_old))
-    change = float(max(np.max(dmu), np.max(dlv)))
-    return change if np.isfinite(change) else np.inf
-
-
 def _backtracked(post: JointPosterior, proposal: Proposal, damping: float) -> JointPosterior | None:
     """``post.with_sites(proposal, step)`` at ``step = damping``, halved while the new posterior is
     improper (``LinAlgError``); ``None`` once the step falls below :data:`MIN_STEP` (the run diverged)."""
@@ -174,7 +163,8 @@ def damped_parallel_ep(posterior: JointPosterior, options: DampedParallelOptions
         The posterior at the last proper sites; its status says how the run ended (no warning).
     """
     damping = options.damping
-    trace: list[float] = []
+    monitor = ConvergenceMonitor(RunOptions(max_sweeps=options.max_sweeps, tol=options.tol))
+    trace = monitor.trace
     status: Status = "max_sweeps"
     skipped = 0
     for _sweep in range(options.max_sweeps):
@@ -184,14 +174,14 @@ def damped_parallel_ep(posterior: JointPosterior, options: DampedParallelOptions
         if moved is None or not np.all(np.isfinite(moved.mean)):
             status = "diverged"
             break
-        change = _marginal_change(posterior.mean, posterior.marginal_var, moved.mean, moved.marginal_var)
+        change = marginal_change(posterior.mean, posterior.marginal_var, moved.mean, moved.marginal_var, scale="old")
         posterior = moved
         if len(trace) >= 2 and change > trace[-1]:
             damping = max(0.75 * damping, MIN_DAMPING)  # the change grew: EP oscillates, take shorter steps
-        trace.append(change)
+        monitor.add(change)
         if options.callback is not None:
             options.callback(len(trace), change)
-        if change < options.tol and skipped == 0:
+        if monitor.below_tol() and skipped == 0:
             status = "converged"
             break
     log_z = posterior.log_evidence() if status != "diverged" else float("nan")

@@ -29,7 +29,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -67,7 +67,9 @@ class RunOptions:
     stall_window: int | None = None
 
 
-def marginal_change(mean_old: Array, var_old: Array, mean_new: Array, var_new: Array) -> float:
+def marginal_change(
+    mean_old: Array, var_old: Array, mean_new: Array, var_new: Array, scale: Literal["new", "old"] = "new"
+) -> float:
     r"""The ``"marginals"`` statistic (module docstring) between two sets of marginals; ``inf`` if not finite.
 
     .. math::
@@ -75,12 +77,13 @@ def marginal_change(mean_old: Array, var_old: Array, mean_new: Array, var_new: A
         |\log A_{ii}^{new} - \log A_{ii}^{old}|\big)
 
     A pure function of the block's marginals: the largest change over blocks (Dask's shards) is the
-    statistic of them all.
+    statistic of them all.  ``scale="old"`` measures the mean's move in the old standard deviation
+    :math:`\sqrt{A_{ii}^{old}}` (joint multi-class EP's statistic, kept so its traces stay as they were).
     """
     with np.errstate(invalid="ignore", divide="ignore"):
         r = float(
             max(
-                np.max(np.abs(mean_new - mean_old) / np.sqrt(var_new)),
+                np.max(np.abs(mean_new - mean_old) / np.sqrt(var_new if scale == "new" else var_old)),
                 np.max(np.abs(np.log(var_new / var_old))),
             )
         )
