@@ -19,9 +19,9 @@ from scipy.special import log_ndtr, ndtr
 
 from relaxep import EP, GPClassifier, NoisyStep, Probit, infer
 from relaxep.inference.damped_parallel import DampedParallelOptions, damped_parallel_ep
+from relaxep.likelihoods.multiclass import difference_matrices
 from relaxep.mcmc import elliptical_slice_multiclass
 from relaxep.multiclass import MultinomialProbit, RobustMax, evidence_gradient, infer_multiclass
-from relaxep.multiclass.likelihoods import difference_matrices
 from relaxep.posterior.multiclass import Proposal
 
 CASES = [  # (mean, cov) of f for class y = 0, C = 3
@@ -347,3 +347,38 @@ def test_study_cells_and_summary_on_an_iris_fold():
     assert [r["method"] for r in summary] == [study.JOINT, study.SKLEARN]
     lines = study._target_lines(summary)
     assert len(lines) == 1 and lines[0].startswith("- iris: NLL")
+
+
+def test_the_multiclass_likelihoods_answer_the_base_question_in_c_dimensions():
+    """For C = 2 the multinomial probit is the probit Phi((f_y - f_o) / sqrt 2): log Z, its gradient
+    and Hessian in the cavity mean have closed forms (Rasmussen & Williams eq. 3.82 with w = f_y - f_o)."""
+    from scipy.special import log_ndtr
+
+    from relaxep._numerics import normal_cdf_ratio
+    from relaxep.likelihoods import Likelihood
+
+    lik = MultinomialProbit()
+    assert isinstance(lik, Likelihood) and lik.latent_dim is None and not lik.has_cumulants
+    m = np.array([[0.4, -0.3], [-1.0, 0.8]])
+    S = np.array([[[1.0, 0.3], [0.3, 0.5]], [[0.7, -0.2], [-0.2, 1.5]]])
+    y = np.array([0, 1])
+    out = lik.log_z(y, m, S)
+    b = np.where(y[:, None] == np.arange(2), 1.0, -1.0)  # w = b . f
+    a, w_var = np.sum(b * m, axis=1), np.einsum("ni,nij,nj->n", b, S, b)
+    scale = np.sqrt(2.0 + w_var)
+    z = a / scale
+    r = normal_cdf_ratio(z)
+    np.testing.assert_allclose(out.log_z, log_ndtr(z), rtol=1e-10)
+    np.testing.assert_allclose(out.dlog_z, (r / scale)[:, None] * b, rtol=1e-8)
+    hess = (-r * (z + r) / scale**2)[:, None, None] * b[:, :, None] * b[:, None, :]
+    np.testing.assert_allclose(out.d2log_z, hess, rtol=1e-8, atol=1e-12)
+    assert RobustMax(0.1) == RobustMax(0.1) and repr(RobustMax(0.1)) == "RobustMax(eps=0.1)"
+    with pytest.raises(ValueError, match="class indices"):
+        lik.check_targets(np.array([0.5, 1.0]))
+
+
+def test_the_old_module_path_of_the_likelihoods_warns():
+    import relaxep.multiclass.likelihoods as old
+
+    with pytest.warns(FutureWarning, match="relaxep.likelihoods.multiclass"):
+        assert old.RobustMax is RobustMax

@@ -279,7 +279,7 @@ def elliptical_slice_multiclass(
     y : array_like (n,)
         Class indices in ``{0, ..., C-1}``.
     likelihood : relaxep.multiclass.MulticlassLikelihood
-        Its exact ``log_lik(F, y)`` (``F`` of shape ``(chains, n, C)``) is the target's factor.
+        Its exact ``log_lik(y, F)`` (``F`` of shape ``(chains, n, C)``) is the target's factor.
     n_classes : int
     n_samples, n_burn, n_chains : int
         Kept samples per chain (a multiple of 40), warm-up, chains (>= 2).
@@ -303,7 +303,7 @@ def elliptical_slice_multiclass(
         return np.einsum("ij,kjc->kic", chol, rng.standard_normal((n_chains, n, C)))
 
     def log_lik(F: Array) -> Array:
-        return likelihood.log_lik(F, y).sum(axis=-1)
+        return likelihood.log_lik(y, F).sum(axis=-1)
 
     F = 0.5 * draw()
     F[:, np.arange(n), y] += 1.0  # start where every label is the argmax (finite for hard likelihoods)

@@ -1,7 +1,7 @@
 """Multi-class GP classification by joint EP.
 
-* :mod:`~relaxep.multiclass.likelihoods`: the multinomial probit and the robust max
-  (multi-class label noise), with tilted moments by an inner EP;
+* :mod:`relaxep.likelihoods.multiclass`: the multinomial probit and the robust max
+  (multi-class label noise), with tilted moments by an inner EP (re-exported here);
 * :mod:`~relaxep.multiclass.inference`: :func:`infer_multiclass`, which runs nested EP
   (Riihimaki, Jylanki & Vehtari 2013) for the multinomial probit or dense EP on the label
   differences for the robust max, and the EP evidence's gradient.
@@ -13,8 +13,8 @@ in :mod:`relaxep.inference.damped_parallel`.
 :class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``).
 """
 
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 from relaxep.multiclass.inference import MulticlassResult, evidence_gradient, infer_multiclass
-from relaxep.multiclass.likelihoods import MulticlassLikelihood, MultinomialProbit, RobustMax
 
 __all__ = [
     "MulticlassLikelihood",

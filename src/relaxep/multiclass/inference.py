@@ -22,7 +22,7 @@ from numpy.typing import ArrayLike
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, check_positive_int, check_positive_number, check_unit_interval
 from relaxep.inference.damped_parallel import DampedParallelOptions, MulticlassResult, damped_parallel_ep
-from relaxep.multiclass.likelihoods import MulticlassLikelihood, MultinomialProbit, RobustMax
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 from relaxep.posterior.multiclass import NestedPosterior, RobustMaxPosterior
 
 __all__ = ["MulticlassResult", "evidence_gradient", "infer_multiclass"]

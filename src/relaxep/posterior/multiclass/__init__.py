@@ -4,13 +4,14 @@
   multinomial probit, :math:`O(C n^3)` a sweep;
 * :class:`RobustMaxPosterior` (:mod:`~relaxep.posterior.multiclass.robust_max`): dense EP on the
   label differences for the robust max, :math:`O(n^3 (C-1)^3)` a sweep;
-* :mod:`~relaxep.posterior.multiclass._inner`: the inner EP (Gaussian expectations of products
-  of probit or step factors) that nested EP and the likelihoods' tilted moments run.
+* :mod:`relaxep.likelihoods._orthant`: the inner EP (Gaussian expectations of products of probit
+  or step factors) that nested EP and the likelihoods' tilted moments run.
 
 :func:`relaxep.inference.damped_parallel.damped_parallel_ep` runs either.
 """
 
-from relaxep.posterior.multiclass.base import JointPosterior, Proposal, difference_matrices, other_classes
+from relaxep.likelihoods.multiclass import difference_matrices, other_classes
+from relaxep.posterior.multiclass.base import JointPosterior, Proposal
 from relaxep.posterior.multiclass.nested import NestedPosterior
 from relaxep.posterior.multiclass.robust_max import RobustMaxPosterior
 

@@ -19,27 +19,7 @@ from numpy.typing import ArrayLike
 
 from relaxep._typing import Array
 
-__all__ = ["JointPosterior", "Proposal", "batched_cavities", "difference_matrices", "other_classes"]
-
-
-def other_classes(y: Array, n_classes: int) -> Array:
-    """``(N, C - 1)``: for each label, the other classes in increasing order."""
-    y = np.asarray(y, dtype=int)
-    grid = np.broadcast_to(np.arange(n_classes), (y.size, n_classes))
-    return grid[grid != y[:, None]].reshape(y.size, n_classes - 1)
-
-
-def difference_matrices(y: Array, n_classes: int) -> Array:
-    r"""``(N, C, C - 1)``: :math:`B_i = [e_{y_i} - e_{o_j}]_j`, so that :math:`w_i = B_i^T f_i`."""
-    y = np.asarray(y, dtype=int)
-    n = y.size
-    others = other_classes(y, n_classes)
-    B = np.zeros((n, n_classes, n_classes - 1))
-    rows = np.arange(n)
-    for j in range(n_classes - 1):
-        B[rows, y, j] = 1.0
-        B[rows, others[:, j], j] = -1.0
-    return B
+__all__ = ["JointPosterior", "Proposal", "batched_cavities"]
 
 
 def batched_cavities(cov: Array, mean: Array, site_precision: Array, site_shift: Array) -> tuple[Array, Array, Array]:

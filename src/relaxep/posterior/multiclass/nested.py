@@ -42,12 +42,11 @@ from numpy.typing import ArrayLike
 from scipy import linalg
 
 from relaxep._typing import Array
-from relaxep.posterior.multiclass._inner import inner_ep, site_log_normalisers
+from relaxep.likelihoods._orthant import inner_ep, site_log_normalisers
+from relaxep.likelihoods.multiclass import difference_matrices, other_classes
 from relaxep.posterior.multiclass.base import (
     Proposal,
     batched_cavities,
-    difference_matrices,
-    other_classes,
     predict_in_chunks,
 )
 

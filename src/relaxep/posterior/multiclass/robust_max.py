@@ -26,7 +26,8 @@ from numpy.typing import ArrayLike
 from scipy import linalg
 
 from relaxep._typing import Array
-from relaxep.posterior.multiclass.base import Proposal, batched_cavities, difference_matrices, predict_in_chunks
+from relaxep.likelihoods.multiclass import difference_matrices
+from relaxep.posterior.multiclass.base import Proposal, batched_cavities, predict_in_chunks
 
 __all__ = ["RobustMaxPosterior"]
 
