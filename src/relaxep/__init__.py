@@ -8,8 +8,8 @@ the estimator (:class:`GPClassifier`) -> studies (:mod:`relaxep.experiments`) ->
 
 from importlib.metadata import PackageNotFoundError, version
 
-from relaxep.classifier import GPClassifier
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.estimators.classifier import GPClassifier
 from relaxep.inference import (
     Attempt,
     Auto,

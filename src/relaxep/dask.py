@@ -41,22 +41,21 @@ Pointing it at an existing cluster::
 
 from __future__ import annotations
 
-import warnings
 from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted, check_random_state
 
-from relaxep._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.classifier import GPClassifier
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.estimators._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
+from relaxep.estimators._models import _BinaryModel, _SparsePriors
+from relaxep.estimators._search import _EvidenceSearch, scored, warn_unconverged
 from relaxep.inference.sparse_evidence import (
     SparseKernel,
     as_sparse_kernel,
@@ -435,33 +434,22 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         shards = _ShardedFITC(
             client, X, y, classes, float(self.jitter), rule, likelihood, max_sweeps, tol, float(self.min_step)
         )
-        # an estimator of the same settings: its optimiser (and, on a subset, its whole learning) is ours
-        helper = GPClassifier(
-            kernel=self.kernel_,
-            likelihood=likelihood,
-            rule=rule,
-            optimizer=self.optimizer,
-            jitter=self.jitter,
-            max_sweeps=self.max_sweeps,
-            tol=self.tol,
-            inducing_points=Z,
-            learn_inducing_points=self.learn_inducing_points,
-            optimizer_maxiter=self.optimizer_maxiter,
-        )
-        helper.kernel_, helper.inducing_points_, helper._likelihood, helper._rule = self.kernel_, Z, likelihood, rule
-        helper._warm, helper._sparse = None, True
+        search = _EvidenceSearch(self.optimizer, 0, self.optimizer_maxiter)  # restarts, -inf policy, optimiser
         learn_z = bool(self.learn_inducing_points)
         if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
             as_sparse_kernel(self.kernel_, d)  # refuses, before any work, a kernel it has no gradient for
             if self.optimizer_subset is not None and self.optimizer_subset < n:
-                # the single-process code on rows gathered from the cluster, drawn as GPClassifier draws them
+                # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
                 idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
                 X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
-                helper.X_train_, helper._y = X_sub, np.where(y_sub == classes[1], 1.0, -1.0)
-                helper._optimize_sparse(X_sub, helper._y, rng, learn_z)
-                self.kernel_, Z = helper.kernel_, helper.inducing_points_
+                model = _BinaryModel(
+                    _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search,
+                    max_sweeps=self.max_sweeps, tol=self.tol, Z=Z, learn_z=learn_z,
+                )  # fmt: skip
+                model.learn(X_sub, np.where(y_sub == classes[1], 1.0, -1.0), rng)
+                Z = model.Z
             else:
-                self.kernel_, Z = self._learn_on_shards(shards, helper, Z, learn_z, d)
+                Z = self._learn_on_shards(shards, search, Z, learn_z, d, rng)
         self.inducing_points_ = np.array(Z)
         shards.set_prior(self.kernel_, self.inducing_points_)
         run = shards.infer()
@@ -473,42 +461,45 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         if gather_sites:
             self.site_precision_, self.site_mean_precision_ = shards.sites()
         if run["status"] != "converged":
-            warnings.warn(f"inference did not converge: status {run['status']!r}", ConvergenceWarning, stacklevel=2)
+            warn_unconverged(run["status"], self.n_sweeps_, run["trace"])
         return self
 
     def _learn_on_shards(
-        self, shards: _ShardedFITC, helper: GPClassifier, Z0: Array, learn_z: bool, d: int
-    ) -> tuple[Kernel, Array]:
-        """Maximise the sparse EP evidence over all shards: each evaluation rebuilds the shards' prior,
-        runs EP on them and maps the gradient (``GPClassifier._optimize_sparse`` with the shards)."""
+        self, shards: _ShardedFITC, search: _EvidenceSearch, Z0: Array, learn_z: bool, d: int, rng: Any
+    ) -> Array:
+        """Maximise the sparse EP evidence over all shards (the search of ``GPClassifier``'s sparse model, each
+        evaluation rebuilding the shards' prior, running EP on them and mapping the gradient); sets
+        ``kernel_.theta`` and returns the inducing inputs."""
         split = split_parameters(self.kernel_, Z0.shape, learn_z)
 
-        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
+        def evidence(x: Array, eval_gradient: bool) -> tuple[float, Any]:
             theta, Z = split(x)
-            Z = Z0 if Z is None else Z
             kernel = self.kernel_.clone_with_theta(theta)
-            fail = (np.inf, np.zeros_like(x)) if eval_gradient else np.inf
             try:
-                shards.set_prior(kernel, Z)
+                shards.set_prior(kernel, Z0 if Z is None else Z)
             except KernelNotPositiveDefiniteError:
-                return fail
-            run = shards.infer()
-            if run["status"] == "diverged" or not np.isfinite(run["log_evidence"]):
-                return fail
-            if not eval_gradient:
-                return -run["log_evidence"]
-            g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
-            return -run["log_evidence"], -flat(g_theta, g_z if learn_z else None)
+                return -np.inf, (np.zeros_like(x) if eval_gradient else None)
+            run = shards.infer()  # warm-started on the shards, with a cold retry
 
-        n_z = Z0.size if learn_z else 0
-        bounds = np.vstack([self.kernel_.bounds, np.full((n_z, 2), np.nan)]) if n_z else self.kernel_.bounds
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", ConvergenceWarning)
-            x, _ = helper._run_optimizer(obj_func, flat(self.kernel_.theta, Z0 if learn_z else None), bounds)
-        theta, Z = split(x)
-        kernel = clone(self.kernel_)
-        kernel.theta = theta
-        return kernel, (Z0 if Z is None else np.array(Z))
+            def gradient() -> Array:
+                g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
+                return flat(g_theta, g_z if learn_z else None)
+
+            return scored(run["status"], run.get("log_evidence", np.nan), gradient if eval_gradient else None, x)
+
+        best = search.maximise(
+            evidence,
+            self.kernel_.theta,
+            self.kernel_.bounds,
+            rng,
+            pack=lambda theta0: flat(theta0, Z0 if learn_z else None),
+            n_extra=Z0.size if learn_z else 0,
+        )
+        if best is None:
+            return Z0
+        theta, Z = split(best)
+        self.kernel_.theta = theta
+        return Z0 if Z is None else np.array(Z)
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities (columns in ``classes_`` order); a Dask array for a Dask array."""
