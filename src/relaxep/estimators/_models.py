@@ -147,7 +147,7 @@ class _BinaryModel:
             if Z is not None:
                 self.Z = np.array(Z)
         if self.priors.warns_at_bounds:
-            warn_at_bounds(self.kernel_)
+            warn_at_bounds(self.kernel_, stacklevel=6)  # the user's call of GPClassifier.fit
 
     def fit(self, X: Any, y: Array, rng: Callable[[], np.random.RandomState] | None, subset: int | None = None) -> None:
         """Learn (``rng`` given: the search's random state) on all of ``(X, y)`` or on ``subset`` random rows,
@@ -171,7 +171,7 @@ class _BinaryModel:
                 "or RelaxedEP with a smaller c."
             )
         if result.status != "converged":
-            warn_unconverged(result.status, result.n_sweeps, result.trace, result.n_skipped, stacklevel=4)
+            warn_unconverged(result.status, result.n_sweeps, result.trace, result.n_skipped, stacklevel=5)
         self.result_ = result
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
@@ -255,7 +255,7 @@ class _JointModel:
             )
             if best is not None:
                 self.kernel_.theta = best
-            warn_at_bounds(self.kernel_)
+            warn_at_bounds(self.kernel_, stacklevel=5)  # the user's call of GPClassifier.fit
         self.X, self.y = X, y
         self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
         result = self._run(self.prior_.kernel, y)
@@ -264,7 +264,7 @@ class _JointModel:
                 f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {self.likelihood!r}"
             )
         if result.status != "converged":
-            warn_unconverged(result.status, result.n_sweeps, result.trace, stacklevel=4)
+            warn_unconverged(result.status, result.n_sweeps, result.trace, stacklevel=5)
         self.result_ = result
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:

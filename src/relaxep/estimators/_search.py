@@ -52,7 +52,7 @@ def warn_unconverged(
     )
 
 
-def warn_at_bounds(kernel: Kernel) -> None:
+def warn_at_bounds(kernel: Kernel, stacklevel: int = 3) -> None:
     """A ``ConvergenceWarning`` for each learned log-hyperparameter that ended at one of its bounds.
 
     "At a bound": within 1e-4 of the bounds' log-width of it (or ``np.isclose`` in log space,
@@ -77,7 +77,7 @@ def warn_at_bounds(kernel: Kernel) -> None:
                         f"is close to the specified {side} bound {limits[dim, 0 if side == 'lower' else 1]}. "
                         f"{advice} the bound and calling fit again may find a better value.",
                         ConvergenceWarning,
-                        stacklevel=3,
+                        stacklevel=stacklevel,
                     )
             index += 1
 
