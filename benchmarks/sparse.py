@@ -104,8 +104,7 @@ def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
     import dask.array as da
     from distributed import Client, LocalCluster
 
-    from relaxep import EP, Probit
-    from relaxep.dask import DaskGPClassifier
+    from relaxep import EP, DaskGPClassifier, Probit
 
     with (
         LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,

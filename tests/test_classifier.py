@@ -206,7 +206,7 @@ def test_default_rule_is_auto_and_finishes_where_ep_does_not():
 
 def test_divergence_raises_a_clear_error(small, monkeypatch):
     X, y = small
-    import relaxep.classifier as module
+    import relaxep.estimators._models as module
 
     real = module.infer
 
@@ -272,3 +272,11 @@ def test_inputs_that_overflow_the_kernel_are_named_not_reported_as_a_bad_k(small
     X, y = small
     with pytest.raises(ValueError, match="rescale X"):
         GPClassifier().fit(X * 1e300, y)
+
+
+def test_old_classifier_module_path_warns_and_still_works():
+    import relaxep.classifier as old
+
+    with pytest.warns(FutureWarning, match="moved to relaxep.estimators.classifier; the old path goes in 0.4"):
+        cls = old.GPClassifier
+    assert cls is GPClassifier

@@ -12,7 +12,7 @@ from relaxep import EP, GPClassifier, PowerEP, Probit
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from relaxep.dask import DaskGPClassifier  # noqa: E402
+from relaxep.estimators.dask import DaskGPClassifier  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +77,7 @@ def test_dask_refuses_what_it_cannot_run(client, data):
 
 def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     """The per-sweep traffic: scalars from the sweep map, M x M and M from the sums map, never O(n)."""
-    from relaxep.dask import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
+    from relaxep.inference.sharded import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
     from relaxep.posterior.sparse import factor_b
 
     rng = np.random.default_rng(1)
@@ -91,3 +91,10 @@ def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     _, chol_inv, m = factor_b(gram, b)
     _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True)
     assert all(v is None or np.isscalar(v) for v in summary.values())
+
+
+def test_old_module_path_warns_and_still_works():
+    import relaxep.dask as old
+
+    with pytest.warns(FutureWarning, match="relaxep.estimators.dask"):
+        assert old.DaskGPClassifier is DaskGPClassifier

@@ -27,8 +27,8 @@ from relaxep import (
     infer,
 )
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.inference.sparse_evidence import sparse_evidence_gradient
 from relaxep.posterior import DensePrior, SparsePosterior, SparsePrior
+from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
 
 KERNEL = C(2.0) * RBF(1.3)
 NOISE = 1e-3

@@ -1,15 +1,16 @@
-"""relaxep: Expectation Propagation, Power EP and Relaxed EP for Gaussian process classification.
+"""relaxep: Expectation Propagation, Power EP and Relaxed EP for Gaussian processes.
 
 The data flow, one layer per subpackage: likelihoods (:mod:`relaxep.likelihoods`) -> site
 rules (:mod:`relaxep.sites`) -> posterior representations (:mod:`relaxep.posterior`) ->
 schedules (:mod:`relaxep.schedules`) and inference methods (:mod:`relaxep.inference`) ->
-the estimator (:class:`GPClassifier`) -> studies (:mod:`relaxep.experiments`) -> the command line.
+the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments`) -> the command line.
 """
 
 from importlib.metadata import PackageNotFoundError, version
 
-from relaxep.classifier import GPClassifier
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.estimators.classifier import GPClassifier
+from relaxep.estimators.dask import DaskGPClassifier
 from relaxep.inference import (
     Attempt,
     Auto,
@@ -31,6 +32,7 @@ __all__ = [
     "Auto",
     "Blocked",
     "ConvergentEP",
+    "DaskGPClassifier",
     "DensePrior",
     "DivergenceError",
     "DoubleLoopEP",

@@ -151,7 +151,7 @@ def parallel_proposals(
     Every site with a proper cavity (:func:`~relaxep.posterior.base.cavity` at the rule's
     fraction) gets the rule's proposal; improper cavities and non-finite proposals are left
     out and listed.  ``updater`` holds the block's labels (``updater.labels[i]`` is site
-    ``i``'s).  :class:`Parallel` calls it on all sites, :mod:`relaxep.dask` on each shard.
+    ``i``'s).  :class:`Parallel` calls it on all sites, :mod:`relaxep.inference.sharded` on each shard.
     """
     cav_mean, cav_var = cavity(mean, marginal_var, tau, nu, updater.fraction)
     ok = is_proper(cav_var)

@@ -7,16 +7,13 @@ posterior covariance (dense priors) and :math:`\partial K / \partial\theta`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior import Posterior
-
-if TYPE_CHECKING:
-    from relaxep.inference.result import InferenceResult
+from relaxep.posterior import DensePosterior, Posterior
 
 __all__ = ["evidence_gradient", "log_evidence", "site_evidence_terms"]
 
@@ -69,26 +66,16 @@ def site_evidence_terms(
     )
 
 
-def evidence_gradient(result: InferenceResult, kernel_gradient: Array) -> Array:
-    r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
+class _DenseFit(Protocol):
+    """A fit on a dense prior (an :class:`~relaxep.inference.InferenceResult`, say)."""
 
-    At an EP fixed point the evidence is stationary in the sites, so only the
-    explicit dependence on :math:`K` remains:
+    posterior: DensePosterior
 
-    .. math::
-        \frac{\partial \log Z_{EP}}{\partial\theta_j}
-        = \tfrac12 \alpha^\top \frac{\partial K}{\partial\theta_j}\alpha
-          - \tfrac12 \operatorname{tr}\Big(R \frac{\partial K}{\partial\theta_j}\Big),
-        \qquad R = (K + T^{-1})^{-1} = T - T A T,
 
-    with :math:`\alpha = (I + TK)^{-1}\nu` and :math:`A` the posterior covariance (the
-    Woodbury form of :math:`R` holds for negative site precisions too).  For Power EP
-    and REP the same formula is evaluated at their sites; there it is the gradient of
-    the EP-form evidence with the sites held fixed, not an exact derivative.
+def evidence_gradient(result: _DenseFit, kernel_gradient: Array) -> Array:
+    r"""Gradient of the EP log evidence in the kernel's hyperparameters at ``result``'s sites (dense priors):
+    :meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`.
+
     ``kernel_gradient`` has shape ``(n, n, n_hyperparameters)`` (scikit-learn's).
     """
-    alpha, tau, cov = result.alpha, result.site_precision, result.cov
-    r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
-    quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
-    trace = np.einsum("ij,jik->k", r, kernel_gradient)
-    return 0.5 * (quad - trace)
+    return result.posterior.evidence_gradient(kernel_gradient)

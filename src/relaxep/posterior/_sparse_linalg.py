@@ -1,7 +1,7 @@
 r"""The sparse (FITC) posterior's linear algebra, as pure functions of row chunks of :math:`V^\top`.
 
 Shared by :class:`~relaxep.posterior.SparsePosterior` (a loop over the chunks of one array) and
-:mod:`relaxep.dask` (a map over the shards): the prior's rows (:func:`inducing_factor`,
+:mod:`relaxep.inference.sharded` (a map over the shards): the prior's rows (:func:`inducing_factor`,
 :func:`sparse_prior_rows`), a shard's share of a refresh (:func:`natural_sums`), the
 :math:`M \times M` factor (:func:`factor_b`), the marginals (:func:`shard_marginals`) and the test
 conditional (:func:`predict_rows`).  Notation as in :mod:`relaxep.posterior.sparse`:

@@ -45,7 +45,7 @@ from numpy.typing import ArrayLike
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
 
-# the chunk kernels live in _sparse_linalg (shared with relaxep.dask); all stay importable from here
+# the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded); importable from here
 from relaxep.posterior._sparse_linalg import (  # noqa: F401
     CHUNK,
     KUU_JITTER,
@@ -179,6 +179,21 @@ class SparsePrior(Prior):
         return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
             self.kernel.diag(X_test), dtype=float
         ) + self.latent_noise
+
+    @classmethod
+    def from_kernel(cls, kernel: Any, X: ArrayLike, Z: ArrayLike, noise: float = 0.0, **options: Any) -> SparsePrior:
+        r"""The FITC prior of a scikit-learn kernel with inducing inputs ``Z`` and latent noise ``noise``
+        (:meth:`DensePrior.from_kernel`'s arguments plus ``Z``; ``options``: ``jitter``, ``chunk_size``)."""
+        return cls(X, Z, kernel, latent_noise=noise, **options)
+
+    @property
+    def test_block(self) -> int:  # type: ignore[override]
+        """Rows of ``X_test`` per block of :meth:`predict_at`: the prior's ``chunk_size``."""
+        return self.chunk_size
+
+    def cross_covariance(self, X_test: ArrayLike) -> tuple[Array, Array]:
+        r""":math:`K_{*u}` and :math:`k_{**}` + latent noise (:meth:`cross_kernel`)."""
+        return self.cross_kernel(X_test)
 
     def dense_covariance(self) -> Array:
         """The ``n x n`` FITC covariance :math:`Q + G` (for tests and small problems only)."""

@@ -1,6 +1,6 @@
 r"""Inducing inputs for the sparse fit: their initial placement and the evidence over (kernel, inducing inputs).
 
-Shared by :class:`~relaxep.GPClassifier` and :class:`relaxep.dask.DaskGPClassifier`.
+Shared by :class:`~relaxep.GPClassifier` and :class:`relaxep.DaskGPClassifier`.
 """
 
 from __future__ import annotations

@@ -1,0 +1,317 @@
+r"""The fitted models behind :class:`~relaxep.GPClassifier`, one class per kind of model.
+
+:class:`_BinaryModel` is EP (or any rule or inference method) on a prior made by a prior
+factory, :class:`_DensePriors` or :class:`_SparsePriors` (FITC, with inducing inputs learned
+with the kernel); :class:`_JointModel` is the joint multi-class model of
+:mod:`relaxep.multiclass`; :class:`_OneVsRest` fits one binary estimator per class.  Each has
+``fit``, ``log_evidence(theta, eval_gradient, clone_kernel)``, ``predict_latent(X)`` and
+``predict_proba(X)``; the hyperparameter search and its policies are :mod:`._search`'s.  The
+estimator validates its parameters, picks one model and delegates to it (as scikit-learn's
+``GaussianProcessClassifier`` delegates to its ``base_estimator_``).
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+from joblib import Parallel, delayed
+from numpy.typing import NDArray
+from sklearn.gaussian_process.kernels import Kernel
+from sklearn.model_selection import train_test_split
+from sklearn.utils.validation import check_random_state
+
+from relaxep._typing import Array
+from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.estimators._inducing import flat, split_parameters
+from relaxep.estimators._search import _EvidenceSearch, scored, warn_at_bounds, warn_unconverged
+from relaxep.inference import InferenceMethod, InferenceResult, infer
+from relaxep.likelihoods import Likelihood
+from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_multiclass
+from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
+from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
+from relaxep.posterior.prior import kernel_matrix
+from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
+
+__all__ = ["_BinaryModel", "_DensePriors", "_JointModel", "_OneVsRest", "_SparsePriors"]
+
+
+# ------------------------------------------------------------------ prior factories
+class _DensePriors:
+    """Dense priors :math:`k(X, X) + \\text{noise}\\,I` (:meth:`DensePrior.from_kernel`); no inducing inputs."""
+
+    refused: tuple[type[Exception], ...] = ()  # construction errors that score -inf (none: they are raised)
+    warns_at_bounds = True  # scikit-learn's warning for hyperparameters learned at a bound
+
+    def __init__(self, noise: float) -> None:
+        self.noise = float(noise)
+
+    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> DensePrior:
+        return DensePrior.from_kernel(kernel, X, self.noise, eval_gradient)
+
+    def gradient(self, prior: DensePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, None]:
+        """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`."""
+        return posterior.evidence_gradient(prior.kernel_gradient), None
+
+
+class _SparsePriors:
+    """FITC priors with inducing inputs ``Z`` (:meth:`SparsePrior.from_kernel`); the gradient in theta and Z
+    is :func:`~relaxep.posterior.sparse_gradient.sparse_evidence_gradient`."""
+
+    refused = (KernelNotPositiveDefiniteError,)  # K_uu without a Cholesky factor at the optimiser's point
+    warns_at_bounds = False
+
+    def __init__(self, noise: float) -> None:
+        self.noise = float(noise)
+
+    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> SparsePrior:
+        return SparsePrior.from_kernel(kernel, X, Z, self.noise)
+
+    def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
+        return sparse_evidence_gradient(posterior, kernel)
+
+
+# ------------------------------------------------------------------ binary
+class _BinaryModel:
+    """Binary classification (labels in ``{-1, +1}``) on the priors of ``priors``.
+
+    ``Z`` (sparse priors): the inducing inputs, learned with the kernel where ``learn_z``.
+    ``kernel`` is the estimator's ``kernel_`` itself: the search sets its ``theta``.
+    """
+
+    def __init__(
+        self,
+        priors: _DensePriors | _SparsePriors,
+        kernel: Kernel,
+        likelihood: Likelihood,
+        rule: Any,
+        search: _EvidenceSearch,
+        *,
+        schedule: Any = "parallel",
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+        Z: Array | None = None,
+        learn_z: bool = False,
+    ) -> None:
+        self.priors, self.kernel_, self.likelihood, self.rule, self.search = priors, kernel, likelihood, rule, search
+        self.schedule, self.max_sweeps, self.tol = schedule, max_sweeps, tol
+        self.Z, self.learn_z = Z, bool(learn_z)
+
+    def _run(self, prior: Prior, y: Array) -> InferenceResult:
+        # an inference method carries its own schedule (infer refuses one beside it)
+        schedule = {} if isinstance(self.rule, InferenceMethod) else {"schedule": self.schedule}
+
+        def run(init: InferenceResult | None) -> InferenceResult:
+            return infer(
+                prior, y, self.likelihood, self.rule, max_sweeps=self.max_sweeps, tol=self.tol, init=init, **schedule
+            )
+
+        return self.search.run(run)
+
+    def _split(self, learn_z: bool) -> Callable[[Array], tuple[Array, Array | None]]:
+        return split_parameters(self.kernel_, (0, 0) if self.Z is None else self.Z.shape, learn_z)
+
+    def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array, learn_z: bool) -> tuple[float, Any]:
+        """EP evidence (and gradient in ``theta`` and, if learned, ``Z``) at the optimiser's vector ``x``."""
+        theta, Z = self._split(learn_z)(x)
+        Z = self.Z if Z is None else Z
+        kernel = self.kernel_.clone_with_theta(theta)
+        try:
+            prior = self.priors.build(kernel, X, Z, eval_gradient)
+        except self.priors.refused:
+            return -np.inf, (np.zeros_like(x) if eval_gradient else None)
+        result = self._run(prior, y)
+
+        def gradient() -> Array:
+            g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)
+            return flat(g_theta, g_z if learn_z else None)
+
+        return scored(result.status, result.log_evidence, gradient if eval_gradient else None, x)
+
+    def learn(self, X: Any, y: Array, rng: np.random.RandomState) -> None:
+        """Learn ``kernel_.theta`` (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""
+        learn_z = self.learn_z
+        best = self.search.maximise(
+            lambda x, g: self.evidence(x, g, X, y, learn_z),
+            self.kernel_.theta,
+            self.kernel_.bounds,
+            rng,
+            pack=lambda theta0: flat(theta0, self.Z if learn_z else None),
+            n_extra=self.Z.size if learn_z else 0,
+        )
+        if best is not None:
+            theta, Z = self._split(learn_z)(best)
+            self.kernel_.theta = theta
+            if Z is not None:
+                self.Z = np.array(Z)
+        if self.priors.warns_at_bounds:
+            warn_at_bounds(self.kernel_, stacklevel=6)  # the user's call of GPClassifier.fit
+
+    def fit(self, X: Any, y: Array, rng: Callable[[], np.random.RandomState] | None, subset: int | None = None) -> None:
+        """Learn (``rng`` given: the search's random state) on all of ``(X, y)`` or on ``subset`` random rows,
+        then run inference on all of them."""
+        if rng is not None:
+            generator = rng()
+            n = y.shape[0]
+            if subset is not None and subset < n:
+                idx = np.sort(generator.choice(n, int(subset), replace=False))
+                self.learn(X[idx], y[idx], generator)
+                self.search.warm = None  # its sites belong to the subset
+            else:
+                self.learn(X, y, generator)
+        self.X, self.y = X, y
+        self.prior_ = self.priors.build(self.kernel_, X, self.Z, False)
+        result = self._run(self.prior_, y)
+        if result.status == "diverged":
+            raise DivergenceError(
+                f"{self.rule!r} diverged after {result.n_sweeps} sweeps with {self.likelihood!r}. "
+                "Try damping (e.g. EP(damping=0.5)), a larger jitter / latent noise (WhiteKernel), "
+                "or RelaxedEP with a smaller c."
+            )
+        if result.status != "converged":
+            warn_unconverged(result.status, result.n_sweeps, result.trace, result.n_skipped, stacklevel=5)
+        self.result_ = result
+
+    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
+        if not clone_kernel:
+            self.kernel_.theta = theta
+        lml, grad = self.search.evaluate_at(
+            lambda x, g: self.evidence(x, g, self.X, self.y, False), theta, eval_gradient
+        )
+        lml = np.float64(lml)  # a NumPy scalar, as scikit-learn's (compares in float64 with float32 operands)
+        return (lml, grad) if eval_gradient else lml
+
+    def predict_latent(self, X: Any) -> tuple[Array, Array]:
+        return self.prior_.predict_at(self.result_.predict_latent, X)
+
+    def predict_proba(self, X: Any) -> Array:
+        p1 = self.prior_.predict_at(self.result_.predict_proba, X)
+        return np.column_stack([1.0 - p1, p1])
+
+
+# ------------------------------------------------------------------ joint multi-class
+class _JointModel:
+    """One model of ``C`` latent functions with a shared kernel (:func:`relaxep.multiclass.infer_multiclass`).
+
+    The search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point moves
+    little between evaluations); the final fit uses ``tol``.
+    """
+
+    #: EP's evidence is exact only to its tolerance: stop on a relative decrease below 1e-6 (2e-4 nats at
+    #: |log Z| = 200) rather than L-BFGS's default 2e-9, below that noise, or where a factor e in any
+    #: hyperparameter changes the evidence by less than 0.1 nat (the amplitude's ridge: the multinomial
+    #: probit hardens slowly as the amplitude grows)
+    OPTIONS: ClassVar[dict[str, float]] = {"ftol": 1e-6, "gtol": 0.1, "maxiter": 50}
+
+    def __init__(
+        self,
+        kernel: Kernel,
+        likelihood: MulticlassLikelihood,
+        n_classes: int,
+        search: _EvidenceSearch,
+        *,
+        noise: float,
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+    ) -> None:
+        self.kernel_, self.likelihood, self.n_classes, self.search = kernel, likelihood, n_classes, search
+        self.noise, self.max_sweeps, self.tol = float(noise), max_sweeps, tol
+
+    def _run(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
+        tol = self.tol if tol is None else tol
+
+        def run(init: MulticlassResult | None) -> MulticlassResult:
+            with warnings.catch_warnings():  # reported once, by warn_unconverged
+                warnings.simplefilter("ignore", RuntimeWarning)
+                return infer_multiclass(
+                    K, y, self.likelihood, n_classes=self.n_classes, max_sweeps=self.max_sweeps, tol=tol, init=init
+                )
+
+        # sites from the search's subset do not fit the whole training set
+        return self.search.run(run, lambda init: init.sites is None or init.sites[0].shape[0] == y.size)
+
+    def evidence(self, theta: Array, eval_gradient: bool, X: Any, y: NDArray, tol: float | None = None) -> Any:
+        K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), X, self.noise, eval_gradient)
+        result = self._run(K, y, tol)
+        gradient = (lambda: multiclass_evidence_gradient(result, dK)) if eval_gradient else None
+        return scored(result.status, result.log_evidence, gradient, theta)
+
+    def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> None:
+        if learn:
+            Xo, yo = X, y
+            if subset is not None and int(subset) < y.size:
+                # a private generator: random_state=None must not draw from numpy's global one
+                seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
+                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
+            search_tol = max(float(self.tol), 1e-2)
+            best = self.search.maximise(
+                lambda theta, g: self.evidence(theta, g, Xo, yo, search_tol),
+                self.kernel_.theta,
+                self.kernel_.bounds,
+                check_random_state(random_state),
+                options=self.OPTIONS,
+            )
+            if best is not None:
+                self.kernel_.theta = best
+            warn_at_bounds(self.kernel_, stacklevel=5)  # the user's call of GPClassifier.fit
+        self.X, self.y = X, y
+        self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
+        result = self._run(self.prior_.kernel, y)
+        if result.status == "diverged":
+            raise DivergenceError(
+                f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {self.likelihood!r}"
+            )
+        if result.status != "converged":
+            warn_unconverged(result.status, result.n_sweeps, result.trace, stacklevel=5)
+        self.result_ = result
+
+    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
+        if not clone_kernel:
+            self.kernel_.theta = theta
+        saved = self.search.warm
+        try:  # the value as infer_multiclass reports it (not scored: a nan stays nan)
+            K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), self.X, self.noise, eval_gradient)
+            result = self._run(K, self.y)
+        finally:
+            self.search.warm = saved
+        lml = np.float64(result.log_evidence)
+        return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml
+
+    def predict_latent(self, X: Any) -> tuple[Array, Array]:
+        return self.prior_.predict_at(self.result_.predict_latent, X)
+
+    def predict_proba(self, X: Any) -> Array:
+        return self.prior_.predict_at(self.result_.predict_proba, X)
+
+
+# ------------------------------------------------------------------ one-vs-rest
+def _fit_binary(estimator: Any, X: Any, y: NDArray) -> Any:
+    """One one-vs-rest model (a module-level function, so joblib can send it to a worker)."""
+    return estimator.fit(X, y)
+
+
+class _OneVsRest:
+    """One binary estimator per class (``make_binary()`` makes one), probabilities renormalised."""
+
+    def __init__(self, make_binary: Callable[[], Any], n_jobs: int | None = None) -> None:
+        self.make_binary, self.n_jobs = make_binary, n_jobs
+
+    def fit(self, X: Any, y: NDArray, n_classes: int) -> None:
+        self.estimators_ = Parallel(n_jobs=self.n_jobs)(
+            delayed(_fit_binary)(self.make_binary(), X, (y == c).astype(int)) for c in range(n_classes)
+        )
+        self.kernel_ = self.estimators_[0].kernel_
+        self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
+
+    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
+        raise ValueError("log_marginal_likelihood(theta) is not defined for one-vs-rest (one evidence per class)")
+
+    def predict_latent(self, X: Any) -> tuple[Array, Array]:
+        pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
+        return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
+
+    def predict_proba(self, X: Any) -> Array:
+        p = np.column_stack([e.predict_proba(X)[:, 1] for e in self.estimators_])
+        return p / p.sum(axis=1, keepdims=True)

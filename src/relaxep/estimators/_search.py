@@ -1,0 +1,186 @@
+r"""The search for the hyperparameters that maximise the EP evidence, written once for every model.
+
+:class:`_EvidenceSearch` holds the policies the estimators share: the optimiser and its restarts
+(scikit-learn's ``optimizer(obj_func, theta0, bounds)`` convention, L-BFGS-B by default), the
+warm start of each inference run from the last converged one with a cold retry where the warm
+start diverges, and the rule that a run that diverged or whose evidence is not finite (``-inf``
+or ``nan``) scores :math:`-\infty` with a zero gradient: away from a fixed point EP's evidence
+formula is not an evidence (it can exceed the fixed points' values), so an unconverged run is a
+region the optimiser must leave, not a value it may climb.  :func:`warn_unconverged` is the one
+non-convergence warning of every fit; :func:`warn_at_bounds` scikit-learn's warning for
+hyperparameters at a bound.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy import optimize
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import Kernel
+
+from relaxep._typing import Array
+
+__all__ = ["_EvidenceSearch", "scored", "warn_at_bounds", "warn_unconverged"]
+
+#: what an evidence evaluation returns: the value and, if asked, its gradient in the optimiser's vector
+Evidence = Callable[[Array, bool], tuple[float, Array | None]]
+
+
+def scored(status: str, log_evidence: float, gradient: Callable[[], Array] | None, x: Array) -> tuple[float, Any]:
+    r"""The optimiser's view of one run: ``(log_evidence, gradient())``, or :math:`(-\infty, 0)` where
+    the run diverged or its evidence is not finite (module docstring); ``gradient=None``: no gradient."""
+    if status == "diverged" or not np.isfinite(log_evidence):
+        return -np.inf, (np.zeros_like(x) if gradient is not None else None)
+    return log_evidence, (gradient() if gradient is not None else None)
+
+
+def warn_unconverged(
+    status: str, n_sweeps: int, trace: Any = (), n_skipped: int | None = None, stacklevel: int = 3
+) -> None:
+    """The ``ConvergenceWarning`` of a final fit that ended otherwise than ``"converged"`` (and did not diverge)."""
+    last = f"last change {trace[-1]:.3g}" if len(trace) else "no sweep completed"
+    skipped = "" if n_skipped is None else f", {n_skipped} site visits skipped"
+    warnings.warn(
+        f"inference did not converge: status {status!r} after {n_sweeps} sweeps ({last}{skipped}). "
+        "Consider damping, more max_sweeps or a larger tol.",
+        ConvergenceWarning,
+        stacklevel=stacklevel,
+    )
+
+
+def warn_at_bounds(kernel: Kernel, stacklevel: int = 3) -> None:
+    """A ``ConvergenceWarning`` for each learned log-hyperparameter that ended at one of its bounds.
+
+    "At a bound": within 1e-4 of the bounds' log-width of it (or ``np.isclose`` in log space,
+    scikit-learn's test, which is tight near a bound of 1 and loose near 1e5).  On a flat evidence
+    the optimiser stops a few 1e-5 of a log-unit inside a bound it started on.  The wording is
+    scikit-learn's, so that code filtering its warnings filters ours.
+    """
+    theta, bounds = kernel.theta, kernel.bounds
+    slack = 1e-4 * (bounds[:, 1] - bounds[:, 0])
+    at_lower = np.isclose(theta, bounds[:, 0]) | (theta - bounds[:, 0] <= slack)
+    at_upper = np.isclose(theta, bounds[:, 1]) | (bounds[:, 1] - theta <= slack)
+    index = 0
+    for hyperparameter in kernel.hyperparameters:
+        if hyperparameter.fixed:
+            continue
+        limits = np.atleast_2d(hyperparameter.bounds)  # as given, not exp(log(bound))
+        for dim in range(hyperparameter.n_elements):
+            for hit, side, advice in ((at_lower, "lower", "Decreasing"), (at_upper, "upper", "Increasing")):
+                if hit[index]:
+                    warnings.warn(
+                        f"The optimal value found for dimension {dim} of parameter {hyperparameter.name} "
+                        f"is close to the specified {side} bound {limits[dim, 0 if side == 'lower' else 1]}. "
+                        f"{advice} the bound and calling fit again may find a better value.",
+                        ConvergenceWarning,
+                        stacklevel=stacklevel,
+                    )
+            index += 1
+
+
+class _EvidenceSearch:
+    """Restarts of the optimiser, warm starts with a cold retry, the ``-inf`` policy (module docstring).
+
+    Parameters
+    ----------
+    optimizer : "fmin_l_bfgs_b" or callable
+    n_restarts : int
+        Extra starts, uniform within the (finite) hyperparameter bounds in log space.
+    maxiter : int or None
+        L-BFGS-B's iterations (``None``: scipy's default).
+    warm_start : bool
+        Start each run from the last converged result (:meth:`run`).
+    """
+
+    def __init__(self, optimizer: Any, n_restarts: int = 0, maxiter: int | None = None, warm_start: bool = True):
+        self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
+        self.warm: Any = None  # the last converged result
+
+    # ------------------------------------------------------------ runs
+    def run(self, run: Callable[[Any], Any], usable: Callable[[Any], bool] | None = None) -> Any:
+        """``run(init)`` from the last converged result (with ``warm_start``; ``usable(init)`` may refuse it).
+
+        A warm start that diverges is retried from zero sites; a converged result becomes the
+        next warm start.
+        """
+        init = self.warm if self.warm_start else None
+        if init is not None and usable is not None and not usable(init):
+            init = None
+        result = run(init)
+        if result.status == "diverged" and init is not None:
+            result = run(None)
+        if result.status == "converged":
+            self.warm = result
+        return result
+
+    def evaluate_at(self, evidence: Evidence, x: Array, eval_gradient: bool) -> tuple[float, Array | None]:
+        """``evidence(x, eval_gradient)`` leaving the warm start as it was (``log_marginal_likelihood(theta)``)."""
+        saved = self.warm
+        try:
+            return evidence(x, eval_gradient)
+        finally:
+            self.warm = saved
+
+    # ------------------------------------------------------------ search
+    def maximise(
+        self,
+        evidence: Evidence,
+        theta: Array,
+        theta_bounds: Array,
+        rng: np.random.RandomState,
+        pack: Callable[[Array], Array] | None = None,
+        n_extra: int = 0,
+        options: dict | None = None,
+    ) -> Array | None:
+        """The optimiser's best end point from ``theta`` and ``n_restarts`` starts drawn uniformly (in
+        log space) within ``theta_bounds``; ``None`` if no start gave a finite value.
+
+        ``pack`` maps a start's hyperparameters to the optimiser's vector, whose last ``n_extra``
+        entries are unbounded (the sparse fit appends the inducing inputs); ``options`` go to L-BFGS-B.
+        """
+
+        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
+            lml, grad = evidence(x, eval_gradient)
+            return (-lml, -grad) if eval_gradient else -lml
+
+        bounds = np.vstack([theta_bounds, np.full((n_extra, 2), np.nan)]) if n_extra else theta_bounds
+        starts = [theta]
+        if self.n_restarts > 0:
+            if not np.all(np.isfinite(theta_bounds)):
+                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
+            starts += [rng.uniform(theta_bounds[:, 0], theta_bounds[:, 1]) for _ in range(self.n_restarts)]
+        best, best_value = None, np.inf
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            for theta0 in starts:
+                x, value = self.optimise(obj_func, theta0 if pack is None else pack(theta0), bounds, options)
+                if value < best_value:
+                    best, best_value = x, value
+        return best
+
+    def optimise(
+        self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None
+    ) -> tuple[Array, float]:
+        """One run of the optimiser from ``x0``: its end point and value (the start where L-BFGS-B ends worse)."""
+        if self.optimizer == "fmin_l_bfgs_b":
+            lower = np.where(np.isnan(bounds[:, 0]), -np.inf, bounds[:, 0])
+            upper = np.where(np.isnan(bounds[:, 1]), np.inf, bounds[:, 1])
+            x0 = np.clip(x0, lower, upper)  # as L-BFGS-B itself starts
+            start_value = obj_func(x0, eval_gradient=False)
+            options = dict(options or {})
+            if self.maxiter is not None:
+                options["maxiter"] = int(self.maxiter)
+            if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
+                bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
+            res = optimize.minimize(obj_func, x0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
+            if not np.isfinite(res.fun) or res.fun > start_value:
+                return x0, start_value
+            return res.x, float(res.fun)
+        if callable(self.optimizer):
+            x, value = self.optimizer(obj_func, x0, bounds)
+            return np.asarray(x, dtype=float), float(value)
+        raise ValueError(f"unknown optimizer {self.optimizer!r}: use 'fmin_l_bfgs_b', a callable or None")

@@ -1,0 +1,362 @@
+r"""``GPClassifier``: a scikit-learn estimator for EP, Power EP and Relaxed EP.
+
+The estimator is thin: it validates input, maps the two classes to ``{-1, +1}``, picks one
+fitted model (:mod:`relaxep.estimators._models`) and delegates to it, as scikit-learn's
+``GaussianProcessClassifier`` delegates to its ``base_estimator_``: EP on the dense prior,
+or with ``inducing_points`` on the sparse (FITC) prior of :mod:`relaxep.posterior.sparse`
+(learning the inducing inputs with the kernel), and with more than two classes the joint
+multi-class model or one-vs-rest.  The kernel's hyperparameters are learned by maximising the
+EP evidence (:mod:`relaxep.estimators._search`), or left to ``GridSearchCV``.
+"""
+
+from __future__ import annotations
+
+import numbers
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel, Kernel
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from relaxep._typing import Array
+from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
+from relaxep.estimators._models import _BinaryModel, _DensePriors, _JointModel, _OneVsRest, _SparsePriors
+from relaxep.estimators._search import _EvidenceSearch
+from relaxep.inference import InferenceMethod
+from relaxep.likelihoods import Likelihood, NoisyProbit
+from relaxep.multiclass import MulticlassLikelihood, MultinomialProbit
+from relaxep.posterior.sparse_gradient import as_sparse_kernel
+from relaxep.schedules import Schedule
+from relaxep.sites import SiteRule
+
+__all__ = ["GPClassifier", "input_format"]
+
+
+def input_format(kernel: Kernel | None) -> dict[str, Any]:
+    """How far to validate ``X``: a float matrix for vector kernels, as given for structured ones.
+
+    A kernel on sequences, strings or graphs (``requires_vector_input`` false, e.g. a string
+    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.
+    """
+    if kernel is None or kernel.requires_vector_input:
+        return {"dtype": np.float64, "ensure_2d": True}
+    return {"dtype": None, "ensure_2d": False}
+
+
+class GPClassifier(ClassifierMixin, BaseEstimator):
+    r"""Gaussian process classification by EP, Power EP or Relaxed EP.
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        Prior covariance; its hyperparameters are learned unless ``optimizer=None``.
+    likelihood : Likelihood, default ``NoisyProbit(eps=0.01, scale=1.0)``
+        The default is the label-noise step seen through unit Gaussian latent noise,
+        :math:`0.01 + 0.98\,\Phi(yf)`: smooth like the probit, so EP converges in a few
+        parallel sweeps, and with a floor, so a mislabelled point far from the boundary costs
+        at most :math:`\log 100` instead of pulling the latent function.  Measured against the
+        noise-free step, the probit and larger floors in ``benchmarks/results/defaults.md``.
+        The paper's ``NoisyStep(eps)`` stays available (it needs ``rule="auto"``'s convergent
+        stages on dense data, where EP on it oscillates).
+    rule : SiteRule, InferenceMethod or "auto", default ``"auto"``
+        ``"auto"`` (the default): EP, and where EP does not converge
+        :class:`~relaxep.inference.ConvergentEP`, which reaches the same fixed point by descent on
+        its free energy (:class:`~relaxep.inference.Auto`); where EP converges it is EP, at the
+        same cost.  Or a fixed rule: ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``,
+        ``FractionalEP(fraction)`` (``rule__c`` etc. for grid search), or an inference method
+        such as ``ConvergentEP()`` or ``DoubleLoopEP()``.
+    optimizer : "fmin_l_bfgs_b", callable or None
+        Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
+        is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
+        ``(theta_opt, func_min)`` (scikit-learn's convention).
+    n_restarts_optimizer : int
+        Extra optimiser starts, log-uniform within the bounds.
+    schedule : Schedule or {"parallel", "blocked", "sequential"}, default ``"parallel"``
+        How a site rule (or ``"auto"``'s EP stage) sweeps (:mod:`relaxep.schedules`).
+        ``"parallel"``: every site from one set of cavities, one factorisation a sweep, the
+        fastest where EP converges; ``"blocked"``: the paper's sequential iterates in BLAS-3
+        blocks.  Not used when ``rule`` is an inference method.
+    max_sweeps, tol : int, float
+        Passed to :func:`relaxep.infer` (the change of the posterior marginals that ends a run).
+        EP's evidence is stationary at its fixed point, so its error is of order ``tol**2``
+        and its gradient's of order ``tol``: the default ``1e-4`` gives an evidence
+        reproducible to about 1e-8 and gradients good to 1e-4 for the optimiser, for two to
+        three sweeps more than ``1e-3`` (scikit-learn's own tests ask this of the evidence).
+    jitter : float
+        Added to the kernel matrix's diagonal (and to test variances): latent noise.
+        The noise-free step likelihood needs some.
+    warm_start : bool
+        Start each evidence evaluation of the optimiser from the last converged sites.
+    random_state : int, RandomState or None
+        For the optimiser's restarts, ``optimizer_subset``'s draw and the placement of the
+        inducing inputs.
+    inducing_points : int, array of shape (M, d) or None
+        ``None`` (default): the dense posterior (:math:`O(n^3)`, up to a few thousand points).
+        An int ``M`` or an ``(M, d)`` array: the sparse FITC posterior with ``M`` inducing
+        inputs (:mod:`relaxep.posterior.sparse`; :math:`O(nM^2)` a sweep, :math:`O(nM)` memory),
+        placed by ``inducing_init`` or as given.  With an optimizer the kernel and the inducing
+        inputs are learned together by maximising the sparse EP evidence (gradient:
+        :mod:`relaxep.posterior.sparse_gradient`; the kernel must then be ``RBF`` or
+        ``ConstantKernel * RBF``); ``optimizer=None`` keeps both as given.  ``M = 200`` with
+        k-means placement is the measured choice at :math:`10^5` points
+        (``benchmarks/results/sparse.md``).
+    learn_inducing_points : bool, default True
+        With an optimizer and ``inducing_points``: learn the inducing inputs (else only the kernel).
+    inducing_init : {"kmeans", "random"}, default "kmeans"
+        Placement of ``M`` initial inducing inputs: k-means centres of a subsample, or a random
+        subset of the training inputs.
+    optimizer_subset : int or None, default None
+        Sparse and joint multi-class fits: learn the hyperparameters (and the inducing inputs) on
+        a random subset of this many training points (stratified by class for the multi-class
+        model: ``O(C m^3)`` per evidence evaluation instead of ``O(C n^3)``), then fit the
+        posterior on all of them (``None``: on all points).
+    optimizer_maxiter : int or None, default None
+        Iterations of L-BFGS-B (``None``: scipy's default).
+    multi_class : {"joint", "one_vs_rest"}, default ``"joint"``
+        For more than two classes: ``"joint"`` is one model of ``C`` latent functions with a
+        shared kernel, by nested EP for the multinomial probit (Riihimaki, Jylanki & Vehtari
+        2013, JMLR 14) or dense EP for the robust max (:mod:`relaxep.multiclass`); its
+        ``likelihood`` is a :class:`~relaxep.multiclass.MulticlassLikelihood` (default
+        :class:`~relaxep.multiclass.MultinomialProbit`) and ``rule``/``schedule`` do not apply.
+        ``"one_vs_rest"``: one binary model per class (this estimator, cloned), probabilities
+        renormalised, as scikit-learn's ``GaussianProcessClassifier``.  Two classes always fit
+        the binary model.
+    n_jobs : int or None, default None
+        One-vs-rest with more than two classes: fit the binary models in parallel (joblib's
+        convention: ``None`` one job unless in a ``joblib.parallel_config`` context, ``-1`` all
+        cores).  The answer does not depend on it.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (n_classes,)
+    kernel_ : Kernel with the learned hyperparameters
+    result_ : InferenceResult (binary) or MulticlassResult (joint multi-class) of the final fit
+    estimators_ : list of GPClassifier (``multi_class="one_vs_rest"`` with more than two classes)
+    log_marginal_likelihood_value_ : float
+    X_train_ : ndarray
+    model_ : the fitted model (private): binary (dense or sparse), joint multi-class or one-vs-rest
+    inducing_points_ : ndarray of shape (M, d)
+        Sparse fits only: the (learned) inducing inputs.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel | None = None,
+        likelihood: Likelihood | None = None,
+        rule: SiteRule | InferenceMethod | str | None = None,
+        optimizer: str | Callable | None = "fmin_l_bfgs_b",
+        n_restarts_optimizer: int = 0,
+        schedule: Schedule | str = "parallel",
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+        jitter: float = 1e-6,
+        warm_start: bool = True,
+        random_state: int | np.random.RandomState | None = None,
+        inducing_points: int | ArrayLike | None = None,
+        learn_inducing_points: bool = True,
+        inducing_init: str = "kmeans",
+        optimizer_subset: int | None = None,
+        optimizer_maxiter: int | None = None,
+        multi_class: str = "joint",
+        n_jobs: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.rule = rule
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.schedule = schedule
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.jitter = jitter
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.inducing_points = inducing_points
+        self.learn_inducing_points = learn_inducing_points
+        self.inducing_init = inducing_init
+        self.optimizer_subset = optimizer_subset
+        self.optimizer_maxiter = optimizer_maxiter
+        self.multi_class = multi_class
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = True
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
+        """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
+        if self.kernel is not None and not isinstance(self.kernel, Kernel):
+            raise TypeError(
+                f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels), got {self.kernel!r}"
+            )
+        if isinstance(self.kernel, CompoundKernel):
+            raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
+        X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.size == 1:
+            raise ValueError(
+                f"GPClassifier needs samples of two classes; the data contain only one class: {classes[0]!r}"
+            )
+        self._check_parameters()
+        if self.multi_class not in ("joint", "one_vs_rest"):
+            raise ValueError(f"multi_class must be 'joint' or 'one_vs_rest', got {self.multi_class!r}")
+        if classes.size > 2 and self.multi_class == "joint" and self.inducing_points is not None:
+            raise ValueError(
+                "inducing_points: the joint multi-class model has no sparse posterior yet; "
+                "use multi_class='one_vs_rest' for a sparse fit per class"
+            )
+        self.classes_ = classes
+        self.X_train_ = np.array(X, copy=True)
+        if classes.size > 2 and self.multi_class == "one_vs_rest":
+            params = self.get_params(deep=False)
+            model = _OneVsRest(lambda: type(self)(**params), self.n_jobs)
+            model.fit(X, np.searchsorted(classes, y), classes.size)
+            self.estimators_ = model.estimators_
+            self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
+        else:
+            self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+            search = _EvidenceSearch(self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start)
+            model = self._fit_joint(y, search) if classes.size > 2 else self._fit_binary(y, search)
+            self.result_ = model.result_
+            self.log_marginal_likelihood_value_ = model.result_.log_evidence
+        self.kernel_ = model.kernel_
+        self.model_ = model
+        return self
+
+    def _fit_binary(self, y: NDArray, search: _EvidenceSearch) -> _BinaryModel:
+        X = self.X_train_
+        labels = np.where(y == self.classes_[1], 1.0, -1.0)
+        likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
+        options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol)
+        rule = "auto" if self.rule is None else self.rule
+        if self.inducing_points is None:
+            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
+            learn = self.optimizer is not None and self.kernel_.n_dims > 0
+            model.fit(X, labels, self._rng if learn else None)
+            return model
+        spec = check_inducing_points(self.inducing_points, X.shape[1])
+        if not isinstance(self.learn_inducing_points, bool | np.bool_):
+            raise TypeError(f"learn_inducing_points must be a bool, got {self.learn_inducing_points!r}")
+        subset = self.optimizer_subset
+        if subset is not None and not (isinstance(subset, int | np.integer) and subset >= 2):
+            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
+        rng = check_random_state(self.random_state)
+        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
+        learn_z = bool(self.learn_inducing_points)
+        model = _BinaryModel(
+            _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
+        )
+        learn = self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z)
+        if learn:
+            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+        model.fit(X, labels, (lambda: rng) if learn else None, subset)
+        self.inducing_points_ = model.Z
+        return model
+
+    def _fit_joint(self, y: NDArray, search: _EvidenceSearch) -> _JointModel:
+        likelihood = MultinomialProbit() if self.likelihood is None else self.likelihood
+        if not isinstance(likelihood, MulticlassLikelihood):
+            raise TypeError(
+                "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
+                f"(relaxep.multiclass.MultinomialProbit or RobustMax), got {likelihood!r}; "
+                "use multi_class='one_vs_rest' for a binary likelihood"
+            )
+        if self.rule is not None and not (isinstance(self.rule, str) and self.rule == "auto"):
+            raise ValueError(
+                f"rule={self.rule!r} does not apply to joint multi-class inference (nested EP); leave it None"
+            )
+        n_classes = self.classes_.size
+        if self.optimizer_subset is not None and int(self.optimizer_subset) < n_classes:
+            raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
+        model = _JointModel(
+            self.kernel_, likelihood, n_classes, search, noise=self.jitter, max_sweeps=self.max_sweeps, tol=self.tol
+        )
+        learn = self.optimizer is not None and self.kernel_.n_dims > 0
+        model.fit(self.X_train_, np.searchsorted(self.classes_, y), self.random_state, self.optimizer_subset, learn)
+        return model
+
+    def _rng(self) -> np.random.RandomState:
+        try:
+            return check_random_state(self.random_state)
+        except ValueError as exc:
+            raise ValueError(f"random_state: {exc}") from None
+
+    def _check_parameters(self) -> None:
+        """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        if isinstance(self.n_restarts_optimizer, bool) or not isinstance(self.n_restarts_optimizer, numbers.Integral):
+            raise TypeError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
+        if self.n_restarts_optimizer < 0:
+            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
+            raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
+        if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
+            raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
+
+    # ------------------------------------------------------------ evidence
+    def log_marginal_likelihood(
+        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
+    ) -> float | tuple[float, Array]:
+        r"""EP log evidence at ``theta`` (log-hyperparameters), optionally with its gradient.
+
+        ``theta=None`` returns the fitted value.  The gradient is the posterior's
+        (:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`,
+        :func:`~relaxep.posterior.sparse_gradient.sparse_evidence_gradient` in the kernel's part).
+        Each evaluation starts from the fitted sites and runs to ``tol``, so the value is a
+        function of ``theta`` alone to about ``tol**2``.  With
+        ``clone_kernel=False`` the fitted ``kernel_`` is set to ``theta`` (scikit-learn's
+        convention; faster for kernels that are expensive to copy).
+        """
+        check_is_fitted(self)
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("gradient can only be evaluated for theta != None")
+            return np.float64(self.log_marginal_likelihood_value_)
+        theta = np.asarray(theta, dtype=float)
+        if theta.shape != self.kernel_.theta.shape:
+            raise ValueError(f"theta must have shape {self.kernel_.theta.shape} (kernel_.theta), got {theta.shape}")
+        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+
+    # ------------------------------------------------------------ predict
+    def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
+        """Posterior mean and variance of the latent ``f`` (for ``classes_[1]``) at ``X``.
+
+        Joint multi-class: mean ``(n, C)`` and covariance ``(n, C, C)`` of the ``C`` latents;
+        one-vs-rest: means and variances ``(n, C)`` of the ``C`` binary latents.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.predict_latent(X)
+
+    def decision_function(self, X: ArrayLike) -> Array:
+        """Latent posterior mean: positive favours ``classes_[1]`` (multi-class: ``(n, C)``, one column per class)."""
+        return self.latent_mean_and_variance(X)[0]
+
+    def predict_proba(self, X: ArrayLike) -> Array:
+        r"""Class probabilities, columns in ``classes_`` order.
+
+        :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive).
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.predict_proba(X)
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``.
+
+        Multi-class: the most probable class.
+        """
+        p = self.predict_proba(X)
+        if self.classes_.size > 2:
+            return self.classes_[np.argmax(p, axis=1)]
+        return self.classes_[(p[:, 1] >= 0.5).astype(int)]

@@ -1,0 +1,269 @@
+r"""Parallel EP on a FITC posterior whose rows are sharded over Dask workers (``DaskGPClassifier``'s engine).
+
+Each shard (one row chunk) holds its inputs, labels, :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`,
+:math:`g_s` (both from :func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as
+``SparsePrior`` builds its own), its sites and its last proposals, and runs the same pure block
+functions as the single-process sweep; :class:`ShardedFITC` maps them and reduces on the client.
+The algorithm, sweep by sweep, is in :mod:`relaxep.estimators.dask`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.gaussian_process.kernels import Kernel
+
+from relaxep._typing import Array
+from relaxep.inference.evidence import site_evidence_terms
+from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior._sparse_linalg import (
+    factor_b,
+    inducing_factor,
+    natural_sums,
+    predict_rows,
+    shard_marginals,
+    sparse_prior_rows,
+)
+from relaxep.posterior.base import cavity, is_proper
+from relaxep.posterior.sparse_gradient import (
+    SparseKernel,
+    finish_gradient,
+    gradient_broadcast,
+    shard_gradient,
+)
+from relaxep.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+from relaxep.sites import SiteRule
+
+__all__ = ["ShardedFITC", "predict_block"]
+
+
+# ------------------------------------------------------------------ the shards' work
+def _shard_data(X: Array, y: Array, classes: Array) -> dict:
+    """A shard's inputs and labels in -1/+1, flat sites, no warm start."""
+    n = X.shape[0]
+    labels = np.where(np.asarray(y) == classes[1], 1.0, -1.0)
+    return {"X": np.asarray(X, dtype=float), "y": labels, "tau": np.zeros(n), "nu": np.zeros(n), "warm": None}
+
+
+def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
+    """The shard's rows of the FITC prior: V_s^T = K_{s,u} L_uu^-T and g_s (:func:`sparse_prior_rows`)."""
+    state = dict(state)
+    state["Vt"], _, state["g"] = sparse_prior_rows(kernel, state["X"], Z, L_uu, noise)
+    return state
+
+
+def _shard_start(state: dict, warm: bool) -> dict:
+    """Sites for a new run: the kept (warm) ones or flat; the schedule's and monitor's memory cleared."""
+    state = dict(state)
+    n = state["y"].size
+    if warm and state["warm"] is not None:
+        state["tau"], state["nu"] = state["warm"][0].copy(), state["warm"][1].copy()
+    else:
+        state["tau"], state["nu"] = np.zeros(n), np.zeros(n)
+    state.update(last=None, prev=None, prop=None)
+    return state
+
+
+def _shard_keep(state: dict) -> dict:
+    """Remember the current sites as the next run's warm start (GPClassifier's ``_warm``)."""
+    state = dict(state)
+    state["warm"] = (state["tau"].copy(), state["nu"].copy())
+    return state
+
+
+def _shard_gradient(state: dict, kern: SparseKernel, Z: Array, pieces: dict) -> tuple:
+    """The shard's share of the evidence gradient (:func:`relaxep.posterior.sparse_gradient.shard_gradient`)."""
+    return shard_gradient(
+        kern, state["Vt"], state["g"], state["tau"], state["nu"], state["X"], Z, pieces, state["prev"][1]
+    )
+
+
+def _shard_sums(state: dict, step: float | None) -> tuple[dict, tuple[Array, Array, float, float]]:
+    """Candidate sites at ``step`` (``None``: the sites as they are) and their natural-parameter sums."""
+    state = dict(state)
+    tau, nu = state["tau"], state["nu"]
+    if step is not None and state.get("prop") is not None:
+        idx, p_tau, p_nu = state["prop"]
+        tau, nu = tau.copy(), nu.copy()
+        tau[idx] = state["tau"][idx] + step * (p_tau - state["tau"][idx])
+        nu[idx] = state["nu"][idx] + step * (p_nu - state["nu"][idx])
+    state["cand"] = (tau, nu)
+    return state, natural_sums(state["Vt"], state["g"], tau, nu)
+
+
+def _shard_accept(state: dict) -> dict:
+    state = dict(state)
+    state["tau"], state["nu"] = state.pop("cand")
+    return state
+
+
+def _shard_sweep(
+    state: dict, chol_inv: Array, m: Array, rule: SiteRule, likelihood: Likelihood, propose: bool
+) -> tuple[dict, dict]:
+    """Marginals from the broadcast factor, the convergence statistic, the evidence terms and the proposals.
+
+    The proposals are kept on the shard (``propose=False``: not kept, the run ends); back come scalars.
+    """
+    state = dict(state)
+    Vt, g, tau, nu, y = state["Vt"], state["g"], state["tau"], state["nu"], state["y"]
+    mu, a = shard_marginals(Vt, g, tau, nu, chol_inv, m)
+    out: dict[str, Any] = {"bad": bool(not np.all(a > 0.0) or not np.all(np.isfinite(mu))), "stat": 0.0}
+    if state["prev"] is not None:
+        out["stat"] = marginal_change(*state["prev"], mu, a)
+    state["prev"] = (mu, a)
+    h, lam = cavity(mu, a, tau, nu, 1.0)  # the evidence's full cavities (log_evidence's)
+    if np.all(is_proper(lam)):
+        terms = site_evidence_terms(likelihood, y, h, lam, tau, mu, a)
+        out["evidence"] = float(np.sum(terms) + 0.5 * float(nu @ mu))
+    else:
+        out["evidence"] = float("nan")
+    props = parallel_proposals(SiteUpdater(rule, likelihood, y), mu, a, tau, nu, state["last"])
+    out["n_improper"] = props.n_improper
+    if not propose:
+        return state, out
+    state["prop"] = (props.index, props.precision, props.mean_precision)
+    state["last"] = props.direction
+    out.update(n_nonfinite=props.n_nonfinite, dot=props.dot, dir_sq=props.norm_sq, last_sq=props.last_norm_sq)
+    return state, out
+
+
+def _shard_sites(state: dict) -> tuple[Array, Array]:
+    return state["tau"], state["nu"]
+
+
+def _total(values: Any) -> float | None:
+    """The sum over the shards, ``None`` where the shards have none (the first sweep's inner products)."""
+    values = list(values)
+    return None if values[0] is None else sum(values)
+
+
+def _first(pair: tuple) -> Any:
+    return pair[0]
+
+
+def _second(pair: tuple) -> Any:
+    return pair[1]
+
+
+def predict_block(
+    X: Array, kernel: Kernel, Z: Array, L_uu: Array, chol_inv: Array, m: Array, noise: float, likelihood: Likelihood
+) -> Array:
+    """P(y = +1) at the rows ``X``: FITC's test conditional (:func:`predict_rows`, as
+    ``SparsePosterior.predict_latent``) and the likelihood's predictive (as ``InferenceResult.predict_proba``)."""
+    k_diag = np.asarray(kernel.diag(X), dtype=float) + noise
+    mean, var = predict_rows(L_uu, m, chol_inv, np.asarray(kernel(X, Z), dtype=float), k_diag)
+    return np.clip(likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+
+
+# ------------------------------------------------------------------ the sharded posterior
+class ShardedFITC:
+    """The FITC posterior over shards held on the workers; runs parallel EP as SiteUpdates + Parallel do.
+
+    ``infer`` reproduces :meth:`GPClassifier._infer`: a warm start from the last converged
+    sites (flat where they make the new posterior improper), a rerun from flat sites where the
+    warm run diverges, and the converged sites kept for the next run.
+    """
+
+    def __init__(
+        self, client: Any, X: Any, y: Any, classes: Array, noise: float, rule: SiteRule, likelihood: Likelihood,
+        max_sweeps: int, tol: float, min_step: float,
+    ) -> None:  # fmt: skip
+        self.client, self.noise, self.rule, self.likelihood = client, noise, rule, likelihood
+        self.max_sweeps, self.tol, self.min_step = max_sweeps, tol, min_step
+        x_futs = client.compute(X.to_delayed().ravel().tolist())
+        y_futs = client.compute(y.to_delayed().ravel().tolist())
+        self.states = [
+            client.submit(_shard_data, xf, yf, classes, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)
+        ]
+        self.has_warm = False
+
+    def _map(self, fn: Any, *args: Any) -> list:
+        return [self.client.submit(fn, st, *args, pure=False) for st in self.states]
+
+    def _split(self, pairs: list) -> list:
+        self.states = [self.client.submit(_first, p, pure=False) for p in pairs]
+        return self.client.gather([self.client.submit(_second, p, pure=False) for p in pairs])
+
+    def set_prior(self, kernel: Kernel, Z: Array) -> None:
+        """Rebuild the shards' prior rows for ``kernel`` and ``Z`` (raises KernelNotPositiveDefiniteError)."""
+        self.K_uu, self.L_uu, _ = inducing_factor(kernel, Z)  # SparsePrior's K_uu, jitter and factor
+        self.kernel, self.Z = kernel, Z
+        self.states = self._map(_shard_prior, Z, kernel, self.L_uu, self.noise)
+
+    def _sums(self, step: float | None) -> tuple | None:
+        parts = self._split(self._map(_shard_sums, step))
+        gram, b = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        if not all(p[3] > 0.0 for p in parts):
+            return None
+        try:
+            chol, chol_inv, m = factor_b(gram, b)
+        except ArithmeticError:
+            return None
+        return chol, chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
+
+    def infer(self) -> dict:
+        """One run as ``GPClassifier._infer`` does it (warm start, fallback, keep)."""
+        warm = self.has_warm
+        run = self._run(warm)
+        if run["status"] == "diverged" and warm:
+            run = self._run(False)
+        if run["status"] == "converged":
+            self.states = self._map(_shard_keep)
+            self.has_warm = True
+        return run
+
+    def _run(self, warm: bool) -> dict:
+        """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards."""
+        self.states = self._map(_shard_start, warm)
+        factor = self._sums(None)
+        if factor is None:
+            if not warm:
+                return {"status": "diverged"}
+            return self._run(False)  # the warm sites do not fit this prior: start afresh
+        self.states = self._map(_shard_accept)
+        step = AdaptiveStep(1.0, self.min_step)
+        monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
+        status, last_skipped, sweep = "max_sweeps", 0, 0
+        while True:
+            propose = sweep < self.max_sweeps
+            summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
+            if any(s["bad"] for s in summary):
+                if sweep == 0 and warm:
+                    return self._run(False)  # (a refresh of the warm sites would have failed)
+                status = "diverged"
+                break
+            n_improper = sum(s["n_improper"] for s in summary)
+            if sweep:  # the statistic of the posterior after the last sweep (the largest over the shards)
+                monitor.add(max(s["stat"] for s in summary))
+                if monitor.below_tol() and last_skipped == 0 and n_improper == 0:
+                    status = "converged"
+                    break
+            if not propose:
+                break
+            step.observe(*(_total(s[key] for s in summary) for key in ("dot", "dir_sq", "last_sq")))
+            while True:
+                candidate = self._sums(step.size)
+                if candidate is not None or not step.halve():
+                    break
+            if candidate is None:
+                status = "diverged"
+                break
+            factor = candidate
+            self.states = self._map(_shard_accept)
+            last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
+            sweep += 1
+        chol, chol_inv, m, log_det = factor
+        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
+        return dict(status=status, trace=monitor.trace, chol=chol, chol_inv=chol_inv, m=m, log_evidence=evidence)
+
+    def gradient(self, kern: SparseKernel, run: dict) -> tuple[Array, Array]:
+        """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
+        pieces = gradient_broadcast(self.L_uu, run["chol"], run["m"])
+        parts = self.client.gather(self._map(_shard_gradient, kern, self.Z, pieces))
+        return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
+
+    def sites(self) -> tuple[Array, Array]:
+        sites = self.client.gather(self._map(_shard_sites))
+        return np.concatenate([t for t, _ in sites]), np.concatenate([v for _, v in sites])

@@ -1,0 +1,218 @@
+r"""The gradient of the sparse (FITC) EP evidence in the kernel hyperparameters and the inducing inputs.
+
+At an EP fixed point the evidence is stationary in the sites, so its gradient is that of
+:math:`\log Z_q = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|` at fixed sites, with
+:math:`K = Q + G` the FITC prior (Naish-Guzman & Holden 2007; GPML's ``infEP`` with
+``apxSparse`` computes the same, its ``dnlZ.xu``).  With :math:`\alpha = \nu - T\mu`,
+:math:`R = (K + T^{-1})^{-1}` (:math:`R_{ii} = w_i - w_i^2 s_i` in the notation of
+:mod:`relaxep.posterior.sparse`) and :math:`c_i = (\alpha_i^2 - R_{ii})/2`,
+
+.. math::
+    \frac{\partial\log Z_q}{\partial K} = \tfrac12(\alpha\alpha^\top - R),
+
+and through :math:`K = K_{fu}K_{uu}^{-1}K_{uf} + \operatorname{diag}(k - q)` the chain rule gives,
+with :math:`a = K_{uu}^{-1}K_{uf}\alpha = L_{uu}^{-\top}m`:
+
+.. math::
+    d\log Z_q = \sum_{mi} (G_{uf})_{mi}\, d(K_{uf})_{mi} + \sum_{mm'} (G_{uu})_{mm'}\, d(K_{uu})_{mm'}
+    + \sum_i c_i\, dk_{ii},
+
+.. math::
+    G_{uf}^\top = \alpha a^\top - W V^\top B^{-1} L_{uu}^{-1} - 2\operatorname{diag}(c)V^\top L_{uu}^{-1},\qquad
+    G_{uu} = -\tfrac12 aa^\top + \tfrac12 L_{uu}^{-\top}(I - B^{-1})L_{uu}^{-1}
+    + L_{uu}^{-\top}V\operatorname{diag}(c)V^\top L_{uu}^{-1}.
+
+One pass over row chunks (:math:`3nM^2` flops, no ``n x n`` array); the kernel enters only
+through :math:`dK_{uf}`, :math:`dK_{uu}`, :math:`dk_{ii}`, in closed form for the squared
+exponential (isotropic or ARD) times a constant, scikit-learn's default kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import linalg
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, Product
+
+from relaxep._typing import Array
+from relaxep.posterior.sparse import SparsePosterior, add_weighted_gram, chunks, symmetric_from_lower
+
+__all__ = ["SparseKernel", "as_sparse_kernel", "sparse_evidence_gradient"]
+
+
+@dataclass(frozen=True)
+class SparseKernel:
+    r""":math:`k(x, z) = c\,\exp(-\tfrac12\sum_j (x_j - z_j)^2/\ell_j^2)`, read from a scikit-learn kernel.
+
+    ``entries`` lists, in the order of the kernel's ``theta``, what each free log-parameter
+    is: ``"constant"`` or ``"length_scale"`` (one entry per length scale).
+    """
+
+    constant: float
+    length_scale: Array  # (d,) after broadcasting
+    isotropic: bool
+    entries: tuple[str, ...]
+
+
+def as_sparse_kernel(kernel: Kernel, n_features: int) -> SparseKernel:
+    """The closed-form view of ``RBF``, ``ConstantKernel * RBF`` or ``RBF * ConstantKernel``.
+
+    Raises
+    ------
+    TypeError
+        For any other kernel (the gradient in the inducing inputs is written for these).
+    """
+    parts = [kernel.k1, kernel.k2] if isinstance(kernel, Product) else [kernel]
+    rbfs = [k for k in parts if type(k) is RBF]  # (Matern is a subclass of RBF)
+    consts = [k for k in parts if type(k) is ConstantKernel]
+    if len(rbfs) != 1 or len(rbfs) + len(consts) != len(parts):
+        raise TypeError(
+            "kernel: learning a sparse GP's kernel and inducing inputs needs RBF or ConstantKernel * RBF "
+            f"(closed-form gradients), got {kernel!r}; pass optimizer=None to keep another kernel fixed"
+        )
+    rbf = rbfs[0]
+    constant = float(consts[0].constant_value) if consts else 1.0
+    ls = np.atleast_1d(np.asarray(rbf.length_scale, dtype=float))
+    isotropic = ls.size == 1
+    if not isotropic and ls.size != n_features:
+        raise ValueError(f"kernel: the RBF has {ls.size} length scales for {n_features} features")
+    entries: list[str] = []
+    for part in parts:
+        for hp in part.hyperparameters:
+            if hp.fixed:
+                continue
+            if hp.name == "constant_value":
+                entries.append("constant")
+            elif hp.name == "length_scale":
+                entries += ["length_scale"] * (1 if isotropic else ls.size)
+            else:  # pragma: no cover - RBF and ConstantKernel have no other hyperparameters
+                raise TypeError(f"kernel: unexpected hyperparameter {hp.name}")
+    return SparseKernel(constant, np.broadcast_to(ls, (n_features,)).copy(), isotropic, tuple(entries))
+
+
+def _rbf(kern: SparseKernel, A: Array, B: Array) -> Array:
+    As, Bs = A / kern.length_scale, B / kern.length_scale
+    d2 = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :] - 2.0 * (As @ Bs.T)
+    return kern.constant * np.exp(-0.5 * np.maximum(d2, 0.0))
+
+
+def _contract(
+    kern: SparseKernel, gk: Array, A: Array, B: Array, row_sum: Array, col_sum: Array, gk_b: Array
+) -> tuple[Array, Array]:
+    r""":math:`\sum_{ab} GK_{ab}(A_{aj} - B_{bj})^2/\ell_j^2` per feature :math:`j`, and
+    :math:`\sum_a GK_{ab}(A_{aj} - B_{bj})/\ell_j^2` per row :math:`b` of ``B`` (``gk_b`` is :math:`GK^\top A`)."""
+    ell2 = kern.length_scale**2
+    sq = (row_sum @ (A * A) - 2.0 * np.einsum("bj,bj->j", B, gk_b) + col_sum @ (B * B)) / ell2
+    return sq, (gk_b - col_sum[:, None] * B) / ell2
+
+
+def gradient_broadcast(L_uu: Array, chol_b: Array, m: Array) -> dict[str, Array]:
+    r"""The :math:`M \times M` pieces every row chunk needs: :math:`L_B^{-1}`, :math:`[B^{-1}L_{uu}^{-1}, L_{uu}^{-1}]`,
+    :math:`a = L_{uu}^{-\top}m`, :math:`m`."""
+    luu_inv = linalg.lapack.dtrtri(L_uu, lower=1)[0]
+    lb_inv = linalg.lapack.dtrtri(chol_b, lower=1)[0]
+    b_inv = lb_inv.T @ lb_inv
+    return {
+        "lb_inv": lb_inv,
+        "both": np.hstack([b_inv @ luu_inv, luu_inv]),
+        "a": linalg.solve_triangular(L_uu, m, lower=True, trans=1),
+        "m": m,
+    }
+
+
+def shard_gradient(
+    kern: SparseKernel,
+    rows: Array,
+    g: Array,
+    tau: Array,
+    nu: Array,
+    X: Array,
+    Z: Array,
+    pieces: dict[str, Array],
+    marginal_var: Array | None = None,
+) -> tuple[float, Array, Array, Array]:
+    r"""One block of sites' share: the constant's and length scales' terms from :math:`K_{uf}` and
+    :math:`k_{ii}`, the :math:`Z` gradient from :math:`K_{uf}`, and :math:`V\operatorname{diag}(c)V^\top` (lower)."""
+    M = rows.shape[1]
+    d = 1.0 + g * tau
+    w = tau / d
+    alpha = nu / d - w * (rows @ pieces["m"])
+    if marginal_var is None:
+        r = rows @ pieces["lb_inv"].T
+        s = np.einsum("ij,ij->i", r, r)
+    else:  # s_i = ||L_B^-1 v_i||^2 from A_ii = g_i/d_i + s_i/d_i^2, saving a pass
+        s = (marginal_var - g / d) * d**2
+    cc = 0.5 * (alpha**2 - (w - w**2 * s))
+    proj = rows @ pieces["both"]
+    g_uf = np.outer(alpha, pieces["a"]) - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
+    vcv = add_weighted_gram(np.zeros((M, M), order="F"), rows, cc)
+    gk = g_uf * _rbf(kern, X, Z)
+    g_const = float(gk.sum() + cc.sum() * kern.constant)  # k_ii = c (the latent noise does not move)
+    sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
+    return g_const, sq, dz, vcv
+
+
+def finish_gradient(
+    kern: SparseKernel,
+    parts: list[tuple[float, Array, Array, Array]],
+    Z: Array,
+    K_uu: Array,
+    L_uu: Array,
+    pieces: dict[str, Array],
+) -> tuple[Array, Array]:
+    """Sum the shards' shares (in order) and add the :math:`K_{uu}` terms; ``(grad_theta, grad_Z)``."""
+    M = Z.shape[0]
+    g_const = sum(p[0] for p in parts)
+    g_ls = sum(p[1] for p in parts)
+    g_z = sum(p[2] for p in parts)
+    vcv = symmetric_from_lower(sum(p[3] for p in parts))
+    luu_inv = pieces["both"][:, M:]
+    b_inv = pieces["lb_inv"].T @ pieces["lb_inv"]
+    a = pieces["a"]
+    g_uu = -0.5 * np.outer(a, a) + luu_inv.T @ (0.5 * (np.eye(M) - b_inv) + vcv) @ luu_inv
+    g_uu = 0.5 * (g_uu + g_uu.T)
+    g_const += float(np.sum(g_uu * K_uu))  # the K_uu jitter scales with the constant too
+    gk = g_uu * _rbf(kern, Z, Z)
+    s = gk.sum(0)
+    sq, dz = _contract(kern, gk, Z, Z, s, s, gk.T @ Z)
+    g_ls = g_ls + sq
+    g_z = g_z + 2.0 * dz  # K_uu depends on z_m through row m and column m
+    ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
+    grads = [g_const if entry == "constant" else next(ls_iter) for entry in kern.entries]
+    return np.asarray(grads, dtype=float), g_z
+
+
+def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None) -> tuple[Array, Array]:
+    r"""Gradient of :math:`\log Z_q` at ``post``'s sites in ``kernel.theta`` and in the inducing inputs ``Z``.
+
+    At an EP fixed point this is the gradient of the EP log evidence (module docstring;
+    checked against finite differences of re-converged EP in the tests).
+
+    Parameters
+    ----------
+    post : SparsePosterior
+        Built from a :class:`~relaxep.posterior.SparsePrior` with ``X``, ``Z`` and a kernel.
+    kernel : sklearn Kernel, optional
+        The prior's kernel (default): ``RBF`` or ``ConstantKernel * RBF``.
+
+    Returns
+    -------
+    grad_theta : ndarray of shape (len(kernel.theta),)
+        In scikit-learn's log-parameters ``kernel.theta``.
+    grad_Z : ndarray of shape (M, d)
+    """
+    if not isinstance(post, SparsePosterior):
+        raise TypeError(f"post must be a SparsePosterior, got {type(post).__name__}")
+    p = post.prior
+    if p.kernel is None:
+        raise ValueError("post: its SparsePrior was built from matrices; the gradient needs X, Z and the kernel")
+    kern = as_sparse_kernel(p.kernel if kernel is None else kernel, p.X.shape[1])
+    tau, nu = post.site_precision, post.site_mean_precision
+    pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
+    var = post.marginal_var
+    parts = [
+        shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c])
+        for c in chunks(p.n, p.chunk_size)
+    ]
+    return finish_gradient(kern, parts, p.Z, p.K_uu, p.L_uu, pieces)
