@@ -145,7 +145,7 @@ def test_an_ordinary_overshoot_does_not_damp_the_parallel_step():
 def test_parallel_proposals_of_blocks_add_up_to_the_whole_sweeps():
     """What Dask's shards rely on: the block kernel on row blocks gives the whole's proposals, and the
     blocks' inner products add up to those the reversal test uses."""
-    from relaxep.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+    from relaxep.inference.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
 
     K, y = wavy_problem(120, 0)
     post = DensePosterior(K, np.full(120, 0.3), 0.1 * y)
@@ -167,3 +167,11 @@ def test_parallel_proposals_of_blocks_add_up_to_the_whole_sweeps():
     assert step.size == 1.0  # one reversal is an ordinary overshoot
     step.observe(-1.0, 1.0, 1.0)
     assert step.size == 0.5 and step.halve() and step.size == 0.25 and not step.halve() and step.size == 0.25
+
+
+def test_old_module_path_warns_and_still_works():
+    import relaxep.schedules as old
+    from relaxep.inference.schedules import Blocked
+
+    with pytest.warns(FutureWarning, match="relaxep.inference.schedules"):
+        assert old.Blocked is Blocked

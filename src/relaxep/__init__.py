@@ -2,7 +2,7 @@
 
 The data flow, one layer per subpackage: likelihoods (:mod:`relaxep.likelihoods`) -> site
 rules (:mod:`relaxep.sites`) -> posterior representations (:mod:`relaxep.posterior`) ->
-schedules (:mod:`relaxep.schedules`) and inference methods (:mod:`relaxep.inference`) ->
+schedules (:mod:`relaxep.inference.schedules`) and inference methods (:mod:`relaxep.inference`) ->
 the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments`) -> the command line.
 """
 
@@ -21,9 +21,9 @@ from relaxep.inference import (
     SiteUpdates,
     infer,
 )
+from relaxep.inference.schedules import Blocked, Parallel, Sequential
 from relaxep.likelihoods import Likelihood, Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.posterior import DensePrior, Prior, SparsePrior
-from relaxep.schedules import Blocked, Parallel, Sequential
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = [

@@ -28,10 +28,10 @@ from relaxep.estimators._inducing import check_inducing_points, initial_inducing
 from relaxep.estimators._models import _BinaryModel, _DensePriors, _JointModel, _OneVsRest, _SparsePriors
 from relaxep.estimators._search import _EvidenceSearch
 from relaxep.inference import InferenceMethod
+from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.multiclass import MulticlassLikelihood, MultinomialProbit
 from relaxep.posterior.sparse_gradient import as_sparse_kernel
-from relaxep.schedules import Schedule
 from relaxep.sites import SiteRule
 
 __all__ = ["GPClassifier", "input_format"]
@@ -77,7 +77,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the bounds.
     schedule : Schedule or {"parallel", "blocked", "sequential"}, default ``"parallel"``
-        How a site rule (or ``"auto"``'s EP stage) sweeps (:mod:`relaxep.schedules`).
+        How a site rule (or ``"auto"``'s EP stage) sweeps (:mod:`relaxep.inference.schedules`).
         ``"parallel"``: every site from one set of cavities, one factorisation a sweep, the
         fastest where EP converges; ``"blocked"``: the paper's sequential iterates in BLAS-3
         blocks.  Not used when ``rule`` is an inference method.

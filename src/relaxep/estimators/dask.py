@@ -5,7 +5,7 @@ the default client (``distributed.default_client()``); ``fit`` takes Dask arrays
 accepted and scattered), ``predict_proba`` returns a Dask array for a Dask array.
 
 The posterior is the FITC posterior of :mod:`relaxep.posterior.sparse` with the parallel
-schedule of :class:`~relaxep.schedules.Parallel`, reorganised so that nothing of size
+schedule of :class:`~relaxep.inference.schedules.Parallel`, reorganised so that nothing of size
 :math:`n` leaves a worker.  Each shard (one row chunk) holds its inputs, labels,
 :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`, :math:`g_s` (both from
 :func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as ``SparsePrior`` builds its own),
@@ -16,7 +16,7 @@ single-process sweep; one sweep is
    (:func:`~relaxep.posterior._sparse_linalg.shard_marginals`), the convergence statistic
    against its previous marginals (:func:`~relaxep.inference.method.marginal_change`), its
    terms of the EP evidence (:func:`~relaxep.inference.evidence.site_evidence_terms`) and the
-   rule's proposals (:func:`~relaxep.schedules.parallel_proposals`); back come scalars
+   rule's proposals (:func:`~relaxep.inference.schedules.parallel_proposals`); back come scalars
    (largest change, counts of improper cavities, the inner products of the damping rule,
    the evidence terms' sum);
 2. **map** (broadcast the step :math:`s`): the candidate sites
@@ -25,7 +25,7 @@ single-process sweep; one sweep is
    :math:`\sum_i\log d_i`;
 3. **reduce** on the client: :math:`B = I + \sum_s C_s`, its Cholesky factor and
    :math:`m = B^{-1}b` (an improper :math:`B` halves the step and repeats 2; the step is the
-   parallel schedule's :class:`~relaxep.schedules.AdaptiveStep`, the statistic goes to a
+   parallel schedule's :class:`~relaxep.inference.schedules.AdaptiveStep`, the statistic goes to a
    :class:`~relaxep.inference.method.ConvergenceMonitor`).
 
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates

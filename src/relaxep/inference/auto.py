@@ -25,10 +25,10 @@ from relaxep.inference.convergent import ConvergentEP
 from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.method import InferenceMethod, RunOptions
 from relaxep.inference.result import Attempt, InferenceResult
+from relaxep.inference.schedules import Schedule
 from relaxep.inference.site_updates import SweepOptions
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
-from relaxep.schedules import Schedule
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["Auto"]

@@ -15,10 +15,10 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.inference.auto import Auto
 from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult
+from relaxep.inference.schedules import Blocked, Parallel, Schedule, as_schedule
 from relaxep.inference.site_updates import SweepOptions
 from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.posterior import Posterior, Prior, as_prior
-from relaxep.schedules import Blocked, Parallel, Schedule, as_schedule
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["as_method", "infer"]
@@ -99,10 +99,10 @@ def infer(
         is.  ``infer``'s default is plain EP, the paper's baseline: this low-level call does
         what it is told, while :class:`~relaxep.GPClassifier` defaults to the robust ``"auto"``.
     schedule : Schedule or {"blocked", "sequential", "parallel"}
-        :class:`~relaxep.schedules.Blocked` (default: the paper's sequential iterates to
+        :class:`~relaxep.inference.schedules.Blocked` (default: the paper's sequential iterates to
         rounding, applied as one BLAS-3 update per block of 64 sites),
-        :class:`~relaxep.schedules.Sequential` (a rank-one update after each site) or
-        :class:`~relaxep.schedules.Parallel` (all sites from one set of cavities with an
+        :class:`~relaxep.inference.schedules.Sequential` (a rank-one update after each site) or
+        :class:`~relaxep.inference.schedules.Parallel` (all sites from one set of cavities with an
         adaptive step; same fixed points, other iterates).  Pass ``Blocked(block_size)`` or
         ``Parallel(step)`` for their options.
     max_sweeps : int

@@ -17,6 +17,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
+from relaxep.inference.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import (
     factor_b,
@@ -33,7 +34,6 @@ from relaxep.posterior.sparse_gradient import (
     gradient_broadcast,
     shard_gradient,
 )
-from relaxep.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
 from relaxep.sites import SiteRule
 
 __all__ = ["ShardedFITC", "predict_block"]

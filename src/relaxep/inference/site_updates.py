@@ -17,10 +17,10 @@ from relaxep._typing import Array, Status
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
+from relaxep.inference.schedules import Schedule, SiteUpdater, as_schedule
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 from relaxep.posterior.base import is_proper
-from relaxep.schedules import Schedule, SiteUpdater, as_schedule
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["SiteUpdates", "SweepOptions"]
@@ -71,9 +71,9 @@ class SiteUpdates(InferenceMethod):
     rule : SiteRule
         ``EP()``, ``PowerEP(u)``, ``FractionalEP(fraction)``, ``RelaxedEP(c)``.
     schedule : Schedule or {"blocked", "sequential", "parallel"}
-        :class:`~relaxep.schedules.Blocked` (default; the paper's sequential iterates in
-        BLAS-3 blocks), :class:`~relaxep.schedules.Sequential` or
-        :class:`~relaxep.schedules.Parallel`.
+        :class:`~relaxep.inference.schedules.Blocked` (default; the paper's sequential iterates in
+        BLAS-3 blocks), :class:`~relaxep.inference.schedules.Sequential` or
+        :class:`~relaxep.inference.schedules.Parallel`.
     order : {"fixed", "random"}
         Site order within a sweep; ``"random"`` draws a permutation per sweep.
     random_state : int, Generator or None
