@@ -12,7 +12,6 @@ estimator validates its parameters, picks one model and delegates to it (as scik
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any, ClassVar
 
@@ -222,12 +221,10 @@ class _JointModel:
     def _run(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
         tol = self.tol if tol is None else tol
 
-        def run(init: MulticlassResult | None) -> MulticlassResult:
-            with warnings.catch_warnings():  # reported once, by warn_unconverged
-                warnings.simplefilter("ignore", RuntimeWarning)
-                return infer_multiclass(
-                    K, y, self.likelihood, n_classes=self.n_classes, max_sweeps=self.max_sweeps, tol=tol, init=init
-                )
+        def run(init: MulticlassResult | None) -> MulticlassResult:  # (reports a status, never warns)
+            return infer_multiclass(
+                K, y, self.likelihood, n_classes=self.n_classes, max_sweeps=self.max_sweeps, tol=tol, init=init
+            )
 
         # sites from the search's subset do not fit the whole training set
         return self.search.run(run, lambda init: init.sites is None or init.sites[0].shape[0] == y.size)
