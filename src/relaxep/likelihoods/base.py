@@ -33,12 +33,13 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp
+from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval
 
-__all__ = ["Likelihood", "TiltedLogZ"]
+__all__ = ["Likelihood", "TiltedLogZ", "check_bounds"]
 
 # probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
@@ -80,6 +81,59 @@ class Likelihood(ParamsMixin, ABC):
 
     latent_dim: ClassVar[int] = 1
     has_cumulants: ClassVar[bool] = True
+    #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
+    #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
+    hyperparameter_names: ClassVar[tuple[str, ...]] = ()
+
+    # ------------------------------------------------------------ hyperparameters
+    @property
+    def hyperparameters(self) -> list[Hyperparameter]:
+        """The hyperparameters, as scikit-learn's kernels list theirs."""
+        return [Hyperparameter(name, "numeric", getattr(self, f"{name}_bounds")) for name in self.hyperparameter_names]
+
+    @property
+    def n_dims(self) -> int:
+        """The number of learned (not fixed) hyperparameters."""
+        return sum(not h.fixed for h in self.hyperparameters)
+
+    @property
+    def theta(self) -> Array:
+        """The learned hyperparameters' logarithms (scikit-learn's ``Kernel.theta`` convention)."""
+        return np.log([float(getattr(self, h.name)) for h in self.hyperparameters if not h.fixed])
+
+    @property
+    def bounds(self) -> Array:
+        """Log-bounds of :attr:`theta`, shape ``(n_dims, 2)``."""
+        rows = [np.log(np.asarray(h.bounds, dtype=float)).ravel() for h in self.hyperparameters if not h.fixed]
+        return np.array(rows).reshape(-1, 2)
+
+    def clone_with_theta(self, theta: ArrayLike) -> Likelihood:
+        """A copy with the learned hyperparameters set to ``exp(theta)``."""
+        theta = np.asarray(theta, dtype=float).ravel()
+        names = [h.name for h in self.hyperparameters if not h.fixed]
+        if theta.shape != (len(names),):
+            raise ValueError(f"theta must have {len(names)} entries ({names}), got shape {theta.shape}")
+        return type(self)(**{**self.get_params(), **{k: float(np.exp(v)) for k, v in zip(names, theta, strict=True)}})
+
+    def dlog_z_dtheta(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""Gradient of :math:`\log Z = \log\int p(y|f) N(f|\mu, s^2) df` in :attr:`theta`, shape ``(..., n_dims)``.
+
+        :math:`\partial_\theta \log Z = E_{\hat p}[\partial_\theta \log p(y|f)]` (the tilted expectation).  At an
+        EP fixed point the evidence is stationary in the sites, so its gradient in the likelihood's
+        hyperparameters is the sum of these over the sites at their cavities (Seeger 2005).
+        """
+        y, mean, var = np.broadcast_arrays(*_as_floats(y, mean, var))
+        if self.n_dims == 0:
+            return np.zeros((*y.shape, 0))
+        return self._dlog_z_dtheta(y, mean, var)
+
+    def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
+        f, weights = self._tilted_nodes(y, mean, var)
+        return np.sum(weights[..., None] * self._dlog_lik_dtheta(y[..., None], f), axis=-2)
+
+    def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
+        r""":math:`\partial \log p(y|f) / \partial\theta` (last axis: the learned hyperparameters)."""
+        raise NotImplementedError(f"{type(self).__name__} has learned hyperparameters but no _dlog_lik_dtheta")
 
     def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
         """The targets as a float vector (of length ``n`` if given), or a ``ValueError`` naming ``y``.
@@ -172,6 +226,21 @@ class Likelihood(ParamsMixin, ABC):
             + 0.5 * np.log(v_hat / var)[..., None]
         )
         return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
+
+
+def check_bounds(value: object, name: str) -> tuple[float, float] | str:
+    """A hyperparameter's bounds: ``"fixed"`` or a pair ``0 < low <= high`` (``ValueError`` naming ``name``)."""
+    if isinstance(value, str):
+        if value != "fixed":
+            raise ValueError(f"{name} must be 'fixed' or a pair (low, high), got {value!r}")
+        return value
+    try:
+        low, high = (float(v) for v in value)  # type: ignore[union-attr]
+    except (TypeError, ValueError):
+        raise ValueError(f"{name} must be 'fixed' or a pair (low, high), got {value!r}") from None
+    if not (0.0 < low <= high < np.inf):
+        raise ValueError(f"{name} must satisfy 0 < low <= high < inf, got {value!r}")
+    return (low, high)
 
 
 def _as_floats(*arrays: ArrayLike) -> tuple[Array, ...]:
