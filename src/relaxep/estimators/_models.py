@@ -1,11 +1,12 @@
-r"""The fitted models behind :class:`~relaxep.GPClassifier`, one class per kind of model.
+r"""The fitted models behind :class:`~relaxep.GPClassifier` and :class:`~relaxep.GPRegressor`, one class
+per kind of model.
 
-:class:`_BinaryModel` is EP (or any rule or inference method) on a prior made by a prior
-factory, :class:`_DensePriors` or :class:`_SparsePriors` (FITC, with inducing inputs learned
-with the kernel); :class:`_JointModel` is the joint multi-class model of
-:mod:`relaxep.multiclass`; :class:`_OneVsRest` fits one binary estimator per class.  Each has
-``fit``, ``log_evidence(theta, eval_gradient, clone_kernel)``, ``predict_latent(X)`` and
-``predict_proba(X)``; the hyperparameter search and its policies are :mod:`._search`'s.  The
+:class:`_LatentModel` is EP (or any rule or inference method) for one latent function (binary
+classification, robust regression) on a prior made by a prior factory, :class:`_DensePriors` or
+:class:`_SparsePriors` (FITC, with inducing inputs learned with the kernel); :class:`_JointModel` is
+the joint multi-class model of :mod:`relaxep.multiclass`; :class:`_OneVsRest` fits one binary
+estimator per class.  Each has ``fit``, ``log_evidence(theta, eval_gradient, clone_kernel)`` and
+``predict_latent(X)``; the hyperparameter search and its policies are :mod:`._search`'s.  The
 estimator validates its parameters, picks one model and delegates to it (as scikit-learn's
 ``GaussianProcessClassifier`` delegates to its ``base_estimator_``).
 """
@@ -24,9 +25,10 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._inducing import flat, split_parameters
+from relaxep.estimators._inducing import flat
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_at_bounds, warn_unconverged
 from relaxep.inference import InferenceMethod, InferenceResult, infer
+from relaxep.inference.evidence import likelihood_evidence_gradient
 from relaxep.likelihoods import Likelihood
 from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_multiclass
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
@@ -34,7 +36,7 @@ from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
 from relaxep.posterior.prior import kernel_matrix
 from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
 
-__all__ = ["_BinaryModel", "_DensePriors", "_JointModel", "_OneVsRest", "_SparsePriors"]
+__all__ = ["_DensePriors", "_JointModel", "_LatentModel", "_OneVsRest", "_SparsePriors"]
 
 
 # ------------------------------------------------------------------ prior factories
@@ -72,12 +74,16 @@ class _SparsePriors:
         return sparse_evidence_gradient(posterior, kernel)
 
 
-# ------------------------------------------------------------------ binary
-class _BinaryModel:
-    """Binary classification (labels in ``{-1, +1}``) on the priors of ``priors``.
+# ------------------------------------------------------------------ one latent per target
+class _LatentModel:
+    """One latent function, one target per input (binary labels in ``{-1, +1}``, or real regression
+    targets), on the priors of ``priors``, by :func:`~relaxep.infer` with ``rule``.
 
-    ``Z`` (sparse priors): the inducing inputs, learned with the kernel where ``learn_z``.
-    ``kernel`` is the estimator's ``kernel_`` itself: the search sets its ``theta``.
+    The search learns the kernel's hyperparameters, the likelihood's (:attr:`Likelihood.theta
+    <relaxep.likelihoods.Likelihood.theta>`: a Student-t's scale, say) and, for sparse priors
+    where ``learn_z``, the inducing inputs ``Z``: the optimiser's vector is the kernel's ``theta``,
+    then the likelihood's, then ``Z`` row by row.  ``kernel`` is the estimator's ``kernel_`` itself
+    (the search sets its ``theta``); the learned likelihood is :attr:`likelihood`.
     """
 
     def __init__(
@@ -98,55 +104,69 @@ class _BinaryModel:
         self.schedule, self.max_sweeps, self.tol = schedule, max_sweeps, tol
         self.Z, self.learn_z = Z, bool(learn_z)
 
-    def _run(self, prior: Prior, y: Array) -> InferenceResult:
+    def _run(self, prior: Prior, y: Array, likelihood: Likelihood | None = None) -> InferenceResult:
         # an inference method carries its own schedule (infer refuses one beside it)
         schedule = {} if isinstance(self.rule, InferenceMethod) else {"schedule": self.schedule}
+        likelihood = self.likelihood if likelihood is None else likelihood
 
         def run(init: InferenceResult | None) -> InferenceResult:
-            return infer(
-                prior, y, self.likelihood, self.rule, max_sweeps=self.max_sweeps, tol=self.tol, init=init, **schedule
-            )
+            options = dict(max_sweeps=self.max_sweeps, tol=self.tol, init=init, **schedule)
+            return infer(prior, y, likelihood, self.rule, **options)
 
         return self.search.run(run)
 
-    def _split(self, learn_z: bool) -> Callable[[Array], tuple[Array, Array | None]]:
-        return split_parameters(self.kernel_, (0, 0) if self.Z is None else self.Z.shape, learn_z)
+    @property
+    def theta(self) -> Array:
+        """The kernel's and the likelihood's hyperparameters, in the optimiser's order."""
+        return np.concatenate([self.kernel_.theta, self.likelihood.theta])
+
+    @property
+    def bounds(self) -> Array:
+        return np.vstack([self.kernel_.bounds, self.likelihood.bounds])
+
+    def _split(self, x: Array, learn_z: bool) -> tuple[Kernel, Likelihood, Array | None]:
+        """The optimiser's vector as (kernel, likelihood, ``Z`` or ``None`` where not learned)."""
+        k, n_theta = self.kernel_.theta.size, self.theta.size
+        likelihood = self.likelihood.clone_with_theta(x[k:n_theta]) if n_theta > k else self.likelihood
+        Z = x[n_theta:].reshape(self.Z.shape) if learn_z else None
+        return self.kernel_.clone_with_theta(x[:k]), likelihood, Z
 
     def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array, learn_z: bool) -> tuple[float, Any]:
-        """EP evidence (and gradient in ``theta`` and, if learned, ``Z``) at the optimiser's vector ``x``."""
-        theta, Z = self._split(learn_z)(x)
+        """EP evidence (and gradient in the hyperparameters and, if learned, ``Z``) at the optimiser's ``x``."""
+        kernel, likelihood, Z = self._split(x, learn_z)
         Z = self.Z if Z is None else Z
-        kernel = self.kernel_.clone_with_theta(theta)
         try:
             prior = self.priors.build(kernel, X, Z, eval_gradient)
         except self.priors.refused:
             return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-        result = self._run(prior, y)
+        result = self._run(prior, y, likelihood)
 
         def gradient() -> Array:
             g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)
-            return flat(g_theta, g_z if learn_z else None)
+            g_lik = likelihood_evidence_gradient(result.posterior, likelihood, y)
+            return flat(np.concatenate([g_theta, g_lik]), g_z if learn_z else None)
 
         return scored(result.status, result.log_evidence, gradient if eval_gradient else None, x)
 
     def learn(self, X: Any, y: Array, rng: np.random.RandomState) -> None:
-        """Learn ``kernel_.theta`` (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""
+        """Learn the hyperparameters (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""
         learn_z = self.learn_z
         best = self.search.maximise(
             lambda x, g: self.evidence(x, g, X, y, learn_z),
-            self.kernel_.theta,
-            self.kernel_.bounds,
+            self.theta,
+            self.bounds,
             rng,
             pack=lambda theta0: flat(theta0, self.Z if learn_z else None),
             n_extra=self.Z.size if learn_z else 0,
         )
         if best is not None:
-            theta, Z = self._split(learn_z)(best)
-            self.kernel_.theta = theta
+            kernel, self.likelihood, Z = self._split(best, learn_z)
+            self.kernel_.theta = kernel.theta
             if Z is not None:
                 self.Z = np.array(Z)
         if self.priors.warns_at_bounds:
-            warn_at_bounds(self.kernel_, stacklevel=6)  # the user's call of GPClassifier.fit
+            warn_at_bounds(self.kernel_, stacklevel=6)  # the user's call of fit
+            warn_at_bounds(self.likelihood, stacklevel=6)
 
     def fit(self, X: Any, y: Array, rng: Callable[[], np.random.RandomState] | None, subset: int | None = None) -> None:
         """Learn (``rng`` given: the search's random state) on all of ``(X, y)`` or on ``subset`` random rows,
@@ -174,13 +194,14 @@ class _BinaryModel:
         self.result_ = result
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
+        """The evidence at ``theta``: the kernel's hyperparameters (the likelihood's as fitted), or both."""
+        k = self.kernel_.theta.size
+        x = theta if theta.size > k else np.concatenate([theta, self.likelihood.theta])
         if not clone_kernel:
-            self.kernel_.theta = theta
-        lml, grad = self.search.evaluate_at(
-            lambda x, g: self.evidence(x, g, self.X, self.y, False), theta, eval_gradient
-        )
+            self.kernel_.theta = theta[:k]
+        lml, grad = self.search.evaluate_at(lambda x, g: self.evidence(x, g, self.X, self.y, False), x, eval_gradient)
         lml = np.float64(lml)  # a NumPy scalar, as scikit-learn's (compares in float64 with float32 operands)
-        return (lml, grad) if eval_gradient else lml
+        return (lml, grad[: theta.size]) if eval_gradient else lml
 
     def predict_latent(self, X: Any) -> tuple[Array, Array]:
         return self.prior_.predict_at(self.result_.predict_latent, X)

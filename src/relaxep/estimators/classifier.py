@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
-from relaxep.estimators._models import _BinaryModel, _DensePriors, _JointModel, _OneVsRest, _SparsePriors
+from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, _SparsePriors
 from relaxep.estimators._search import _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -232,14 +232,14 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.model_ = model
         return self
 
-    def _fit_binary(self, y: NDArray, search: _EvidenceSearch) -> _BinaryModel:
+    def _fit_binary(self, y: NDArray, search: _EvidenceSearch) -> _LatentModel:
         X = self.X_train_
         labels = np.where(y == self.classes_[1], 1.0, -1.0)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
         options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol)
         rule = "auto" if self.rule is None else self.rule
         if self.inducing_points is None:
-            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
+            model = _LatentModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
             learn = self.optimizer is not None and self.kernel_.n_dims > 0
             model.fit(X, labels, self._rng if learn else None)
             return model
@@ -252,7 +252,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         Z = initial_inducing_points(X, spec, self.inducing_init, rng)
         learn_z = bool(self.learn_inducing_points)
-        model = _BinaryModel(
+        model = _LatentModel(
             _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
         )
         learn = self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z)

@@ -60,7 +60,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
-from relaxep.estimators._models import _BinaryModel, _SparsePriors
+from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_unconverged
 from relaxep.inference.sharded import ShardedFITC, predict_block
 from relaxep.likelihoods import Likelihood, NoisyProbit
@@ -189,7 +189,7 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
                 # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
                 idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
                 X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
-                model = _BinaryModel(
+                model = _LatentModel(
                     _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search,
                     max_sweeps=self.max_sweeps, tol=self.tol, Z=Z, learn_z=learn_z,
                 )  # fmt: skip

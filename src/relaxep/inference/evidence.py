@@ -15,7 +15,7 @@ from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior, Posterior
 
-__all__ = ["evidence_gradient", "log_evidence", "site_evidence_terms"]
+__all__ = ["evidence_gradient", "likelihood_evidence_gradient", "log_evidence", "site_evidence_terms"]
 
 
 def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> float:
@@ -79,3 +79,23 @@ def evidence_gradient(result: _DenseFit, kernel_gradient: Array) -> Array:
     ``kernel_gradient`` has shape ``(n, n, n_hyperparameters)`` (scikit-learn's).
     """
     return result.posterior.evidence_gradient(kernel_gradient)
+
+
+def likelihood_evidence_gradient(post: Posterior, likelihood: Likelihood, labels: Array) -> Array:
+    r"""Gradient of the EP log evidence in the likelihood's hyperparameters (:attr:`Likelihood.theta
+    <relaxep.likelihoods.Likelihood.theta>`), any representation.
+
+    At an EP fixed point :math:`\log Z_{EP}` is stationary in the sites, and with the sites (so the
+    cavities) held fixed only :math:`\log\hat Z_i` depends on the likelihood (Seeger 2005, "Expectation
+    propagation for exponential families"):
+
+    .. math::
+        \frac{\partial \log Z_{EP}}{\partial\theta} = \sum_i \frac{\partial \log\hat Z_i}{\partial\theta}
+        = \sum_i E_{\hat p_i}\Big[\frac{\partial \log p(y_i | f_i)}{\partial\theta}\Big].
+
+    Zero-length where the likelihood has no learned hyperparameters.
+    """
+    if likelihood.n_dims == 0:
+        return np.zeros(0)
+    h, lam = post.cavities()
+    return np.sum(likelihood.dlog_z_dtheta(labels, h, lam), axis=0)
