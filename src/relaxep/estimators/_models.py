@@ -206,6 +206,11 @@ class _LatentModel:
     def predict_latent(self, X: Any) -> tuple[Array, Array]:
         return self.prior_.predict_at(self.result_.predict_latent, X)
 
+    def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
+        """Latent mean and covariance at ``X`` (the posterior's ``predict_latent_cov``)."""
+        cross_kernel, _ = self.prior_.cross_covariance(X)
+        return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(X))
+
     def predict_proba(self, X: Any) -> Array:
         p1 = self.prior_.predict_at(self.result_.predict_proba, X)
         return np.column_stack([1.0 - p1, p1])

@@ -340,25 +340,38 @@ class DensePosterior(Posterior):
 
         with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`.
         """
-        if cross_kernel.shape[1:] != (self.n,):
+        self._check_cross_kernel(cross_kernel)
+        left, right = self._reduction_factors(cross_kernel)
+        return cross_kernel @ self.alpha, np.maximum(test_diag - np.sum(left * right, axis=0), 0.0)
+
+    def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
+        r"""Latent predictive mean and covariance :math:`K_{**} - K_* (K + T^{-1})^{-1} K_*^\top`
+        (:meth:`predict_latent`'s, jointly at the test points; ``test_kernel`` is :math:`K_{**}`)."""
+        self._check_cross_kernel(cross_kernel)
+        left, right = self._reduction_factors(cross_kernel)
+        cov = test_kernel - left.T @ right
+        return cross_kernel @ self.alpha, 0.5 * (cov + cov.T)
+
+    def _check_cross_kernel(self, cross_kernel: Array) -> None:
+        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != self.n:
             raise ValueError(
                 f"K_star must have shape (m, {self.n}) (covariances to the training inputs), got {cross_kernel.shape}"
             )
+
+    def _reduction_factors(self, cross_kernel: Array) -> tuple[Array, Array]:
+        r"""``(P, Q)`` with :math:`P^\top Q = K_* (K + T^{-1})^{-1} K_*^\top`: :math:`P = Q = L^{-1} S^{1/2}
+        K_*^\top` for non-negative sites, else :math:`P = K_*^\top`, :math:`Q = (I + TK)^{-1} T K_*^\top`."""
         if self._log_det is None:
             self.refresh(marginals_only=self._cov_stale)
-        mean = cross_kernel @ self.alpha
         tau = self.site_precision
         if not self._has_negative:
             v = linalg.solve_triangular(self._chol, np.sqrt(np.maximum(tau, 0.0))[:, None] * cross_kernel.T, lower=True)
-            reduction = np.sum(v * v, axis=0)
-        else:
-            if self._lu is None:
-                m = tau[:, None] * self.kernel
-                m[np.diag_indices(self.n)] += 1.0  # I + T K
-                self._lu = linalg.lu_factor(m, check_finite=False)
-            w = linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
-            reduction = np.sum(cross_kernel.T * w, axis=0)
-        return mean, np.maximum(test_diag - reduction, 0.0)
+            return v, v
+        if self._lu is None:
+            m = tau[:, None] * self.kernel
+            m[np.diag_indices(self.n)] += 1.0  # I + T K
+            self._lu = linalg.lu_factor(m, check_finite=False)
+        return cross_kernel.T, linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
 
     # ------------------------------------------------------------ gradient
     def evidence_gradient(self, kernel_gradient: Array) -> Array:

@@ -340,6 +340,17 @@ class SparsePosterior(Posterior):
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
         return predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size)
 
+    def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
+        r"""Latent predictive mean and covariance from :math:`K_{*u}`: :math:`K_{**} - A^\top A + R^\top R`,
+        :math:`A = L_{uu}^{-1}K_{u*}`, :math:`R = L_B^{-1}A` (:meth:`predict_latent`'s, jointly; memory
+        :math:`O(m^2 + mM)`)."""
+        p = self.prior
+        m_ind = self.inducing_mean  # (refreshes a stale factor first)
+        a = solve_rows(p.L_uu, cross_kernel)
+        r = multiply_rows(self._chol_inv, a)
+        cov = test_kernel - a @ a.T + r @ r.T
+        return a @ m_ind, 0.5 * (cov + cov.T)
+
     # ------------------------------------------------------- one-site updates
     def _ensure_sigma(self) -> Array:
         r""":math:`\Sigma = B^{-1}` at the current sites (kept current by the one-site updates)."""
