@@ -49,8 +49,11 @@ say "not installed" otherwise.  Their environment (numpy 2 rules out GPflow >= 2
 
     python -m venv /work/benchenv --system-site-packages
     /work/benchenv/bin/pip install GPy gpflow tensorflow tensorflow-probability tf-keras
-    PYTHONPATH=$PWD/src /work/benchenv/bin/python benchmarks/regression.py --sizes 500 1000 2000 --sparse \\
-        --out benchmarks/results/regression.md
+    PYTHONPATH=$PWD/src /work/benchenv/bin/python benchmarks/regression.py --sizes 500 1000 2000 --repeats 1 \\
+        --sparse --out benchmarks/results/regression.md
+
+(``--repeats 1``: the whole run, peers included, takes of the order of an hour on 2 shared cores;
+``--repeats 3`` triples the part below n = 2000)
 
 (measured with GPy 1.15.0, GPflow 2.9.2, TensorFlow 2.21.0, TensorFlow Probability 0.25.0, tf-keras
 2.21.0, numpy 2.4.6, scipy 1.17.1, scikit-learn 1.9.1).  The relaxep rows need ``from relaxep import
