@@ -302,10 +302,11 @@ def warned(caught) -> str:
     return f"{len(caught)} warnings ({', '.join(kinds)})" if caught else ""
 
 
-def run(problem: str, n: int, rate: float, repeats: int, max_n: dict) -> list[str]:
+def run(problem: str, n: int, rate: float, repeats: int, max_n: dict, names: list[str]) -> list[str]:
     X, y, Xt, yt = problem_data(problem, n, rate)
     lines = []
-    for name, cls in CONTENDERS.items():
+    for name in names:
+        cls = CONTENDERS[name]
         head = f"| {problem} | {n} | {rate:.0%} | {name} |"
         if cls in max_n and n > max_n[cls][1]:
             lines.append(f"{head} - | - | - | - | - | skipped (n > {max_n[cls][0]} {max_n[cls][1]}) |")
@@ -378,6 +379,9 @@ def main() -> None:
     parser.add_argument("--rates", type=float, nargs="+", default=[0.0, 0.1, 0.2])
     parser.add_argument("--problems", nargs="+", default=["1-D", "Friedman #1"], choices=list(NOISE))
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--contenders", nargs="+", default=list(CONTENDERS), choices=list(CONTENDERS), help="a subset of the rows"
+    )
     parser.add_argument("--vgp-max-n", type=int, default=500, help="GPflow's VGP only up to this n")
     parser.add_argument("--laplace-max-n", type=int, default=1000, help="GPy's Student-t Laplace only up to this n")
     parser.add_argument("--vgp-maxiter", type=int, default=2000)
@@ -423,7 +427,7 @@ def main() -> None:
                         GPflowVGP: ("--vgp-max-n", args.vgp_max_n),
                         GPyStudentT: ("--laplace-max-n", args.laplace_max_n),
                     }
-                    rows = run(problem, n, rate, args.repeats if n < 2000 else 1, max_n)
+                    rows = run(problem, n, rate, args.repeats if n < 2000 else 1, max_n, args.contenders)
                     print(*rows, sep="\n", flush=True)
                     table += rows
         sparse = []
