@@ -55,12 +55,13 @@ def _log_side(r: Array, lam: Array, s: Array, z: Array) -> Array:
     return np.where(neg, tail, body)
 
 
-def _continued_fraction(t: Array) -> tuple[Array, Array]:
-    """``d = t + 2/(t + 3/(t + ...))`` and ``d2 = t + 3/(t + 4/(...))`` for ``t > 0`` large."""
+def _continued_fraction(t: Array) -> tuple[Array, Array, Array]:
+    """``d_k = t + (k+1)/d_{k+1}`` for ``k = 1, 2, 3`` (``t > 0`` large), truncated after ``_CF_TERMS``."""
     d = t.copy()
-    for k in range(_CF_TERMS, 2, -1):
+    for k in range(_CF_TERMS, 3, -1):
         d = t + k / d
-    return t + 2.0 / d, d
+    d2 = t + 3.0 / d
+    return t + 2.0 / d2, d2, d
 
 
 def _rho_and_v(z: Array) -> tuple[Array, Array]:
@@ -75,8 +76,7 @@ def _rho_and_v(z: Array) -> tuple[Array, Array]:
     rho_near = near_z + normal_cdf_ratio(near_z)
     v_near = 1.0 - rho_near * (rho_near - near_z)
     t = np.where(far, -z, 100.0)
-    d1, d2 = _continued_fraction(t)
-    d3 = 3.0 / (d2 - t)  # d2 = t + 3/d3
+    d1, d2, d3 = _continued_fraction(t)
     rho_far = 1.0 / d1
     v_far = (d2 * (t - 3.0 / d3) + 4.0) / (d1 * d2) ** 2
     return np.where(far, rho_far, rho_near), np.where(far, v_far, v_near)
