@@ -8,7 +8,7 @@ from scipy import integrate, stats
 from scipy.special import stdtr
 
 from oracles import regression_tilted_quad
-from relaxep import Gaussian, Laplace, StudentT
+from relaxep import Gaussian, Laplace, Likelihood, StudentT
 
 POWERS = [1.0, 0.8, 0.5]
 
@@ -202,10 +202,15 @@ def test_predict_interval_against_quadrature_and_monte_carlo(lik, noise, cdf):
 
 
 def test_gaussian_interval_is_the_closed_form():
-    low, high = Gaussian(0.5).predict_interval(np.array([0.0, 2.0]), np.array([1.0, 0.1]), 0.95)
-    half = stats.norm.ppf(0.975) * np.sqrt(np.array([1.5, 0.6]))
-    np.testing.assert_allclose(low, np.array([0.0, 2.0]) - half, rtol=1e-12)
-    np.testing.assert_allclose(high, np.array([0.0, 2.0]) + half, rtol=1e-12)
+    mean, var = np.array([0.0, 2.0, -1.0]), np.array([1.0, 0.1, 1e-6])
+    half = stats.norm.ppf(0.975) * np.sqrt(var + 0.5)
+    low, high = Gaussian(0.5).predict_interval(mean, var, 0.95)
+    np.testing.assert_allclose(low, mean - half, rtol=1e-12)
+    np.testing.assert_allclose(high, mean + half, rtol=1e-12)
+    # the generic root-finder on the predictive CDF (what StudentT and Laplace use) finds the same ends
+    low, high = Likelihood.predict_interval(Gaussian(0.5), mean, var, 0.95)
+    np.testing.assert_allclose(low, mean - half, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(high, mean + half, rtol=1e-10, atol=1e-10)
 
 
 def test_predict_y_adds_the_noise_variance():

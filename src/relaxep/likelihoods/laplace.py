@@ -183,5 +183,11 @@ class Laplace(Likelihood):
     def _noise(self) -> stats.rv_continuous:
         return stats.laplace(0.0, float(self.scale))
 
+    def _cdf(self, y: Array, f: Array) -> Array:
+        # 1/2 e^{-|x|/b} below zero, 1 - 1/2 e^{-|x|/b} above
+        x = (y - f) / float(self.scale)
+        half_tail = 0.5 * np.exp(-np.abs(x))
+        return np.where(x < 0.0, half_tail, 1.0 - half_tail)
+
     def _noise_variance(self) -> float:
         return 2.0 * float(self.scale) ** 2

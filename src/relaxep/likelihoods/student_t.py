@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number
@@ -245,6 +245,9 @@ class StudentT(Likelihood):
     # ------------------------------------------------------------ predictive
     def _noise(self) -> stats.rv_continuous:
         return stats.t(float(self.df), loc=0.0, scale=float(self.scale))
+
+    def _cdf(self, y: Array, f: Array) -> Array:
+        return stdtr(float(self.df), (y - f) / float(self.scale))
 
     def _noise_variance(self) -> float:
         nu = float(self.df)
