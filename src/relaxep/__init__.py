@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier
+from relaxep.estimators.regressor import GPRegressor
 from relaxep.inference import (
     Attempt,
     Auto,
@@ -22,7 +23,7 @@ from relaxep.inference import (
     infer,
 )
 from relaxep.inference.schedules import Blocked, Parallel, Sequential
-from relaxep.likelihoods import Likelihood, Logistic, NoisyProbit, NoisyStep, Probit
+from relaxep.likelihoods import Gaussian, Laplace, Likelihood, Logistic, NoisyProbit, NoisyStep, Probit, StudentT
 from relaxep.posterior import DensePrior, Prior, SparsePrior
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
@@ -38,10 +39,13 @@ __all__ = [
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
+    "GPRegressor",
+    "Gaussian",
     "ImproperPosteriorError",
     "InferenceMethod",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",
+    "Laplace",
     "Likelihood",
     "Logistic",
     "NoisyProbit",
@@ -55,6 +59,7 @@ __all__ = [
     "SiteRule",
     "SiteUpdates",
     "SparsePrior",
+    "StudentT",
     "infer",
 ]
 

@@ -82,6 +82,36 @@ def warn_at_bounds(kernel: Kernel, stacklevel: int = 3) -> None:
             index += 1
 
 
+class _Backtracking:
+    r"""The objective as L-BFGS-B sees it: an infinite value (a run that failed) stands in as a finite one.
+
+    L-BFGS-B's line search cannot step back from an infinite value: it stops where it stands.
+    With a value above every one seen so far (by :math:`10^3 (1 + |f|)`) and a zero gradient in
+    its place, the line search backtracks towards the last good point instead, as it does from a
+    large finite value (GPML's ``minimize`` halves its step on a non-finite value for this reason).
+    A first step of :math:`-\nabla f` (L-BFGS-B's Cauchy point) can reach far into a region where
+    EP does not converge: the gradient of the evidence in a likelihood's scale is of order ``n``.
+    """
+
+    def __init__(self, obj_func: Callable, start_value: float) -> None:
+        self.obj_func = obj_func
+        self.worst = float(start_value) if np.isfinite(start_value) else 0.0
+        self.stand_ins: list[float] = []
+
+    def __call__(self, x: Array) -> tuple[float, Array]:
+        value, grad = self.obj_func(x, eval_gradient=True)
+        if np.isfinite(value):
+            self.worst = max(self.worst, float(value))
+            return value, grad
+        stand_in = self.worst + 1e3 * (1.0 + abs(self.worst))
+        self.stand_ins.append(stand_in)
+        return stand_in, np.zeros_like(x)
+
+    def failed(self, value: float) -> bool:
+        """Whether ``value`` stood in for a failed run."""
+        return value in self.stand_ins
+
+
 class _EvidenceSearch:
     """Restarts of the optimiser, warm starts with a cold retry, the ``-inf`` policy (module docstring).
 
@@ -176,8 +206,9 @@ class _EvidenceSearch:
                 options["maxiter"] = int(self.maxiter)
             if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
                 bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
-            res = optimize.minimize(obj_func, x0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
-            if not np.isfinite(res.fun) or res.fun > start_value:
+            objective = _Backtracking(obj_func, start_value)
+            res = optimize.minimize(objective, x0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
+            if not np.isfinite(res.fun) or objective.failed(res.fun) or res.fun > start_value:
                 return x0, start_value
             return res.x, float(res.fun)
         if callable(self.optimizer):

@@ -82,7 +82,8 @@ def site_from_tilted(dlog_z: Array, d2log_z: Array, cavity_mean: Array, cavity_v
         \nu = \frac{\hat m}{\hat v} - \frac{\mu}{s^2} = \frac{d_1 - \mu d_2}{1 + s^2 d_2}.
     """
     denom = 1.0 + cavity_var * d2log_z
-    return -d2log_z / denom, (dlog_z - cavity_mean * d2log_z) / denom
+    with np.errstate(divide="ignore", invalid="ignore"):  # a degenerate tilted: non-finite, counted by the schedules
+        return -d2log_z / denom, (dlog_z - cavity_mean * d2log_z) / denom
 
 
 class SiteRule(ParamsMixin):
