@@ -1,6 +1,6 @@
 """
 Robust regression: a Student-t likelihood by EP beside scikit-learn's Gaussian process
-=====================================================================================
+======================================================================================
 
 Three hundred noisy observations of :math:`\\sin(2x)`, 15% of them replaced by outliers 2 to 5
 units off.  scikit-learn's ``GaussianProcessRegressor`` (``C * RBF + WhiteKernel``, learned,
