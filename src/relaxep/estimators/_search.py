@@ -124,10 +124,23 @@ class _EvidenceSearch:
         L-BFGS-B's iterations (``None``: scipy's default).
     warm_start : bool
         Start each run from the last converged result (:meth:`run`).
+    backtrack : bool
+        L-BFGS-B sees a failed run as a finite value above every one seen (:class:`_Backtracking`);
+        the regressor's search (a likelihood's scale has gradients of order ``n``).  Off for the
+        classifier: there its fallback stages make each failed evaluation expensive, and going on
+        through such regions cost minutes in scikit-learn's estimator checks.
     """
 
-    def __init__(self, optimizer: Any, n_restarts: int = 0, maxiter: int | None = None, warm_start: bool = True):
+    def __init__(
+        self,
+        optimizer: Any,
+        n_restarts: int = 0,
+        maxiter: int | None = None,
+        warm_start: bool = True,
+        backtrack: bool = False,
+    ):
         self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
+        self.backtrack = backtrack
         self.warm: Any = None  # the last converged result
 
     # ------------------------------------------------------------ runs
@@ -206,9 +219,10 @@ class _EvidenceSearch:
                 options["maxiter"] = int(self.maxiter)
             if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
                 bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
-            objective = _Backtracking(obj_func, start_value)
+            objective = _Backtracking(obj_func, start_value) if self.backtrack else obj_func
             res = optimize.minimize(objective, x0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
-            if not np.isfinite(res.fun) or objective.failed(res.fun) or res.fun > start_value:
+            failed = self.backtrack and objective.failed(res.fun)  # type: ignore[union-attr]
+            if not np.isfinite(res.fun) or failed or res.fun > start_value:
                 return x0, start_value
             return res.x, float(res.fun)
         if callable(self.optimizer):

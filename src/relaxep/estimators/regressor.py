@@ -175,7 +175,9 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = np.copy(X) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
-        search = _EvidenceSearch(self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start)
+        search = _EvidenceSearch(
+            self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start, backtrack=True
+        )
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.n_restarts_optimizer > 0 and self.optimizer is not None and n_learned > 0:
             lik_bounds = np.zeros((0, 2)) if likelihood is None else likelihood.bounds
