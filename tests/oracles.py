@@ -24,6 +24,13 @@ def lik_fn(name: str, eps: float = 0.0, scale: float = 1.0):
         return lambda g: eps + (1.0 - 2.0 * eps) * stats.norm.cdf(np.asarray(g) / scale)
     if name == "logistic":
         return expit
+    # regression likelihoods p(y = 1 | g): eps is the noise variance / the degrees of freedom
+    if name == "gaussian":
+        return lambda g: stats.norm.pdf(1.0, g, np.sqrt(eps))
+    if name == "student-t":
+        return lambda g: stats.t.pdf(1.0 - np.asarray(g), eps, scale=scale)
+    if name == "laplace":
+        return lambda g: stats.laplace.pdf(1.0 - np.asarray(g), scale=scale)
     raise KeyError(name)
 
 

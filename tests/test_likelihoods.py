@@ -7,8 +7,8 @@ import pytest
 
 import relaxep.likelihoods as likmod
 from oracles import RTOL, lik_fn, tilted_quad
-from relaxep import Logistic, NoisyStep, Probit
-from relaxep.likelihoods import NoisyProbit
+from relaxep import Gaussian, Laplace, Logistic, NoisyStep, Probit, StudentT
+from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 
 #: every likelihood with its t(g) written independently (oracles.lik_fn)
 LIKELIHOODS = {
@@ -20,7 +20,12 @@ LIKELIHOODS = {
     "noisy probit eps=0.05": (NoisyProbit(0.05, 1.0), lik_fn("noisy-probit", 0.05, 1.0)),
     "noisy probit eps=0.2 scale=0.3": (NoisyProbit(0.2, 0.3), lik_fn("noisy-probit", 0.2, 0.3)),
     "noisy probit eps=0.1 scale=0.05": (NoisyProbit(0.1, 0.05), lik_fn("noisy-probit", 0.1, 0.05)),
+    # regression likelihoods at the target y = 1 (more in tests/test_regression_likelihoods.py)
+    "gaussian noise=0.5": (Gaussian(0.5), lik_fn("gaussian", 0.5)),
+    "student-t df=4 scale=0.3": (StudentT(4.0, 0.3), lik_fn("student-t", 4.0, 0.3)),
+    "laplace scale=0.7": (Laplace(0.7), lik_fn("laplace", scale=0.7)),
 }
+BINARY = [key for key, (lik, _) in LIKELIHOODS.items() if isinstance(lik, BinaryLikelihood)]
 CAVITIES = [(0.3, 1.0), (-2.0, 0.5), (4.0, 9.0), (-0.7, 25.0), (1.5, 0.01)]
 POWERS = [1.0, 0.8, 0.5]
 
@@ -171,7 +176,7 @@ def test_tilted_cumulants_equal_quadrature(key, cavity):
     assert k4 == pytest.approx(c4 - 3.0 * v**2, rel=1e-6, abs=1e-9 * var**2)
 
 
-@pytest.mark.parametrize("key", LIKELIHOODS)
+@pytest.mark.parametrize("key", BINARY)
 def test_binary_likelihoods_fold_the_label_inside(key):
     """p(y | f) = t(y f): for y = -1 the answers are those at the mirrored cavity, with the odd
     derivatives and cumulants negated (the folding happens once, in BinaryLikelihood)."""

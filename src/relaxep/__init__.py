@@ -22,7 +22,7 @@ from relaxep.inference import (
     infer,
 )
 from relaxep.inference.schedules import Blocked, Parallel, Sequential
-from relaxep.likelihoods import Likelihood, Logistic, NoisyProbit, NoisyStep, Probit
+from relaxep.likelihoods import Gaussian, Laplace, Likelihood, Logistic, NoisyProbit, NoisyStep, Probit, StudentT
 from relaxep.posterior import DensePrior, Prior, SparsePrior
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
@@ -38,10 +38,12 @@ __all__ = [
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
+    "Gaussian",
     "ImproperPosteriorError",
     "InferenceMethod",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",
+    "Laplace",
     "Likelihood",
     "Logistic",
     "NoisyProbit",
@@ -55,6 +57,7 @@ __all__ = [
     "SiteRule",
     "SiteUpdates",
     "SparsePrior",
+    "StudentT",
     "infer",
 ]
 

@@ -3,15 +3,21 @@
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.folded import BinaryLikelihood
+from relaxep.likelihoods.gaussian import Gaussian
+from relaxep.likelihoods.laplace import Laplace
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
+from relaxep.likelihoods.student_t import StudentT
 
 __all__ = [
     "BinaryLikelihood",
+    "Gaussian",
+    "Laplace",
     "Likelihood",
     "Logistic",
     "NoisyProbit",
     "NoisyStep",
     "Probit",
     "QuadratureLikelihood",
+    "StudentT",
     "TiltedLogZ",
 ]

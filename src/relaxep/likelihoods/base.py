@@ -32,18 +32,21 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
+from scipy.special import logsumexp, ndtri
 from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval
+from relaxep.likelihoods._panels import two_centre_rule
 
 __all__ = ["Likelihood", "TiltedLogZ", "check_bounds"]
 
 # probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_LOG_WEIGHTS = np.log(_GH_WEIGHTS / np.sqrt(2.0 * np.pi))
+_PREDICTIVE_ITERATIONS = 100
+_REACH_SD = 40.0  # standard deviations of the latent covered by the predictive's rule
 
 
 @dataclass(frozen=True)
@@ -184,6 +187,75 @@ class Likelihood(ParamsMixin, ABC):
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         r"""The predictive at a latent :math:`N(\mu_*, s^2_*)`; binary likelihoods give :math:`P(y_* = +1)`."""
         raise NotImplementedError(f"{type(self).__name__} does not define a predictive")
+
+    # ------------------------------------------------------------ predictive of y (regression)
+    def predict_y(self, mean: ArrayLike, var: ArrayLike) -> tuple[Array, Array]:
+        r"""Mean and variance of :math:`p(y_*) = \int p(y_*|f) N(f | \mu_*, s^2_*) df` for additive noise.
+
+        With :math:`y_* = f + \epsilon`, :math:`\epsilon` symmetric about zero (:meth:`_noise`):
+        :math:`E[y_*] = \mu_*` and :math:`\operatorname{Var}[y_*] = s^2_* + \operatorname{Var}[\epsilon]`
+        (infinite where the noise has none, e.g. a Student-t with :math:`\nu \le 2`; where the noise
+        has no mean, :math:`\nu \le 1`, the first entry is the predictive's centre, its median).
+        """
+        mean, var = np.broadcast_arrays(*_as_floats(mean, var))
+        return mean.copy(), var + self._noise_variance()
+
+    def predict_interval(self, mean: ArrayLike, var: ArrayLike, level: float = 0.95) -> tuple[Array, Array]:
+        r"""Central interval of :math:`p(y_*)`: the quantiles :math:`(1 \mp \ell)/2` of the predictive.
+
+        The predictive CDF :math:`P(y_* \le q) = \int F(q - f)\, N(f | \mu_*, s^2_*)\, df`
+        (:math:`F` the noise's CDF, :meth:`_cdf`) is integrated by the two-centre rule around
+        :math:`q` and :math:`\mu_*`; the lower quantile is found by Newton's method safeguarded by
+        bisection on the bracket :math:`[\mu_* - s_* z_{1-\alpha/4} - F^{-1}(1-\alpha/4),\ \mu_*]`,
+        :math:`\alpha = (1-\ell)/2` (the union bound), the predictive density being
+        :math:`\exp \log Z` at :math:`y = q`.  The noise is symmetric, so the upper end is the
+        lower's mirror image in :math:`\mu_*`.
+        """
+        level = check_unit_interval(level, "level")
+        if level >= 1.0:
+            raise ValueError(f"level must lie in (0, 1), got {level!r}")
+        mean, var = np.broadcast_arrays(*_as_floats(mean, var))
+        tail = 0.5 * (1.0 - level)
+        noise = self._noise()
+        width = float(noise.ppf(0.75))  # half the noise's interquartile range
+        reach = ndtri(1.0 - 0.5 * tail) * np.sqrt(var) + float(noise.ppf(1.0 - 0.5 * tail))
+        lo, hi = mean - reach, mean.copy()
+        q = 0.5 * (lo + hi)
+        for _ in range(_PREDICTIVE_ITERATIONS):
+            gap = self._predictive_cdf(q, mean, var, width) - tail
+            lo, hi = np.where(gap < 0.0, q, lo), np.where(gap < 0.0, hi, q)
+            density = np.exp(self._log_z(q, mean, var, 1.0).log_z)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                step = q - gap / density
+            step = np.where(np.isfinite(step) & (step > lo) & (step < hi), step, 0.5 * (lo + hi))
+            done = np.abs(step - q) <= 1e-12 * (np.abs(q) + reach)
+            q = step
+            if np.all(done):
+                break
+        return q, 2.0 * mean - q
+
+    def _predictive_cdf(self, q: Array, mean: Array, var: Array, width: float) -> Array:
+        r""":math:`\int F(q - f) N(f | \mu, s^2) df` for ``q <= mean`` (two-centre rule at ``q`` and ``mean``)."""
+        sd = np.sqrt(var)
+        gap = mean - q
+        w1, w2 = np.full_like(sd, width), sd
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap1 = np.where(gap > 0.0, np.clip(0.5 * (gap + (w2 - w1) * (w2 + w1) / gap), 0.0, gap), 0.0)
+        disp, second, weights = two_centre_rule(w1, w2, gap1, gap - gap1, _REACH_SD * sd, _REACH_SD * sd)
+        e = np.where(second, 0.0, -gap[..., None]) + disp  # offset from the mean
+        density = np.exp(-0.5 * e**2 / var[..., None]) / np.sqrt(2.0 * np.pi * var[..., None])
+        return np.sum(weights * density * self._cdf(q[..., None], mean[..., None] + e), axis=-1)
+
+    def _noise(self) -> object:
+        r"""The noise :math:`\epsilon = y - f` as a frozen ``scipy.stats`` distribution (regression likelihoods)."""
+        raise NotImplementedError(f"{type(self).__name__} does not define a predictive of y")
+
+    def _noise_variance(self) -> float:
+        return float(self._noise().var())  # type: ignore[attr-defined]
+
+    def _cdf(self, y: Array, f: Array) -> Array:
+        r""":math:`P(Y \le y | f)`, by default the noise's CDF at :math:`y - f`."""
+        return self._noise().cdf(y - f)  # type: ignore[attr-defined]
 
     @abstractmethod
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:

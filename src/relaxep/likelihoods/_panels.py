@@ -1,0 +1,101 @@
+r"""A quadrature rule on the real line around two centres: sinh-mapped Gauss-Legendre panels.
+
+A tilted density :math:`p(y|f)^u N(f | \mu, s^2)` with a heavy-tailed likelihood has up to two
+features far apart and of very different widths: the cavity's bulk near :math:`\mu` (width
+:math:`\approx s`) and the likelihood's peak near :math:`y` (width :math:`\approx` its scale).
+The rule here takes two centres :math:`c_1 \le c_2` with widths :math:`w_1, w_2`, a split point
+between them and a reach beyond each, and covers the line by four panels,
+
+.. math::
+    [c_1 - R_1, c_1],\quad [c_1, c_1 + g_1],\quad [c_2 - g_2, c_2],\quad [c_2, c_2 + R_2],
+    \qquad g_1 + g_2 = c_2 - c_1,
+
+each by :math:`n`-point Gauss-Legendre in :math:`x` after :math:`f = c_k + w_k \sinh x`.  The
+map puts nodes at spacing :math:`\approx w_k` at the centre and spreads them geometrically
+outwards, so a peak of width :math:`w_k` and a Gaussian or polynomial fall-off many widths away
+are both resolved with a few dozen nodes per panel (the substitution of Takahasi & Mori 1974's
+double-exponential rules, in its single-exponential form; Gauss-Legendre instead of the
+trapezoid because the panels end at the split, where the integrand does not vanish).
+
+Nodes are returned as displacements from their own centre, so the caller can place them in
+whichever frame (offset from :math:`y`, or from :math:`\mu`) keeps full relative precision.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from relaxep._typing import Array
+
+__all__ = ["NODES_PER_UNIT", "two_centre_rule"]
+
+#: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
+NODES_PER_UNIT = 8.0
+_MIN_NODES, _MAX_NODES = 12, 160
+
+
+@lru_cache(maxsize=64)
+def _legendre(n: int) -> tuple[Array, Array]:
+    nodes, weights = np.polynomial.legendre.leggauss(n)
+    return nodes, weights
+
+
+def _panel(width: Array, x_lo: Array, x_hi: Array, n: int) -> tuple[Array, Array]:
+    """Displacements ``w sinh x`` and weights ``GL weight * w cosh x`` of one panel (zero if empty)."""
+    xi, omega = _legendre(n)
+    half = 0.5 * (x_hi - x_lo)[..., None]
+    grow = np.exp(0.5 * (x_hi + x_lo)[..., None] + half * xi)
+    shrink = 1.0 / grow
+    w = 0.5 * width[..., None]
+    return w * (grow - shrink), (half * omega) * w * (grow + shrink)
+
+
+def _count(extent: Array) -> int:
+    top = float(np.max(extent, initial=0.0))
+    return int(np.clip(np.ceil(NODES_PER_UNIT * top), _MIN_NODES, _MAX_NODES))
+
+
+def two_centre_rule(
+    width1: Array, width2: Array, gap1: Array, gap2: Array, reach1: Array, reach2: Array
+) -> tuple[Array, Array, Array]:
+    r"""Nodes and log-weights of the four-panel rule (nodes on a new last axis).
+
+    Parameters
+    ----------
+    width1, width2 : ndarray
+        Widths :math:`w_1, w_2 > 0` of the sinh maps at the centres.
+    gap1, gap2 : ndarray
+        Distances :math:`g_1, g_2 \ge 0` from each centre to the split point.
+    reach1, reach2 : ndarray
+        How far :math:`R_1, R_2 \ge 0` the rule extends below :math:`c_1` and above :math:`c_2`.
+
+    Returns
+    -------
+    disp : ndarray
+        Each node's displacement from its own centre.
+    second : ndarray of bool
+        Whether the node belongs to the second centre.
+    weights : ndarray
+        The quadrature weights including the map's Jacobian (zero in empty panels):
+        :math:`\int h(f) df \approx \sum_k \mathrm{weights}_k\, h(c_{(k)} + \mathrm{disp}_k)`.
+    """
+    ext = [
+        np.arcsinh(reach1 / width1),
+        np.arcsinh(gap1 / width1),
+        np.arcsinh(gap2 / width2),
+        np.arcsinh(reach2 / width2),
+    ]
+    zero = np.zeros_like(ext[0])
+    parts = [
+        _panel(width1, -ext[0], zero, _count(ext[0])),
+        _panel(width1, zero, ext[1], _count(ext[1])),
+        _panel(width2, -ext[2], zero, _count(ext[2])),
+        _panel(width2, zero, ext[3], _count(ext[3])),
+    ]
+    disp = np.concatenate([p[0] for p in parts], axis=-1)
+    weights = np.concatenate([p[1] for p in parts], axis=-1)
+    second = np.zeros(disp.shape[-1], dtype=bool)
+    second[parts[0][0].shape[-1] + parts[1][0].shape[-1] :] = True
+    return disp, np.broadcast_to(second, disp.shape), weights

@@ -1,0 +1,187 @@
+r"""The Laplace likelihood for robust regression: the tilted is a mixture of two truncated Gaussians.
+
+.. math:: p(y | f) = \frac{1}{2b} e^{-|y - f| / b}, \qquad p(y|f)^u = (2b)^{-u} e^{-\lambda |y - f|},\ \lambda = u/b.
+
+Log-concave, so EP's site precisions stay positive, but with heavier tails than the Gaussian.  On
+each side of :math:`y` the tilted :math:`p(y|f)^u N(f | \mu, s^2)` is a Gaussian
+:math:`N(f | \mu \mp \lambda s^2, s^2)` truncated at :math:`y`; with :math:`r = \mu - y` and
+:math:`z_\pm = (\pm r - \lambda s^2)/s`,
+
+.. math::
+    Z = (2b)^{-u}\Big(e^{-\lambda r + \lambda^2 s^2/2}\,\Phi(z_+) + e^{\lambda r + \lambda^2 s^2/2}\,\Phi(z_-)\Big),
+
+each term in log space as :math:`-r^2/(2s^2) + \log(\tfrac12\operatorname{erfcx}(-z/\sqrt2))` when
+:math:`z < 0` (no overflow of :math:`\lambda^2 s^2/2` against :math:`\log\Phi(z)`).  With
+:math:`\pi_\pm` the two terms' shares and :math:`\hat p(y)` the tilted density at :math:`y`,
+
+.. math::
+    \partial_\mu \log Z = \lambda(\pi_- - \pi_+),\qquad
+    \partial^2_\mu \log Z = 4\lambda^2\pi_+\pi_- - 2\lambda\,\hat p(y)
+
+(differentiate under the integral: :math:`(e^{-\lambda|x|})'' = \lambda^2 e^{-\lambda|x|} - 2\lambda\delta(x)`).
+Where the cavity is wider than the likelihood (:math:`\lambda s > 1`) these cancel, and the
+derivatives come from the truncated Gaussians' moments instead,
+:math:`E[\pm(f - y)] = s\rho(z_\pm)`, :math:`\operatorname{Var} = s^2 V(z_\pm)` with
+:math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(z)(\rho(z) - z)`, both by the
+continued fraction of Mills' ratio (Laplace 1805; Abramowitz & Stegun 26.2.14) for :math:`z < -30`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy import stats
+from scipy.special import erfcx, log_ndtr
+
+from relaxep._numerics import normal_cdf_ratio
+from relaxep._typing import Array
+from relaxep._validation import check_positive_number
+from relaxep.likelihoods._panels import two_centre_rule
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
+
+__all__ = ["Laplace"]
+
+_SQRT_HALF = np.sqrt(0.5)
+_CF_FROM = -30.0  # below this z the continued fraction replaces z + N(z)/Phi(z)
+_CF_TERMS = 40
+_TAIL = 40.0
+
+
+def _log_side(r: Array, lam: Array, s: Array, z: Array) -> Array:
+    r""":math:`\log(e^{-\lambda r + \lambda^2 s^2/2}\Phi(z))`, :math:`z = (r - \lambda s^2)/s`."""
+    neg = z < 0.0
+    zn, zp = np.where(neg, z, 0.0), np.where(neg, 0.0, z)
+    tail = -0.5 * (r / s) ** 2 + np.log(0.5 * erfcx(-zn * _SQRT_HALF))
+    body = -lam * r + 0.5 * (lam * s) ** 2 + log_ndtr(zp)
+    return np.where(neg, tail, body)
+
+
+def _continued_fraction(t: Array) -> tuple[Array, Array]:
+    """``d = t + 2/(t + 3/(t + ...))`` and ``d2 = t + 3/(t + 4/(...))`` for ``t > 0`` large."""
+    d = t.copy()
+    for k in range(_CF_TERMS, 2, -1):
+        d = t + k / d
+    return t + 2.0 / d, d
+
+
+def _rho_and_v(z: Array) -> tuple[Array, Array]:
+    r""":math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(\rho - z)`, stable for every ``z``.
+
+    Mills' ratio :math:`M(t) = 1/(t + 1/(t + 2/(t + \dots)))` at :math:`t = -z` gives
+    :math:`\rho = 1/d_1` and :math:`V = (d_2(t - 3/d_3) + 4)/(d_1 d_2)^2` without cancellation,
+    :math:`d_k = t + (k+1)/d_{k+1}`.
+    """
+    far = z < _CF_FROM
+    near_z = np.where(far, 0.0, z)
+    rho_near = near_z + normal_cdf_ratio(near_z)
+    v_near = 1.0 - rho_near * (rho_near - near_z)
+    t = np.where(far, -z, 100.0)
+    d1, d2 = _continued_fraction(t)
+    d3 = 3.0 / (d2 - t)  # d2 = t + 3/d3
+    rho_far = 1.0 / d1
+    v_far = (d2 * (t - 3.0 / d3) + 4.0) / (d1 * d2) ** 2
+    return np.where(far, rho_far, rho_near), np.where(far, v_far, v_near)
+
+
+class Laplace(Likelihood):
+    r"""Laplace noise: :math:`y = f + \epsilon`, :math:`p(\epsilon) = e^{-|\epsilon|/b}/(2b)`.
+
+    Parameters
+    ----------
+    scale : float
+        The scale :math:`b > 0` (the noise's variance is :math:`2b^2`).
+    scale_bounds : pair of float or "fixed"
+        Bounds for learning ``scale`` (scikit-learn's kernel convention).
+    """
+
+    hyperparameter_names = ("scale",)
+
+    def __init__(self, scale: float = 1.0, scale_bounds: tuple[float, float] | str = (1e-5, 1e5)) -> None:
+        check_positive_number(scale, "scale")
+        check_bounds(scale_bounds, "scale_bounds")
+        self.scale = scale
+        self.scale_bounds = scale_bounds
+
+    def _log_lik(self, y: Array, f: Array) -> Array:
+        b = float(self.scale)
+        return -np.log(2.0 * b) - np.abs(y - f) / b
+
+    def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
+        return (np.abs(y - f) / float(self.scale) - 1.0)[..., None]
+
+    def _sides(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, ...]:
+        """``log Z``, the two sides' shares and ``z``, ``s`` and ``lambda`` (``+``: ``f > y``)."""
+        y, mean, var = np.broadcast_arrays(y, mean, var)
+        b = float(self.scale)
+        lam = power / b
+        r, s = mean - y, np.sqrt(var)
+        z_up, z_down = (r - lam * var) / s, (-r - lam * var) / s
+        log_up, log_down = _log_side(r, lam, s, z_up), _log_side(-r, lam, s, z_down)
+        log_sum = np.logaddexp(log_up, log_down)
+        log_z = -power * np.log(2.0 * b) + log_sum
+        return log_z, np.exp(log_up - log_sum), np.exp(log_down - log_sum), z_up, z_down, r, s, lam, log_sum
+
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        log_z, pi_up, pi_down, z_up, z_down, r, s, lam, log_sum = self._sides(y, mean, var, power)
+        s2 = s * s
+        # the formulas in lambda (a narrow cavity) ...
+        log_density_y = -0.5 * (r / s) ** 2 - 0.5 * np.log(2.0 * np.pi * s2) - log_sum  # p_hat(y) (2b)^u
+        d1_lam = lam * (pi_down - pi_up)
+        d2_lam = 4.0 * lam**2 * pi_up * pi_down - 2.0 * lam * np.exp(log_density_y)
+        # ... and the moments of the two truncated Gaussians (a wide one)
+        rho_up, v_up = _rho_and_v(z_up)
+        rho_down, v_down = _rho_and_v(z_down)
+        mean_from_y = s * (pi_up * rho_up - pi_down * rho_down)  # E[f] - y
+        t_var = s2 * (pi_up * v_up + pi_down * v_down + pi_up * pi_down * (rho_up + rho_down) ** 2)
+        wide = lam * s > 1.0
+        dlog_z = np.where(wide, (mean_from_y - r) / s2, d1_lam)
+        d2log_z = np.where(wide, (t_var - s2) / s2**2, d2_lam)
+        return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _mean_abs(self, y: Array, mean: Array, var: Array) -> Array:
+        r""":math:`E|f - y|` under the tilted at ``u = 1``: :math:`s(\pi_+\rho(z_+) + \pi_-\rho(z_-))`."""
+        _, pi_up, pi_down, z_up, z_down, _, s, _, _ = self._sides(y, mean, var, 1.0)
+        return s * (pi_up * _rho_and_v(z_up)[0] + pi_down * _rho_and_v(z_down)[0])
+
+    def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        b = float(self.scale)
+        return -np.log(2.0 * b) - self._mean_abs(y, mean, var) / b
+
+    def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
+        # d log p / d log b = |y - f| / b - 1
+        return (self._mean_abs(y, mean, var) / float(self.scale) - 1.0)[..., None]
+
+    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        r"""By the two-centre rule at :math:`y` (the kink) and the upper side's mode (flipped so :math:`\mu \ge y`)."""
+        y, mean, var = np.broadcast_arrays(y, mean, var)
+        lam = 1.0 / float(self.scale)
+        resid = mean - y
+        sign = np.where(resid < 0.0, -1.0, 1.0)
+        r, s = np.abs(resid), np.sqrt(var)
+        shift = np.minimum(lam * var, r)  # the upper side's mode is at x = r - shift >= 0
+        c2 = r - shift
+        # at the kink the sides fall off as Gaussian tails, on the scale s^2 / (r + lambda s^2) <= b
+        w1 = np.minimum(s, var / (r + lam * var))
+        gap = c2
+        w2 = np.where(gap > 0.0, s, w1)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap1 = np.clip(0.5 * (gap + (w2 - w1) * (w2 + w1) / gap), 0.0, gap)
+        gap1 = np.where(gap > 0.0, gap1, 0.0)
+        reach = np.sqrt(2.0 * _TAIL) * s
+        disp, second, jac = two_centre_rule(w1, w2, gap1, gap - gap1, reach, shift + reach)
+        x = np.where(second, c2[..., None], 0.0) + disp  # offset from y (flipped)
+        e = np.where(second, -shift[..., None], -r[..., None]) + disp  # offset from mu (flipped)
+        log_terms = -lam * np.abs(x) - (0.5 / var[..., None]) * e**2
+        terms = jac * np.exp(log_terms - np.max(log_terms, axis=-1, keepdims=True))
+        weights = terms / np.sum(terms, axis=-1, keepdims=True)
+        e_mean = np.sum(weights * e, axis=-1)
+        d = e - e_mean[..., None]
+        k2 = np.sum(weights * d**2, axis=-1)
+        k3 = np.sum(weights * d**3, axis=-1)
+        k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+        return mean + sign * e_mean, k2, sign * k3, k4
+
+    def _noise(self) -> stats.rv_continuous:
+        return stats.laplace(0.0, float(self.scale))
+
+    def _noise_variance(self) -> float:
+        return 2.0 * float(self.scale) ** 2
