@@ -224,20 +224,22 @@ def plot_regression_rmse(summary: Rows, path: Path) -> Path:
 
 
 def plot_regression_mcmc(rows: Rows, path: Path) -> Path:
-    """Posterior mean and sd errors against MCMC (MCMC sds) of every fixed-hyperparameter run."""
-    fixed = [r for r in rows if r["stage"] == "fixed" and r.get("mcmc_rhat", np.inf) < 1.05]
-    fig, ax = _figure(figsize=(5.6, 4.0))
-    for m in dict.fromkeys(r["method"] for r in fixed):
-        for converged, marker in ((True, "o"), (False, "x")):
-            sel = [r for r in fixed if r["method"] == m and (r["status"] == "converged") == converged]
-            if sel:
-                ax.scatter(
-                    [r["mean_err"] for r in sel],
-                    [r["sd_err"] for r in sel],
-                    marker=marker,
-                    label=f"{m}{'' if converged else ' (not converged)'}",
-                    alpha=0.7,
-                )
-    ax.set(xscale="log", yscale="log", xlabel="RMS mean error [MCMC sd]", ylabel="RMS relative sd error")
-    ax.legend(fontsize=6)
+    """Posterior mean and sd errors against MCMC (MCMC sds): learned hyperparameters, and the stress stage."""
+    fig, axes = _figure(1, 2, figsize=(10, 4.0))
+    for ax, stage in zip(axes, ("fixed", "stress"), strict=True):
+        sel_stage = [r for r in rows if r["stage"] == stage and r.get("mcmc_rhat", np.inf) < 1.05]
+        for m in dict.fromkeys(r["method"] for r in sel_stage):
+            for converged, marker in ((True, "o"), (False, "x")):
+                sel = [r for r in sel_stage if r["method"] == m and (r["status"] == "converged") == converged]
+                if sel:
+                    ax.scatter(
+                        [max(r["mean_err"], 1e-4) for r in sel],
+                        [max(r["sd_err"], 1e-4) for r in sel],
+                        marker=marker,
+                        label=f"{m}{'' if converged else ' (not converged)'}",
+                        alpha=0.7,
+                    )
+        ax.set(xscale="log", yscale="log", xlabel="RMS mean error [MCMC sd]", ylabel="RMS relative sd error")
+        ax.set_title("learned hyperparameters" if stage == "fixed" else "Student-t scale / 10", fontsize=9)
+        ax.legend(fontsize=6)
     return _save(fig, path)
