@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier
+from relaxep.estimators.regressor import GPRegressor
 from relaxep.inference import (
     Attempt,
     Auto,
@@ -38,6 +39,7 @@ __all__ = [
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
+    "GPRegressor",
     "Gaussian",
     "ImproperPosteriorError",
     "InferenceMethod",

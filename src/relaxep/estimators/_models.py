@@ -99,19 +99,28 @@ class _LatentModel:
         tol: float = 1e-4,
         Z: Array | None = None,
         learn_z: bool = False,
+        search_rule: Any = None,
+        search_stall_window: int | None = None,
     ) -> None:
         self.priors, self.kernel_, self.likelihood, self.rule, self.search = priors, kernel, likelihood, rule, search
+        self.search_rule = rule if search_rule is None else search_rule
+        self.search_stall_window = search_stall_window
         self.schedule, self.max_sweeps, self.tol = schedule, max_sweeps, tol
         self.Z, self.learn_z = Z, bool(learn_z)
 
-    def _run(self, prior: Prior, y: Array, likelihood: Likelihood | None = None) -> InferenceResult:
+    def _run(self, prior: Prior, y: Array, likelihood: Likelihood | None = None, searching: bool = False) -> Any:
+        """A run of inference (``searching``: an evidence evaluation of the search, by ``search_rule``, which gives
+        up on a run that stalls for ``search_stall_window`` sweeps: a region the optimiser must leave)."""
+        rule = self.search_rule if searching else self.rule
         # an inference method carries its own schedule (infer refuses one beside it)
-        schedule = {} if isinstance(self.rule, InferenceMethod) else {"schedule": self.schedule}
+        schedule = {} if isinstance(rule, InferenceMethod) else {"schedule": self.schedule}
+        if searching and self.search_stall_window is not None:
+            schedule["stall_window"] = self.search_stall_window
         likelihood = self.likelihood if likelihood is None else likelihood
 
         def run(init: InferenceResult | None) -> InferenceResult:
             options = dict(max_sweeps=self.max_sweeps, tol=self.tol, init=init, **schedule)
-            return infer(prior, y, likelihood, self.rule, **options)
+            return infer(prior, y, likelihood, rule, **options)
 
         return self.search.run(run)
 
@@ -139,7 +148,7 @@ class _LatentModel:
             prior = self.priors.build(kernel, X, Z, eval_gradient)
         except self.priors.refused:
             return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-        result = self._run(prior, y, likelihood)
+        result = self._run(prior, y, likelihood, searching=True)
 
         def gradient() -> Array:
             g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)

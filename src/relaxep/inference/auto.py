@@ -102,10 +102,13 @@ class Auto(InferenceMethod):
         if not methods:
             raise TypeError(f"no stage of {self!r} runs on {type(prior).__name__}")
         results = []
+        window = (
+            int(self.stall_window) if options.stall_window is None else min(self.stall_window, options.stall_window)
+        )
         for k, method in enumerate(methods):
             last = k == len(methods) - 1
             stage_options = replace(
-                options, tol=method.tolerance(options.tol), stall_window=None if last else int(self.stall_window)
+                options, tol=method.tolerance(options.tol), stall_window=options.stall_window if last else window
             )
             result = method.run(prior, labels, likelihood, stage_options, init if k == 0 else None)
             results.append(result)

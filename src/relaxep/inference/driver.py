@@ -73,6 +73,7 @@ def infer(
     blas_threads: int | None = None,
     block_size: int | None = None,
     parallel_step: float | None = None,
+    stall_window: int | None = None,
 ) -> InferenceResult:
     r"""Approximate a GP posterior with EP, Power EP, Relaxed EP or a convergent method.
 
@@ -138,6 +139,10 @@ def infer(
         thread is often faster (``benchmarks/results/``).
     block_size, parallel_step : int, float, optional
         Old spellings of ``schedule=Blocked(block_size)`` and ``schedule=Parallel(parallel_step)``.
+    stall_window : int or None
+        Give up (status ``"abandoned"``) when the statistic has set no new minimum in this many
+        sweeps (``None``, default: run to ``max_sweeps``); with ``"auto"``, its last stage too.
+        A hyperparameter search uses it to leave a region where the run does not converge quickly.
 
     Returns
     -------
@@ -158,6 +163,7 @@ def infer(
         tol=check_positive_number(tol, "tol"),
         criterion=criterion,
         callback=callback,
+        stall_window=None if stall_window is None else check_positive_int(stall_window, "stall_window"),
     )
     if blas_threads is not None:
         check_positive_int(blas_threads, "blas_threads")

@@ -32,7 +32,7 @@ from relaxep._typing import Array
 __all__ = ["NODES_PER_UNIT", "two_centre_rule"]
 
 #: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
-NODES_PER_UNIT = 8.0
+NODES_PER_UNIT = 10.0
 _MIN_NODES, _MAX_NODES = 12, 160
 
 

@@ -215,24 +215,32 @@ class Likelihood(ParamsMixin, ABC):
         if level >= 1.0:
             raise ValueError(f"level must lie in (0, 1), got {level!r}")
         mean, var = np.broadcast_arrays(*_as_floats(mean, var))
+        shape = mean.shape
+        mean, var = mean.ravel(), var.ravel()
         tail = 0.5 * (1.0 - level)
         noise = self._noise()
         width = float(noise.ppf(0.75))  # half the noise's interquartile range
         reach = ndtri(1.0 - 0.5 * tail) * np.sqrt(var) + float(noise.ppf(1.0 - 0.5 * tail))
         lo, hi = mean - reach, mean.copy()
         q = 0.5 * (lo + hi)
+        active = np.ones(q.shape, dtype=bool)
         for _ in range(_PREDICTIVE_ITERATIONS):
-            gap = self._predictive_cdf(q, mean, var, width) - tail
-            lo, hi = np.where(gap < 0.0, q, lo), np.where(gap < 0.0, hi, q)
-            density = np.exp(self._log_z(q, mean, var, 1.0).log_z)
+            qa, ma, va = q[active], mean[active], var[active]
+            gap = self._predictive_cdf(qa, ma, va, width) - tail
+            below = gap < 0.0
+            lo[active] = np.where(below, qa, lo[active])
+            hi[active] = np.where(below, hi[active], qa)
+            density = np.exp(self._log_z(qa, ma, va, 1.0).log_z)
             with np.errstate(divide="ignore", invalid="ignore"):
-                step = q - gap / density
-            step = np.where(np.isfinite(step) & (step > lo) & (step < hi), step, 0.5 * (lo + hi))
-            done = np.abs(step - q) <= 1e-12 * (np.abs(q) + reach)
-            q = step
-            if np.all(done):
+                step = qa - gap / density
+            inside = np.isfinite(step) & (step >= lo[active]) & (step <= hi[active])
+            step = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
+            converged = np.abs(step - qa) <= 1e-12 * (np.abs(qa) + reach[active])
+            q[active] = step
+            active[active] = ~converged
+            if not np.any(active):
                 break
-        return q, 2.0 * mean - q
+        return q.reshape(shape), (2.0 * mean - q).reshape(shape)
 
     def _predictive_cdf(self, q: Array, mean: Array, var: Array, width: float) -> Array:
         r""":math:`\int F(q - f) N(f | \mu, s^2) df` for ``q <= mean`` (two-centre rule at ``q`` and ``mean``)."""

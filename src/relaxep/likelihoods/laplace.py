@@ -55,12 +55,13 @@ def _log_side(r: Array, lam: Array, s: Array, z: Array) -> Array:
     return np.where(neg, tail, body)
 
 
-def _continued_fraction(t: Array) -> tuple[Array, Array]:
-    """``d = t + 2/(t + 3/(t + ...))`` and ``d2 = t + 3/(t + 4/(...))`` for ``t > 0`` large."""
+def _continued_fraction(t: Array) -> tuple[Array, Array, Array]:
+    """``d_k = t + (k+1)/d_{k+1}`` for ``k = 1, 2, 3`` (``t > 0`` large), truncated after ``_CF_TERMS``."""
     d = t.copy()
-    for k in range(_CF_TERMS, 2, -1):
+    for k in range(_CF_TERMS, 3, -1):
         d = t + k / d
-    return t + 2.0 / d, d
+    d2 = t + 3.0 / d
+    return t + 2.0 / d2, d2, d
 
 
 def _rho_and_v(z: Array) -> tuple[Array, Array]:
@@ -75,8 +76,7 @@ def _rho_and_v(z: Array) -> tuple[Array, Array]:
     rho_near = near_z + normal_cdf_ratio(near_z)
     v_near = 1.0 - rho_near * (rho_near - near_z)
     t = np.where(far, -z, 100.0)
-    d1, d2 = _continued_fraction(t)
-    d3 = 3.0 / (d2 - t)  # d2 = t + 3/d3
+    d1, d2, d3 = _continued_fraction(t)
     rho_far = 1.0 / d1
     v_far = (d2 * (t - 3.0 / d3) + 4.0) / (d1 * d2) ** 2
     return np.where(far, rho_far, rho_near), np.where(far, v_far, v_near)
@@ -175,13 +175,20 @@ class Laplace(Likelihood):
         weights = terms / np.sum(terms, axis=-1, keepdims=True)
         e_mean = np.sum(weights * e, axis=-1)
         d = e - e_mean[..., None]
-        k2 = np.sum(weights * d**2, axis=-1)
-        k3 = np.sum(weights * d**3, axis=-1)
-        k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+        wd2 = weights * d * d
+        k2 = np.sum(wd2, axis=-1)
+        k3 = np.sum(wd2 * d, axis=-1)
+        k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
         return mean + sign * e_mean, k2, sign * k3, k4
 
     def _noise(self) -> stats.rv_continuous:
         return stats.laplace(0.0, float(self.scale))
+
+    def _cdf(self, y: Array, f: Array) -> Array:
+        # 1/2 e^{-|x|/b} below zero, 1 - 1/2 e^{-|x|/b} above
+        x = (y - f) / float(self.scale)
+        half_tail = 0.5 * np.exp(-np.abs(x))
+        return np.where(x < 0.0, half_tail, 1.0 - half_tail)
 
     def _noise_variance(self) -> float:
         return 2.0 * float(self.scale) ** 2

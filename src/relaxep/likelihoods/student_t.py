@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import stats
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number
@@ -233,9 +233,10 @@ class StudentT(Likelihood):
         sign, _, e, weights, log_z = self._tilted(y, mean, var, 1.0)
         e_mean = np.sum(weights * e, axis=-1)
         d = e - e_mean[..., None]
-        k2 = np.sum(weights * d**2, axis=-1)
-        k3 = np.sum(weights * d**3, axis=-1)
-        k4 = np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+        wd2 = weights * d * d
+        k2 = np.sum(wd2, axis=-1)
+        k3 = np.sum(wd2 * d, axis=-1)
+        k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
         return np.broadcast_to(mean, log_z.shape) + sign * e_mean, k2, sign * k3, k4
 
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
@@ -245,6 +246,9 @@ class StudentT(Likelihood):
     # ------------------------------------------------------------ predictive
     def _noise(self) -> stats.rv_continuous:
         return stats.t(float(self.df), loc=0.0, scale=float(self.scale))
+
+    def _cdf(self, y: Array, f: Array) -> Array:
+        return stdtr(float(self.df), (y - f) / float(self.scale))
 
     def _noise_variance(self) -> float:
         nu = float(self.df)

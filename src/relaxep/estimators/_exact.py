@@ -1,0 +1,149 @@
+r"""GP regression with Gaussian noise in closed form: the model behind ``GPRegressor`` with a Gaussian likelihood.
+
+With :math:`p(y | f) = N(y | f, \sigma^2)` the EP sites are the likelihood terms themselves, so EP's
+fixed point (reached in one parallel sweep) is the exact posterior and its evidence the exact
+marginal likelihood; this model computes them directly (Rasmussen & Williams 2006, Algorithm 2.1
+and eq. 5.9), as scikit-learn's ``GaussianProcessRegressor`` does:
+
+.. math::
+    L = \operatorname{chol}(K + \operatorname{diag}(\alpha) + \sigma^2 I),\quad
+    \boldsymbol\alpha = L^{-\top}L^{-1}y,\quad
+    \log p(y) = -\tfrac12 y^\top\boldsymbol\alpha - \sum_i \log L_{ii} - \tfrac n2\log 2\pi,
+
+    \frac{\partial \log p(y)}{\partial\theta_j}
+      = \tfrac12\operatorname{tr}\Big((\boldsymbol\alpha\boldsymbol\alpha^\top - (K + \Sigma)^{-1})
+        \frac{\partial K}{\partial\theta_j}\Big),
+
+summed over the columns of a multi-output ``y``.  :math:`\alpha` is scikit-learn's ``alpha`` (a
+scalar or one value per sample) and :math:`\sigma^2` the noise of a
+:class:`~relaxep.likelihoods.Gaussian` likelihood, learned with the kernel (its derivative in
+:math:`\log\sigma^2` is the trace above with :math:`\partial K/\partial\log\sigma^2 = \sigma^2 I`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+from sklearn.gaussian_process.kernels import Kernel
+
+from relaxep._typing import Array
+from relaxep.estimators._search import _EvidenceSearch, warn_at_bounds
+from relaxep.likelihoods import Likelihood
+
+__all__ = ["ExactFit", "_ExactModel"]
+
+_LOG_2PI = np.log(2.0 * np.pi)
+
+
+@dataclass(frozen=True)
+class ExactFit:
+    """The closed-form fit's record, shaped like an inference result: exact, so ``"converged"`` in 0 sweeps."""
+
+    log_evidence: float
+    status: str = "converged"
+    n_sweeps: int = 0
+
+    @property
+    def converged(self) -> bool:
+        return True
+
+
+def not_positive_definite(kernel: Kernel) -> str:
+    """scikit-learn's message for a kernel matrix without a Cholesky factor (clients match on it)."""
+    return (
+        f"The kernel, {kernel}, is not returning a positive definite matrix. Try gradually increasing the "
+        "'alpha' parameter of your GaussianProcessRegressor estimator."
+    )
+
+
+class _ExactModel:
+    """Closed-form GP regression (module docstring); ``likelihood`` a Gaussian (its noise learned) or ``None``."""
+
+    def __init__(self, kernel: Kernel, alpha: float | Array, likelihood: Likelihood | None, search: _EvidenceSearch):
+        self.kernel_, self.alpha, self.likelihood, self.search = kernel, alpha, likelihood, search
+
+    @property
+    def _lik_theta(self) -> Array:
+        return np.zeros(0) if self.likelihood is None else self.likelihood.theta
+
+    def _noise(self, likelihood: Likelihood | None) -> Any:
+        return self.alpha if likelihood is None else self.alpha + float(likelihood.noise)  # type: ignore[attr-defined]
+
+    def _split(self, x: Array) -> tuple[Kernel, Likelihood | None]:
+        k = self.kernel_.theta.size
+        likelihood = self.likelihood
+        if likelihood is not None and likelihood.n_dims:
+            likelihood = likelihood.clone_with_theta(x[k:])
+        return self.kernel_.clone_with_theta(x[:k]), likelihood
+
+    def factor(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool = False) -> tuple[Array, Any]:
+        """The lower Cholesky factor of :math:`K + \\text{noise}` (and :math:`\\partial K/\\partial\\theta`)."""
+        K, dK = kernel(X, eval_gradient=True) if eval_gradient else (kernel(X), None)
+        K[np.diag_indices_from(K)] += noise
+        return linalg.cholesky(K, lower=True, check_finite=False), dK
+
+    def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array) -> tuple[float, Any]:
+        """The log marginal likelihood (and its gradient) at the optimiser's vector ``x`` (kernel, then noise)."""
+        kernel, likelihood = self._split(x)
+        try:
+            L, dK = self.factor(kernel, X, self._noise(likelihood), eval_gradient)
+        except (linalg.LinAlgError, ValueError):
+            return -np.inf, (np.zeros_like(x) if eval_gradient else None)
+        Y = y.reshape(y.shape[0], -1)
+        a = linalg.cho_solve((L, True), Y, check_finite=False)
+        lml = float(-0.5 * np.sum(Y * a) - Y.shape[1] * (np.log(np.diag(L)).sum() + 0.5 * Y.shape[0] * _LOG_2PI))
+        if not eval_gradient:
+            return lml, None
+        # tr((a a^T - n_out K^-1) dK_j) / 2, without an (n, n, n_out) array
+        inner = a @ a.T - Y.shape[1] * linalg.cho_solve((L, True), np.eye(Y.shape[0]), check_finite=False)
+        grad = 0.5 * np.einsum("ij,jik->k", inner, dK)
+        if likelihood is not None and likelihood.n_dims:
+            grad = np.append(grad, 0.5 * float(likelihood.noise) * np.trace(inner))  # type: ignore[attr-defined]
+        return lml, grad
+
+    def fit(self, X: Any, y: Array, rng: np.random.RandomState | None) -> None:
+        """Learn (``rng`` given) the hyperparameters, then factor :math:`K + \\Sigma` at them."""
+        if rng is not None:
+            theta = np.concatenate([self.kernel_.theta, self._lik_theta])
+            lik_bounds = np.zeros((0, 2)) if self.likelihood is None else self.likelihood.bounds
+            best = self.search.maximise(
+                lambda x, g: self.evidence(x, g, X, y), theta, np.vstack([self.kernel_.bounds, lik_bounds]), rng
+            )
+            if best is not None:
+                kernel, self.likelihood = self._split(best)
+                self.kernel_.theta = kernel.theta
+            warn_at_bounds(self.kernel_, stacklevel=5)  # the user's call of GPRegressor.fit
+            if self.likelihood is not None:
+                warn_at_bounds(self.likelihood, stacklevel=5)
+        try:
+            self.L_, _ = self.factor(self.kernel_, X, self._noise(self.likelihood))
+        except linalg.LinAlgError as exc:
+            exc.args = (not_positive_definite(self.kernel_), *exc.args)
+            raise
+        self.alpha_ = linalg.cho_solve((self.L_, True), y, check_finite=False)
+        self.X, self.y = X, y
+        Y = y.reshape(y.shape[0], -1)
+        lml = -0.5 * np.sum(Y * self.alpha_.reshape(Y.shape))
+        lml -= Y.shape[1] * (np.log(np.diag(self.L_)).sum() + 0.5 * Y.shape[0] * _LOG_2PI)
+        self.result_ = ExactFit(float(lml))
+
+    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
+        """The log marginal likelihood at the kernel's ``theta`` (the noise as fitted), or at both."""
+        k = self.kernel_.theta.size
+        x = theta if theta.size > k else np.concatenate([theta, self._lik_theta])
+        if not clone_kernel:
+            self.kernel_.theta = theta[:k]
+        lml, grad = self.evidence(x, eval_gradient, self.X, self.y)
+        return (np.float64(lml), grad[: theta.size]) if eval_gradient else np.float64(lml)
+
+    def predict_latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
+        """Mean (one column per output) and variances or covariance of the latent at ``X`` (Algorithm 2.1)."""
+        K_trans = self.kernel_(X, self.X)
+        mean = K_trans @ self.alpha_
+        V = linalg.solve_triangular(self.L_, K_trans.T, lower=True, check_finite=False)
+        if full_cov:
+            return mean, self.kernel_(X) - V.T @ V
+        return mean, self.kernel_.diag(X) - np.einsum("ij,ij->j", V, V)

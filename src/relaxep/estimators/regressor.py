@@ -1,0 +1,416 @@
+r"""``GPRegressor``: scikit-learn's ``GaussianProcessRegressor``, with robust likelihoods by EP.
+
+With the default likelihood (Gaussian noise through ``alpha`` and the kernel) it is scikit-learn's
+model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed point is then the exact posterior,
+computed in closed form).  With a :class:`~relaxep.likelihoods.StudentT` or
+:class:`~relaxep.likelihoods.Laplace` likelihood the latent posterior is EP's (or any rule's or
+inference method's; ``rule="auto"`` converges where EP does not), with the likelihood's
+hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
+"Robust Gaussian process regression with a Student-t likelihood", JMLR 12), dense or sparse (FITC).
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
+from sklearn.preprocessing._data import _handle_zeros_in_scale
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from relaxep._typing import Array
+from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
+from relaxep.estimators._models import _DensePriors, _LatentModel, _SparsePriors
+from relaxep.estimators._search import _EvidenceSearch
+from relaxep.estimators.classifier import input_format
+from relaxep.inference import InferenceMethod
+from relaxep.inference.schedules import Schedule
+from relaxep.likelihoods import BinaryLikelihood, Gaussian, Likelihood
+from relaxep.posterior.sparse_gradient import as_sparse_kernel
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["GPRegressor"]
+
+
+class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
+    r"""Gaussian process regression, robust to outliers with a Student-t or Laplace likelihood (by EP).
+
+    The first eight parameters, the methods and the fitted attributes are scikit-learn's
+    ``GaussianProcessRegressor``'s, with the same meaning; with ``likelihood=None`` the model is
+    scikit-learn's too (scikit-learn's own tests run against this class).
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        The latent function's prior covariance; its hyperparameters are learned unless ``optimizer=None``.
+    alpha : float or array of shape (n_samples,), default 1e-10
+        Added to the diagonal of the kernel matrix in fitting (Gaussian noise of that variance, or
+        jitter); not in the predicted variances.  With a non-Gaussian likelihood it is latent jitter
+        and must be a scalar.
+    optimizer : "fmin_l_bfgs_b", callable or None
+        Maximise the (EP) log marginal likelihood over the kernel's and the likelihood's
+        hyperparameters within their bounds; a callable ``optimizer(obj_func, initial_theta, bounds)``
+        returns ``(theta_opt, func_min)``.
+    n_restarts_optimizer : int
+        Extra optimiser starts, log-uniform within the (finite) bounds.
+    normalize_y : bool
+        Centre and scale the targets by their mean and standard deviation before fitting (the
+        likelihood's scale is then in units of that standard deviation).
+    copy_X_train : bool
+    n_targets : int or None
+        The number of outputs, for sampling from the prior before ``fit``.
+    random_state : int, RandomState or None
+        For the optimiser's restarts and the placement of inducing inputs.
+    likelihood : Likelihood or None
+        ``None``: Gaussian noise through ``alpha`` (and a ``WhiteKernel`` if the kernel has one),
+        scikit-learn's model.  :class:`~relaxep.likelihoods.Gaussian` ``(noise)``: its noise
+        learned with the kernel (closed form unless ``rule`` is given).
+        :class:`~relaxep.likelihoods.StudentT` ``(df, scale)`` or
+        :class:`~relaxep.likelihoods.Laplace` ``(scale)``: robust regression by EP.
+    rule : SiteRule, InferenceMethod, "auto" or None
+        The approximate inference (``None``: ``"auto"``, EP and where EP does not converge a
+        convergent method aimed at the same fixed point; :class:`~relaxep.inference.Auto`).
+        Or ``EP()``, ``FractionalEP(0.5)``, ``RelaxedEP(c)``, ``ConvergentEP()``, ...  Given with a
+        Gaussian likelihood, EP runs instead of the closed form (the same answer).  The
+        hyperparameter search scores a run that does not converge as :math:`-\infty` (a region to
+        leave) and gives a run up after 10 sweeps without progress; with ``"auto"`` its runs are
+        EP's, and the final fit at the learned hyperparameters has the whole cascade.
+    inducing_points : int, array of shape (M, d) or None
+        Sparse FITC posterior with ``M`` inducing inputs (for ``n`` beyond a few thousand; as
+        :class:`~relaxep.GPClassifier`'s).  Not with the default Gaussian model.
+    learn_inducing_points, inducing_init, optimizer_subset, optimizer_maxiter
+        As :class:`~relaxep.GPClassifier`'s.
+    schedule, max_sweeps, tol, warm_start
+        EP's sweeps (:func:`relaxep.infer`), as :class:`~relaxep.GPClassifier`'s.
+
+    Attributes
+    ----------
+    kernel_ : Kernel, with the learned hyperparameters
+    likelihood_ : Likelihood or None, with the learned hyperparameters
+    result_ : the final fit's record: ``status`` (``"converged"``, ...), ``n_sweeps``, ``log_evidence``
+        (an :class:`~relaxep.InferenceResult` for EP fits)
+    log_marginal_likelihood_value_ : float
+    X_train_, y_train_ : the training data (``y_train_`` normalised where ``normalize_y``)
+    L_, alpha_ : the closed-form model's Cholesky factor and weights (Gaussian model only)
+    inducing_points_ : ndarray of shape (M, d) (sparse fits)
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel | None = None,
+        *,
+        alpha: float | ArrayLike = 1e-10,
+        optimizer: str | Callable | None = "fmin_l_bfgs_b",
+        n_restarts_optimizer: int = 0,
+        normalize_y: bool = False,
+        copy_X_train: bool = True,
+        n_targets: int | None = None,
+        random_state: int | np.random.RandomState | None = None,
+        likelihood: Likelihood | None = None,
+        rule: SiteRule | InferenceMethod | str | None = None,
+        inducing_points: int | ArrayLike | None = None,
+        learn_inducing_points: bool = True,
+        inducing_init: str = "kmeans",
+        optimizer_subset: int | None = None,
+        optimizer_maxiter: int | None = None,
+        schedule: Schedule | str = "parallel",
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+        warm_start: bool = True,
+    ) -> None:
+        self.kernel = kernel
+        self.alpha = alpha
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.normalize_y = normalize_y
+        self.copy_X_train = copy_X_train
+        self.n_targets = n_targets
+        self.random_state = random_state
+        self.likelihood = likelihood
+        self.rule = rule
+        self.inducing_points = inducing_points
+        self.learn_inducing_points = learn_inducing_points
+        self.inducing_init = inducing_init
+        self.optimizer_subset = optimizer_subset
+        self.optimizer_maxiter = optimizer_maxiter
+        self.schedule = schedule
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.warm_start = warm_start
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.requires_fit = False  # predict and sample_y from the prior before fit, as scikit-learn's
+        return tags
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GPRegressor:
+        """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``."""
+        if self.kernel is not None and not isinstance(self.kernel, Kernel):
+            raise TypeError(f"kernel must be a scikit-learn Kernel, got {self.kernel!r}")
+        likelihood = self._check_likelihood()
+        self._check_parameters()
+        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_))
+        n_targets = y.shape[1] if y.ndim > 1 else 1
+        if self.n_targets is not None and n_targets != self.n_targets:
+            raise ValueError(
+                "The number of targets seen in `y` is different from the parameter "
+                f"`n_targets`. Got {n_targets} != {self.n_targets}."
+            )
+        if self.normalize_y:
+            self._y_train_mean = np.mean(y, axis=0)
+            self._y_train_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
+            y = (y - self._y_train_mean) / self._y_train_std
+        else:
+            shape = (y.shape[1],) if y.ndim == 2 else 1
+            self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
+        alpha = self._check_alpha(y.shape[0])
+        self.X_train_ = np.copy(X) if self.copy_X_train else X
+        self.y_train_ = np.copy(y) if self.copy_X_train else y
+        search = _EvidenceSearch(self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start)
+        n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
+        if self.n_restarts_optimizer > 0 and self.optimizer is not None and n_learned > 0:
+            lik_bounds = np.zeros((0, 2)) if likelihood is None else likelihood.bounds
+            if not np.all(np.isfinite(np.vstack([self.kernel_.bounds, lik_bounds]))):
+                raise ValueError(
+                    "Multiple optimizer restarts (n_restarts_optimizer>0) requires that all bounds are finite."
+                )
+        learn = self.optimizer is not None and n_learned > 0
+        rng = check_random_state(self.random_state)
+        exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
+        if exact and self.inducing_points is None:
+            model: Any = _ExactModel(self.kernel_, alpha, likelihood, search)
+            model.fit(self.X_train_, self.y_train_, rng if learn else None)
+            self.L_, self.alpha_ = model.L_, model.alpha_
+        else:
+            model = self._fit_latent(likelihood, alpha, search, rng, learn)
+        self.kernel_ = model.kernel_
+        self.likelihood_ = model.likelihood
+        self.result_ = model.result_
+        self.log_marginal_likelihood_value_ = float(model.result_.log_evidence)
+        self.model_ = model
+        return self
+
+    def _fit_latent(
+        self, likelihood: Likelihood | None, alpha: Any, search: _EvidenceSearch, rng: Any, learn: bool
+    ) -> _LatentModel:
+        if likelihood is None:
+            raise ValueError("inducing_points: the sparse model needs a likelihood (Gaussian(noise) or StudentT())")
+        y = self.y_train_
+        if y.ndim > 1 and y.shape[1] > 1:
+            raise ValueError(
+                f"y has {y.shape[1]} outputs: with {likelihood!r} fit one GPRegressor per output "
+                "(multi-output y needs the default Gaussian model)"
+            )
+        if np.ndim(alpha) > 0:
+            raise ValueError("alpha must be a scalar with a non-Gaussian likelihood (it is latent jitter)")
+        y = y.reshape(-1)
+        rule = "auto" if self.rule is None else self.rule
+        # the search scores a run that does not converge as -inf (a region to leave): with "auto" it runs EP alone,
+        # given up after 10 sweeps without progress, and the final fit has the whole cascade
+        search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
+        options = dict(
+            schedule=self.schedule,
+            max_sweeps=self.max_sweeps,
+            tol=self.tol,
+            search_rule=search_rule,
+            search_stall_window=10,
+        )
+        if self.inducing_points is None:
+            model = _LatentModel(_DensePriors(alpha), self.kernel_, likelihood, rule, search, **options)
+            model.fit(self.X_train_, y, (lambda: rng) if learn else None)
+            return model
+        X = self.X_train_
+        spec = check_inducing_points(self.inducing_points, X.shape[1])
+        if not isinstance(self.learn_inducing_points, bool | np.bool_):
+            raise TypeError(f"learn_inducing_points must be a bool, got {self.learn_inducing_points!r}")
+        subset = self.optimizer_subset
+        if subset is not None and not (isinstance(subset, int | np.integer) and subset >= 2):
+            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
+        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
+        learn_z = bool(self.learn_inducing_points) and self.optimizer is not None
+        model = _LatentModel(
+            _SparsePriors(alpha), self.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
+        )
+        if learn or learn_z:
+            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+        model.fit(X, y, (lambda: rng) if (learn or learn_z) else None, subset)
+        self.inducing_points_ = model.Z
+        return model
+
+    def _check_likelihood(self) -> Likelihood | None:
+        lik = self.likelihood
+        if lik is None:
+            return None
+        if not isinstance(lik, Likelihood) or isinstance(lik, BinaryLikelihood) or lik.latent_dim != 1:
+            raise TypeError(
+                f"likelihood must be a regression likelihood (Gaussian, StudentT, Laplace or a Likelihood "
+                f"of real targets), got {lik!r}"
+            )
+        return lik
+
+    def _check_alpha(self, n: int) -> Any:
+        alpha = np.asarray(self.alpha, dtype=float)
+        if alpha.ndim > 1 or not np.all(np.isfinite(alpha)) or np.any(alpha < 0):
+            raise ValueError(f"alpha must be a finite scalar >= 0 or an array of shape (n_samples,), got {alpha}")
+        if alpha.ndim == 1 and alpha.shape[0] != n:
+            if alpha.shape[0] != 1:
+                raise ValueError(
+                    f"alpha must be a scalar or an array with same number of entries as y. ({alpha.shape[0]} != {n})"
+                )
+            alpha = alpha[0]
+        return float(alpha) if alpha.ndim == 0 else alpha
+
+    def _check_parameters(self) -> None:
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        n = self.n_restarts_optimizer
+        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
+            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {n!r}")
+        if self.n_targets is not None and (
+            isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
+        ):
+            raise ValueError(f"n_targets must be None or an integer >= 1, got {self.n_targets!r}")
+        if self.rule is not None and self.likelihood is None:
+            raise ValueError("rule: give a likelihood too (e.g. Gaussian(noise) or StudentT()); the default is exact")
+        if self.inducing_points is not None and self.likelihood is None:
+            raise ValueError("inducing_points: give a likelihood too (e.g. Gaussian(noise) or StudentT())")
+
+    # ------------------------------------------------------------ evidence
+    def log_marginal_likelihood(
+        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
+    ) -> float | tuple[float, Array]:
+        r"""The log marginal likelihood (EP's approximation with a non-Gaussian likelihood) at ``theta``.
+
+        ``theta``: the kernel's log-hyperparameters (the likelihood's kept as fitted), or those
+        followed by the likelihood's (:attr:`likelihood_.theta`); ``None`` returns the fitted value.
+        The gradient is in the same entries.  ``clone_kernel=False`` sets ``kernel_.theta``.
+        """
+        check_is_fitted(self)
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("Gradient can only be evaluated for theta!=None")
+            return self.log_marginal_likelihood_value_
+        theta = np.asarray(theta, dtype=float)
+        k = self.kernel_.theta.size
+        full = k + (0 if self.likelihood_ is None else self.likelihood_.n_dims)
+        if theta.ndim != 1 or theta.size not in (k, full):
+            raise ValueError(
+                f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
+                f"got shape {theta.shape}"
+            )
+        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+
+    # ------------------------------------------------------------ predict
+    def _latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
+        """Latent mean and variances (or covariance), normalised units, one column per output (exact model)."""
+        model = self.model_
+        if isinstance(model, _ExactModel):
+            return model.predict_latent(X, full_cov)
+        if full_cov:
+            return model.predict_latent_cov(X)
+        return model.predict_latent(X)
+
+    def predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Array | tuple[Array, Array]:
+        """Posterior mean of the latent function at ``X`` and, if asked, its standard deviation or covariance.
+
+        As scikit-learn's: the likelihood's noise (``alpha``, a Student-t's scale) is not in them;
+        the predictive of a target is :meth:`predict_y` / :meth:`predict_interval`.  Before ``fit``:
+        the prior.
+        """
+        if return_std and return_cov:
+            raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        kernel = self.kernel_ if hasattr(self, "X_train_") else self.kernel
+        X = validate_data(self, X, reset=False, **input_format(kernel))
+        if not hasattr(self, "X_train_"):
+            return self._predict_prior(X, return_std, return_cov)
+        mean, second = self._latent(X, full_cov=return_cov)
+        y_mean = self._y_train_std * mean.reshape(mean.shape[0], -1) + self._y_train_mean
+        if y_mean.ndim > 1 and y_mean.shape[1] == 1:
+            y_mean = np.squeeze(y_mean, axis=1)
+        if not (return_std or return_cov):
+            return y_mean
+        if return_cov:
+            cov = np.outer(second, self._y_train_std**2).reshape(*second.shape, -1)
+            return y_mean, np.squeeze(cov, axis=2) if cov.shape[2] == 1 else cov
+        var = np.array(second, dtype=float)
+        if np.any(var < 0):
+            warnings.warn("Predicted variances smaller than 0. Setting those variances to 0.", stacklevel=2)
+            var[var < 0] = 0.0
+        var = np.outer(var, self._y_train_std**2).reshape(*var.shape, -1)
+        return y_mean, np.sqrt(np.squeeze(var, axis=1) if var.shape[1] == 1 else var)
+
+    def _predict_prior(self, X: Any, return_std: bool, return_cov: bool) -> Array | tuple[Array, Array]:
+        kernel = self.kernel
+        if kernel is None:
+            kernel = ConstantKernel(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
+        n_targets = self.n_targets if self.n_targets is not None else 1
+        y_mean = np.zeros(shape=(X.shape[0], n_targets)).squeeze()
+        if return_cov:
+            cov = kernel(X)
+            return y_mean, (np.repeat(cov[..., None], n_targets, axis=-1) if n_targets > 1 else cov)
+        if return_std:
+            var = kernel.diag(X)
+            return y_mean, np.sqrt(np.repeat(var[:, None], n_targets, axis=-1) if n_targets > 1 else var)
+        return y_mean
+
+    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: Any = 0) -> Array:
+        """Draws of the latent function at ``X``: shape ``(n, n_samples)`` or ``(n, n_targets, n_samples)``."""
+        rng = check_random_state(random_state)
+        y_mean, y_cov = self.predict(X, return_cov=True)
+        if y_mean.ndim == 1:
+            return rng.multivariate_normal(y_mean, y_cov, n_samples).T
+        draws = [
+            rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[:, np.newaxis]
+            for t in range(y_mean.shape[1])
+        ]
+        return np.hstack(draws)
+
+    # ------------------------------------------------------------ the predictive of y
+    def _noise_model(self) -> Likelihood:
+        """The likelihood of a target given the latent, in normalised units (``alpha`` as Gaussian noise when none)."""
+        if self.likelihood_ is not None:
+            return self.likelihood_
+        noise = float(np.mean(np.asarray(self.alpha, dtype=float)))  # (an array alpha: its mean)
+        return Gaussian(noise=max(noise, np.finfo(float).tiny), noise_bounds="fixed")
+
+    def _single_output(self, what: str) -> tuple[Array, Array]:
+        if np.ndim(self._y_train_mean) and np.size(self._y_train_mean) > 1:
+            raise ValueError(f"{what} is for a single output; this fit has {np.size(self._y_train_mean)}")
+        return float(np.ravel(self._y_train_mean)[0]), float(np.ravel(self._y_train_std)[0])
+
+    def predict_y(self, X: ArrayLike) -> tuple[Array, Array]:
+        r"""Mean and standard deviation of the predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*)
+        q(f_*)\, df_*` (the likelihood's noise included; infinite for a Student-t with ``df <= 2``)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("predict_y")
+        mean, std = self.predict(X, return_std=True)
+        m, v = self._noise_model().predict_y((mean - mu) / sd, (std / sd) ** 2)
+        return mu + sd * m, sd * np.sqrt(v)
+
+    def predict_interval(self, X: ArrayLike, level: float = 0.95) -> tuple[Array, Array]:
+        """The central ``level`` interval of the predictive of a target at ``X`` (not Gaussian in general)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("predict_interval")
+        mean, std = self.predict(X, return_std=True)
+        low, high = self._noise_model().predict_interval((mean - mu) / sd, (std / sd) ** 2, level)
+        return mu + sd * low, mu + sd * high
+
+    def log_predictive_density(self, X: ArrayLike, y: ArrayLike) -> Array:
+        r"""Pointwise :math:`\log p(y_* | y) = \log\int p(y_* | f_*) q(f_*)\, df_*` (the test NLPD: minus its mean)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("log_predictive_density")
+        mean, std = self.predict(X, return_std=True)
+        y = np.asarray(y, dtype=float).reshape(-1)
+        if y.shape != mean.shape:
+            raise ValueError(f"y must have shape {mean.shape} (one target per row of X), got {y.shape}")
+        tilted = self._noise_model().log_z((y - mu) / sd, (mean - mu) / sd, np.maximum((std / sd) ** 2, 1e-300))
+        return tilted.log_z - np.log(sd)
