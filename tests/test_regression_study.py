@@ -143,14 +143,15 @@ def test_claims_read_hand_made_rows_correctly():
 
 
 def test_the_study_runs_end_to_end_on_a_tiny_problem(tmp_path):
-    from relaxep.experiments.studies.regression import FIXED_METHODS, LEARNED_METHODS, report, run
+    from relaxep.experiments.studies.regression import FIXED_METHODS, LEARNED_METHODS, STRESS_SKIPS, report, run
     from relaxep.experiments.study import StudyContext
 
-    spec = {"data": "neal", "rate": 0.2, "n_train": 20, "repeat": 0}
-    tables = run(StudyContext(quick=True, progress=False), specs=[spec])
+    spec = {"data": "neal", "rate": 0.2, "n_train": 15, "repeat": 0}
+    tables = run(StudyContext(quick=True, progress=False), specs=[spec], n_samples=400)
     rows = tables["regression"]
-    assert [r["method"] for r in rows] == [*LEARNED_METHODS, *FIXED_METHODS, *FIXED_METHODS]
-    assert [r["stage"] for r in rows] == ["learned"] * 3 + ["fixed"] * 6 + ["stress"] * 6
+    stress = [m for m in FIXED_METHODS if m not in STRESS_SKIPS]
+    assert [r["method"] for r in rows] == [*LEARNED_METHODS, *FIXED_METHODS, *stress]
+    assert [r["stage"] for r in rows] == ["learned"] * 3 + ["fixed"] * 6 + ["stress"] * len(stress)
     assert all(np.isfinite(r["rmse"]) and np.isfinite(r["nlpd"]) for r in rows)
     fixed = [r for r in rows if r["stage"] != "learned"]
     assert all("mean_err" in r and r["status"] in ("converged", "max_sweeps", "diverged", "stuck") for r in fixed)
