@@ -56,7 +56,7 @@ REFERENCE = "Student-t auto"
 #: the stress stage divides the learned Student-t scale by this
 STRESS = 10.0
 #: left out of the stress stage: ``auto``'s convergent stage (ConvergentEP) did not return in
-#: 400 s on diabetes (n = 150) with the scale divided by 10 (plain EP: 12 s to max_sweeps)
+#: 400 s on diabetes (n = 150) with the scale divided by 10 (plain EP: seconds to max_sweeps)
 STRESS_SKIPS = ("auto",)
 SKLEARN = "sklearn GPR"
 
