@@ -33,6 +33,7 @@ exclude_patterns = [
     "robustness-quick/**",
     "reproduction-quick/**",
     "multiclass-quick/**",
+    "regression-quick/**",
     "auto_examples/*.ipynb",
     "auto_examples/*.py",
     "auto_examples/*.zip",

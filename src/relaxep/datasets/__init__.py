@@ -1,7 +1,17 @@
-"""Datasets: generated problems, the paper's five benchmarks (registry, loading, download) and splits."""
+"""Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression data."""
 
 from relaxep.datasets._download import fetch
 from relaxep.datasets.registry import DATASETS, DatasetInfo, dataset_info, get_data_home
+from relaxep.datasets.regression import (
+    REGRESSION_DATASETS,
+    RegressionData,
+    contaminate,
+    load_regression,
+    make_friedman,
+    make_neal,
+    neal_function,
+    regression_split,
+)
 from relaxep.datasets.splits import fixed_splits, paper_splits, random_splits
 from relaxep.datasets.suite import make_problem, problem_grid, synthetic_problems
 from relaxep.datasets.synthetic import flip_labels, make_synthetic, make_toy, synthetic_data
@@ -9,19 +19,27 @@ from relaxep.datasets.uci import load_dataset
 
 __all__ = [
     "DATASETS",
+    "REGRESSION_DATASETS",
     "DatasetInfo",
+    "RegressionData",
+    "contaminate",
     "dataset_info",
     "fetch",
     "fixed_splits",
     "flip_labels",
     "get_data_home",
     "load_dataset",
+    "load_regression",
+    "make_friedman",
+    "make_neal",
     "make_problem",
     "make_synthetic",
     "make_toy",
+    "neal_function",
     "paper_splits",
     "problem_grid",
     "random_splits",
+    "regression_split",
     "synthetic_data",
     "synthetic_problems",
 ]

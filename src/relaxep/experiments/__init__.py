@@ -1,6 +1,6 @@
-"""Studies (the paper's toy, synthetic and UCI experiments; robustness), cached and reported.
+"""Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
-Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass --out DIR`` or
+Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -8,14 +8,15 @@ added here.
 
 from __future__ import annotations
 
-from relaxep.experiments.studies import multiclass, robustness, synthetic, toy, uci
+from relaxep.experiments.studies import multiclass, regression, robustness, synthetic, toy, uci
 from relaxep.experiments.study import Study
 
 __all__ = ["PAPER_STUDIES", "STUDIES", "Study"]
 
 #: every study by name, in report order
 STUDIES: dict[str, Study] = {
-    study.name: study for study in (toy.STUDY, synthetic.STUDY, uci.STUDY, robustness.STUDY, multiclass.STUDY)
+    study.name: study
+    for study in (toy.STUDY, synthetic.STUDY, uci.STUDY, robustness.STUDY, multiclass.STUDY, regression.STUDY)
 }
 
 #: the paper's studies, which ``relaxep reproduce all`` runs

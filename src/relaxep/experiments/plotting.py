@@ -9,6 +9,8 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "plot_regression_mcmc",
+    "plot_regression_rmse",
     "plot_robustness",
     "plot_spam",
     "plot_synthetic_boundaries",
@@ -203,4 +205,41 @@ def plot_robustness(table: Rows, path: Path) -> Path:
     axes[0].legend(fontsize=7)
     for ax in axes:
         ax.set_xticks(x, methods, rotation=60, ha="right", fontsize=7)
+    return _save(fig, path)
+
+
+def plot_regression_rmse(summary: Rows, path: Path) -> Path:
+    """Test RMSE of the learned models against the contamination rate, one panel per data set."""
+    learned = [r for r in summary if r["stage"] == "learned"]
+    datasets = list(dict.fromkeys(r["data"] for r in learned))
+    fig, axes = _figure(1, len(datasets), figsize=(3.2 * len(datasets), 3.2))
+    for ax, data in zip(np.atleast_1d(axes), datasets, strict=True):
+        for m in dict.fromkeys(r["method"] for r in learned):
+            pts = sorted((r["rate"], r["rmse"]) for r in learned if r["data"] == data and r["method"] == m)
+            ax.plot([100 * p[0] for p in pts], [p[1] for p in pts], marker="o", label=m)
+        ax.set(xlabel="contaminated [%]", title=data)
+    np.atleast_1d(axes)[0].set_ylabel("test RMSE (clean targets)")
+    np.atleast_1d(axes)[0].legend(fontsize=7)
+    return _save(fig, path)
+
+
+def plot_regression_mcmc(rows: Rows, path: Path) -> Path:
+    """Posterior mean and sd errors against MCMC (MCMC sds): learned hyperparameters, and the stress stage."""
+    fig, axes = _figure(1, 2, figsize=(10, 4.0))
+    for ax, stage in zip(axes, ("fixed", "stress"), strict=True):
+        sel_stage = [r for r in rows if r["stage"] == stage and r.get("mcmc_rhat", np.inf) < 1.05]
+        for m in dict.fromkeys(r["method"] for r in sel_stage):
+            for converged, marker in ((True, "o"), (False, "x")):
+                sel = [r for r in sel_stage if r["method"] == m and (r["status"] == "converged") == converged]
+                if sel:
+                    ax.scatter(
+                        [max(r["mean_err"], 1e-4) for r in sel],
+                        [max(r["sd_err"], 1e-4) for r in sel],
+                        marker=marker,
+                        label=f"{m}{'' if converged else ' (not converged)'}",
+                        alpha=0.7,
+                    )
+        ax.set(xscale="log", yscale="log", xlabel="RMS mean error [MCMC sd]", ylabel="RMS relative sd error")
+        ax.set_title("learned hyperparameters" if stage == "fixed" else "Student-t scale / 10", fontsize=9)
+        ax.legend(fontsize=6)
     return _save(fig, path)

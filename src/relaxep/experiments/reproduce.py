@@ -68,6 +68,8 @@ def reproduce(
         title = "reproduction of Qi & Guo, relaxed EP"
     elif list(studies) == ["multiclass"]:
         title = "multi-class GP classification by joint EP"
+    elif list(studies) == ["regression"]:
+        title = "robust GP regression by EP"
     else:
         title = "robustness of EP and its remedies"
     head = (
