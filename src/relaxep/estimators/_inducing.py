@@ -14,7 +14,14 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 
-__all__ = ["INITS", "check_inducing_points", "flat", "initial_inducing_points", "split_parameters"]
+__all__ = [
+    "INITS",
+    "check_inducing_points",
+    "check_sparse_options",
+    "flat",
+    "initial_inducing_points",
+    "split_parameters",
+]
 
 #: the ways to place the initial inducing inputs
 INITS = ("kmeans", "random")
@@ -37,6 +44,15 @@ def check_inducing_points(inducing_points: object, n_features: int) -> int | Arr
     if not np.all(np.isfinite(Z)):
         raise ValueError("inducing_points contains NaN or inf")
     return Z
+
+
+def check_sparse_options(learn_inducing_points: object, optimizer_subset: object) -> None:
+    """The sparse fit's ``learn_inducing_points`` (a bool) and ``optimizer_subset`` (``None`` or an int >= 2)."""
+    if not isinstance(learn_inducing_points, bool | np.bool_):
+        raise TypeError(f"learn_inducing_points must be a bool, got {learn_inducing_points!r}")
+    subset = optimizer_subset
+    if subset is not None and not (isinstance(subset, int | np.integer) and subset >= 2):
+        raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
 
 
 def initial_inducing_points(

@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._exact import _ExactModel
-from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
+from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 from relaxep.estimators._models import _DensePriors, _LatentModel, _SparsePriors
 from relaxep.estimators._search import _EvidenceSearch
 from relaxep.estimators.classifier import input_format
@@ -232,11 +232,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return model
         X = self.X_train_
         spec = check_inducing_points(self.inducing_points, X.shape[1])
-        if not isinstance(self.learn_inducing_points, bool | np.bool_):
-            raise TypeError(f"learn_inducing_points must be a bool, got {self.learn_inducing_points!r}")
+        check_sparse_options(self.learn_inducing_points, self.optimizer_subset)
         subset = self.optimizer_subset
-        if subset is not None and not (isinstance(subset, int | np.integer) and subset >= 2):
-            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
         Z = initial_inducing_points(X, spec, self.inducing_init, rng)
         learn_z = bool(self.learn_inducing_points) and self.optimizer is not None
         model = _LatentModel(
