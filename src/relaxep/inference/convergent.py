@@ -54,6 +54,7 @@ from relaxep.inference.free_energy import (
 )
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
+from relaxep.inference.start import reachable_start
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
@@ -102,7 +103,7 @@ class ConvergentEP(InferenceMethod):
         state = _State(prior, labels, likelihood, warm_posterior(prior, init))
         post = state.posterior()
         monitor = ConvergenceMonitor(options, post)
-        if not state.r.ok:  # no proper cavity reaches the prior's own moments: nothing to descend from
+        if not state.r.ok:  # no start whose moments a proper cavity reaches: nothing to descend from
             monitor.trace.append(float("inf"))
             return make_result(self, post, labels, likelihood, "stalled", monitor.trace, [0], np.zeros(prior.n))
         history = _Anderson(int(self.memory))
@@ -173,11 +174,8 @@ class _State:
 
     def __init__(self, prior: Prior, labels: Array, likelihood: Likelihood, start: Posterior | None) -> None:
         self.prior, self.labels, self.likelihood = prior, labels, likelihood
-        post = prior.posterior(marginals_only=True) if start is None else start
-        r = self._r_cavities(post.mean, post.marginal_var, None)
-        if not r.ok:  # the warm start's moments are out of reach: start from the prior
-            post = prior.posterior(marginals_only=True)
-            r = self._r_cavities(post.mean, post.marginal_var, None)
+        # the warm start, else the prior, else an EP iterate: the first whose moments are reachable
+        post, r = reachable_start(prior, labels, likelihood, start)
         self._take(post, r)
 
     def _take(self, post: Posterior, r: RCavities) -> None:

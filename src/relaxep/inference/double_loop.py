@@ -75,6 +75,7 @@ from relaxep.inference.free_energy import (
 )
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
+from relaxep.inference.start import reachable_start
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior, DensePrior, Prior, as_prior
 
@@ -234,16 +235,25 @@ def double_loop(
         SQUAREM extrapolation of the anchors, kept only where it lowers :math:`\Phi` more
         than the two plain steps (``False``: plain steps, one inner solve per iteration).
     start : DensePosterior, optional
-        Initial sites; used only if their cavities are proper (else the prior, all sites flat).
+        Initial sites; used only if their cavities are proper and the tilted family reaches their
+        marginals (else the prior, or where the prior's moments are out of reach, as for a likelihood
+        more informative than the prior, an iterate of parallel EP: :mod:`relaxep.inference.start`).
     criterion : {"alpha", "relative", "marginals"}
         The change between outer iterations (:class:`~relaxep.inference.method.ConvergenceMonitor`).
     callback : callable, optional
         ``callback(outer_iteration, posterior)`` after each outer iteration.
     """
     prior = as_prior(prior)
-    post = prior.posterior() if start is None else start
-    if not np.all(post.marginal_var > 0.0) or not np.all(post.cavities()[1] > 0.0):
-        post = prior.posterior()
+    if start is not None and not (np.all(start.marginal_var > 0.0) and np.all(start.cavities()[1] > 0.0)):
+        start = None
+    # the start, else the prior, else an EP iterate: the first whose moments the tilted family reaches
+    reached, r = reachable_start(prior, labels, likelihood, start)
+    post = prior.posterior()
+    if r.ok and reached is start:
+        post = start
+    elif r.ok and reached.site_precision.any():
+        candidate = prior.posterior(reached.site_precision, reached.site_mean_precision)
+        post = candidate if np.all(candidate.cavities()[1] > 0.0) else post
     run = DoubleLoopRun(post)
 
     def step(anchor: tuple[Array, Array], warm: DensePosterior, plain: bool = True) -> tuple[DensePosterior, float]:

@@ -158,6 +158,9 @@ def _log_zr_natural(likelihood: Likelihood, labels: Array, h: Array, c: Array) -
     return likelihood.log_z(labels, mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
 
 
+_COLLAPSED = 1e-14  # r-cavity precision over target precision below which a site is out of reach
+
+
 def r_cavities(
     likelihood: Likelihood,
     labels: Array,
@@ -173,6 +176,8 @@ def r_cavities(
     :math:`E_r[\phi] - (m, -(v + m^2)/2)` and Hessian :math:`\operatorname{Cov}_r[\phi]`,
     :math:`\phi = (f, -f^2/2)` (the tilted cumulants); steps keep :math:`c > 0` and are backtracked
     (Armijo) per site.  Starts from ``start`` (warm) or from the Gaussian :math:`(m/v, 1/v)`.
+    A site whose precision collapses (:math:`c v < 10^{-14}`: the targets need :math:`c \le 0`, where a
+    heavy-tailed tilted is not normalisable) is out of reach (:mod:`relaxep.inference.start`).
     """
     m, v = target_mean, target_var
     if start is None:
@@ -213,8 +218,10 @@ def r_cavities(
             t = np.where(bad, 0.5 * t, t)
         keep = ~bad
         h[active[keep]], c[active[keep]], d[active[keep]] = h_new[keep], c_new[keep], d_new[keep]
-        failed[active[(broken | bad) & ~done]] = True
-        active = active[~(done | broken | bad)]
+        # the precision collapsing to 0: the targets need c <= 0, outside the tilted's domain
+        collapsed = c[active] * va < _COLLAPSED
+        failed[active[(broken | bad | collapsed) & ~done]] = True
+        active = active[~(done | broken | bad | collapsed)]
         if not active.size:
             break
     ok = not active.size and not failed.any() and bool(np.all(np.isfinite(d)))
