@@ -80,10 +80,15 @@ class Likelihood(ParamsMixin, ABC):
     has_cumulants : bool
         Whether :meth:`tilted_cumulants` can be evaluated (the convergent inference methods
         need them); true for every scalar likelihood, through the quadrature default.
+    heavy_tailed : bool
+        Whether :math:`p(y|f)` has polynomial tails in :math:`f` (an outlier's site then has a negative
+        precision); :class:`~relaxep.inference.Auto`'s default cascade then tries double-loop EP
+        before convergent EP.
     """
 
     latent_dim: ClassVar[int] = 1
     has_cumulants: ClassVar[bool] = True
+    heavy_tailed: ClassVar[bool] = False
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
     #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
     hyperparameter_names: ClassVar[tuple[str, ...]] = ()

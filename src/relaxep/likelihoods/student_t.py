@@ -118,6 +118,7 @@ class StudentT(Likelihood):
     """
 
     hyperparameter_names = ("df", "scale")
+    heavy_tailed = True
 
     def __init__(
         self,
