@@ -29,7 +29,7 @@ import numpy as np
 
 from relaxep._typing import Array
 
-__all__ = ["NODES_PER_UNIT", "two_centre_rule"]
+__all__ = ["NODES_PER_UNIT", "node_levels", "two_centre_rule"]
 
 #: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
 NODES_PER_UNIT = 10.0
@@ -55,6 +55,21 @@ def _panel(width: Array, x_lo: Array, x_hi: Array, n: int) -> tuple[Array, Array
 def _count(extent: Array) -> int:
     top = float(np.max(extent, initial=0.0))
     return int(np.clip(np.ceil(NODES_PER_UNIT * top), _MIN_NODES, _MAX_NODES))
+
+
+#: the node counts sites are grouped by (:func:`node_levels`)
+_LEVELS = np.array([12, 16, 24, 32, 48, 64, 96, 128, 160])
+
+
+def node_levels(width1: Array, width2: Array, gap1: Array, gap2: Array, reach1: Array, reach2: Array) -> Array:
+    """Per site, the panel size :func:`two_centre_rule` would need for that site alone, rounded up
+    to one of a few levels, so that sites can be integrated in groups: the rule sizes its panels
+    for the widest site it is given, and one outlier would otherwise set 160 nodes a panel for all."""
+    top = np.maximum.reduce(
+        [np.arcsinh(reach1 / width1), np.arcsinh(gap1 / width1), np.arcsinh(gap2 / width2), np.arcsinh(reach2 / width2)]
+    )
+    need = np.clip(np.ceil(NODES_PER_UNIT * top), _MIN_NODES, _MAX_NODES)
+    return _LEVELS[np.searchsorted(_LEVELS, need)]
 
 
 def two_centre_rule(

@@ -25,13 +25,16 @@ space their nodes equally, :math:`w_1^2 + g_1^2 = w_2^2 + g_2^2`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import numpy as np
 from scipy import stats
 from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number
-from relaxep.likelihoods._panels import two_centre_rule
+from relaxep.likelihoods._panels import node_levels, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
 
 __all__ = ["StudentT"]
@@ -170,9 +173,9 @@ class StudentT(Likelihood):
         return np.stack(cols, axis=-1)
 
     # ------------------------------------------------------------ the tilted integrals
-    def _tilted(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, ...]:
-        r"""The rule on :math:`p^u N`: sign, nodes (offset from y and from mu, flipped), log-terms, log Z."""
-        y, mean, var = np.broadcast_arrays(y, mean, var)
+    def _geometry(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, ...]:
+        r"""Per site (flat arrays): the residual's sign and size, the tilted's two centres, the
+        rule's widths, gaps and reaches, and whether the second centre is a root of the cubic."""
         nu, sigma = float(self.df), float(self.scale)
         a = nu * sigma**2
         p = power * (nu + 1.0)
@@ -198,6 +201,13 @@ class StudentT(Likelihood):
         lift = 0.5 * p * np.log1p(c1 * c1 / a)
         reach1 = s * np.sqrt(2.0 * (_TAIL + lift))
         reach2 = (r - c2) + np.sqrt((r - c2) ** 2 + 2.0 * _TAIL * var)
+        return sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2
+
+    def _rule(self, geometry: tuple[Array, ...], power: float) -> tuple[Array, ...]:
+        r"""The rule on :math:`p^u N`: sign, nodes (offset from y and from mu, flipped), normalised weights, log Z."""
+        sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2 = geometry
+        nu, a = float(self.df), float(self.df) * float(self.scale) ** 2
+        p = power * (nu + 1.0)
         disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach1, reach2)
         # the cavity-side mode's offset from mu, from the stationarity condition (no cancellation)
         with np.errstate(invalid="ignore"):
@@ -211,9 +221,36 @@ class StudentT(Likelihood):
         log_z = top[..., 0] + np.log(total) + power * self._log_norm - 0.5 * np.log(2.0 * np.pi * var)
         return sign, x_nodes, e_nodes, terms / total[..., None], log_z
 
+    def _tilted_sums(
+        self, y: Array, mean: Array, var: Array, power: float, reduce: Callable[..., tuple[Array, ...]]
+    ) -> tuple[Array, ...]:
+        """``reduce(sign, x, e, weights, log_z, var)`` (per-site sums over the rule's nodes), with the
+        sites integrated in groups of equal panel size (:func:`~relaxep.likelihoods._panels.node_levels`)."""
+        y, mean, var = np.broadcast_arrays(y, mean, var)
+        shape = y.shape
+        y, mean, var = y.ravel(), mean.ravel(), var.ravel()
+        geometry = self._geometry(y, mean, var, power)
+        levels = node_levels(*geometry[6:])
+        groups = [np.flatnonzero(levels == level) for level in np.unique(levels)]
+        if len(groups) <= 1:
+            outs = reduce(*self._rule(geometry, power), var)
+        else:
+            outs = None
+            for idx in groups:
+                part = reduce(*self._rule(tuple(g[idx] for g in geometry), power), var[idx])
+                if outs is None:
+                    outs = tuple(np.empty((y.size, *np.shape(q)[1:])) for q in part)
+                for out, q in zip(outs, part, strict=True):
+                    out[idx] = q
+        return tuple(np.reshape(out, shape + np.shape(out)[1:]) for out in outs)
+
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        sign, x, e, weights, log_z = self._tilted(y, mean, var, power)
-        var = np.broadcast_to(var, log_z.shape)
+        log_z, dlog_z, d2log_z = self._tilted_sums(y, mean, var, power, partial(self._log_z_sums, power=power))
+        return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def _log_z_sums(
+        self, sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array, power: float
+    ) -> tuple[Array, Array, Array]:
         e_mean = np.sum(weights * e, axis=-1)
         e_var = np.sum(weights * (e - e_mean[..., None]) ** 2, axis=-1)
         nu, a = float(self.df), float(self.df) * float(self.scale) ** 2
@@ -224,25 +261,31 @@ class StudentT(Likelihood):
         narrow = var < a  # the moment differences would cancel: use the derivatives' expectations
         dlog_z = np.where(narrow, g1, e_mean / var)
         d2log_z = np.where(narrow, g2, (e_var - var) / var**2)
-        return TiltedLogZ(log_z, sign * dlog_z, d2log_z)
+        return log_z, sign * dlog_z, d2log_z
 
     def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
-        _, x, _, weights, _ = self._tilted(y, mean, var, 1.0)
-        return np.sum(weights * self._log_lik(0.0, x), axis=-1)
+        def sums(sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array) -> tuple[Array]:
+            return (np.sum(weights * self._log_lik(0.0, x), axis=-1),)
+
+        return self._tilted_sums(y, mean, var, 1.0, sums)[0]
 
     def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
-        sign, _, e, weights, log_z = self._tilted(y, mean, var, 1.0)
-        e_mean = np.sum(weights * e, axis=-1)
-        d = e - e_mean[..., None]
-        wd2 = weights * d * d
-        k2 = np.sum(wd2, axis=-1)
-        k3 = np.sum(wd2 * d, axis=-1)
-        k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
-        return np.broadcast_to(mean, log_z.shape) + sign * e_mean, k2, sign * k3, k4
+        def sums(sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array) -> tuple[Array, ...]:
+            e_mean = np.sum(weights * e, axis=-1)
+            d = e - e_mean[..., None]
+            wd2 = weights * d * d
+            k2 = np.sum(wd2, axis=-1)
+            k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
+            return sign * e_mean, k2, sign * np.sum(wd2 * d, axis=-1), k4
+
+        shift, k2, k3, k4 = self._tilted_sums(y, mean, var, 1.0, sums)
+        return np.broadcast_to(mean, shift.shape) + shift, k2, k3, k4
 
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
-        _, x, _, weights, _ = self._tilted(y, mean, var, 1.0)
-        return np.sum(weights[..., None] * self._dlog_t_dtheta(x), axis=-2)
+        def sums(sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array) -> tuple[Array]:
+            return (np.sum(weights[..., None] * self._dlog_t_dtheta(x), axis=-2),)
+
+        return self._tilted_sums(y, mean, var, 1.0, sums)[0]
 
     # ------------------------------------------------------------ predictive
     def _noise(self) -> stats.rv_continuous:
