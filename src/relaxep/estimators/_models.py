@@ -19,6 +19,7 @@ from typing import Any, ClassVar
 import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import NDArray
+from scipy.special import expit, log_expit, logsumexp
 from sklearn.gaussian_process.kernels import Kernel
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
@@ -220,9 +221,19 @@ class _LatentModel:
         cross_kernel, _ = self.prior_.cross_covariance(X)
         return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(X))
 
+    def decision_function(self, X: Any) -> Array:
+        """Log-odds of ``classes_[1]`` (the likelihood's ``predict_log_odds`` at the latent predictive)."""
+        return self.prior_.predict_at(self.result_.predict_log_odds, X)
+
+    def predict_log_proba(self, X: Any) -> Array:
+        d = self.decision_function(X)
+        return np.column_stack([log_expit(-d), log_expit(d)])
+
     def predict_proba(self, X: Any) -> Array:
-        p1 = self.prior_.predict_at(self.result_.predict_proba, X)
-        return np.column_stack([1.0 - p1, p1])
+        """``[expit(-d), expit(d)]`` of the log-odds ``d``: exactly the predictive probabilities,
+        each to full relative precision in its own tail (``1 - p`` would lose it)."""
+        d = self.decision_function(X)
+        return np.column_stack([expit(-d), expit(d)])
 
 
 # ------------------------------------------------------------------ joint multi-class
@@ -314,8 +325,15 @@ class _JointModel:
     def predict_latent(self, X: Any) -> tuple[Array, Array]:
         return self.prior_.predict_at(self.result_.predict_latent, X)
 
+    def decision_function(self, X: Any) -> Array:
+        """Log predictive probabilities ``(n, C)``."""
+        return self.prior_.predict_at(self.result_.predict_log_proba, X)
+
+    def predict_log_proba(self, X: Any) -> Array:
+        return self.decision_function(X)
+
     def predict_proba(self, X: Any) -> Array:
-        return self.prior_.predict_at(self.result_.predict_proba, X)
+        return np.exp(self.decision_function(X))
 
 
 # ------------------------------------------------------------------ one-vs-rest
@@ -344,6 +362,14 @@ class _OneVsRest:
         pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
         return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
 
+    def decision_function(self, X: Any) -> Array:
+        r"""Log of the renormalised one-vs-rest probabilities ``(n, C)``: from each class's log-odds
+        :math:`d_c`, :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` (:math:`\sigma`: the logistic function)."""
+        log_p = np.column_stack([log_expit(e.decision_function(X)) for e in self.estimators_])
+        return log_p - logsumexp(log_p, axis=1, keepdims=True)
+
+    def predict_log_proba(self, X: Any) -> Array:
+        return self.decision_function(X)
+
     def predict_proba(self, X: Any) -> Array:
-        p = np.column_stack([e.predict_proba(X)[:, 1] for e in self.estimators_])
-        return p / p.sum(axis=1, keepdims=True)
+        return np.exp(self.decision_function(X))

@@ -336,24 +336,44 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return self.model_.predict_latent(X)
 
     def decision_function(self, X: ArrayLike) -> Array:
-        """Latent posterior mean: positive favours ``classes_[1]`` (multi-class: ``(n, C)``, one column per class)."""
-        return self.latent_mean_and_variance(X)[0]
+        r"""Scores that rank test points as :meth:`predict_proba` does.
+
+        Binary: the log-odds of the predictive, :math:`\log P(y_* = c_1) - \log P(y_* = c_0)`,
+        shape ``(n,)``, positive where :meth:`predict` gives ``classes_[1]`` (probit:
+        :math:`\log\Phi(z) - \log\Phi(-z)`, :math:`z = \mu_*/\sqrt{1 + s^2_*}`; with a label-noise
+        floor :math:`\epsilon` it lies within :math:`\pm\log((1-\epsilon)/\epsilon)`).  Multi-class:
+        the log predictive probabilities, shape ``(n, C)``, whose argmax is :meth:`predict`.
+
+        Since version 0.3 (a behaviour change): it was the latent posterior mean, which need
+        not rank as the probabilities do (they also depend on the latent variance); that is
+        :meth:`latent_mean_and_variance`'s first output.
+        """
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.decision_function(X)
+
+    def predict_log_proba(self, X: ArrayLike) -> Array:
+        """Log class probabilities, columns in ``classes_`` order, computed in log space."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.predict_log_proba(X)
 
     def predict_proba(self, X: ArrayLike) -> Array:
         r"""Class probabilities, columns in ``classes_`` order.
 
-        :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive).
+        :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive),
+        binary columns ``[expit(-d), expit(d)]`` of the log-odds ``d`` (:meth:`decision_function`).
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **input_format(self.kernel_))
         return self.model_.predict_proba(X)
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``, else ``classes_[0]``.
-
-        Multi-class: the most probable class.
+        """The most probable class: binary, ``classes_[1]`` where :meth:`decision_function` is
+        positive (``predict_proba[:, 1] > 0.5``), else ``classes_[0]``; multi-class, the argmax of
+        :meth:`decision_function` (and of :meth:`predict_proba`).
         """
-        p = self.predict_proba(X)
-        if self.classes_.size > 2:
-            return self.classes_[np.argmax(p, axis=1)]
-        return self.classes_[(p[:, 1] >= 0.5).astype(int)]
+        d = self.decision_function(X)
+        if d.ndim == 2:
+            return self.classes_[np.argmax(d, axis=1)]
+        return self.classes_[(d > 0.0).astype(int)]

@@ -125,6 +125,11 @@ class MulticlassResult:
         mean, cov = self.predict_latent(K_star, k_diag)
         return self.likelihood.predict_proba(mean, cov)
 
+    def predict_log_proba(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike) -> Array:
+        """Log class probabilities ``(n_*, C)``, computed in log space (:meth:`predict_proba`'s logarithm)."""
+        mean, cov = self.predict_latent(K_star, k_diag)
+        return self.likelihood.predict_log_proba(mean, cov)
+
     def evidence_gradient(self, dK: ArrayLike) -> Array:
         """Gradient of :attr:`log_evidence` in the hyperparameters of a kernel shared by the classes
         (``dK``: (n, n, p), scikit-learn's ``eval_gradient`` layout; valid at a fixed point)."""

@@ -169,6 +169,13 @@ class InferenceResult:
         mean, var = self.predict_latent(cross_kernel, test_diag)
         return np.clip(self.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
 
+    def predict_log_odds(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> Array:
+        r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at test points (binary likelihoods' ``predict_log_odds``)."""
+        if not hasattr(self.likelihood, "predict_log_odds"):
+            raise TypeError(f"{type(self.likelihood).__name__} is not a binary likelihood: it has no log-odds")
+        mean, var = self.predict_latent(cross_kernel, test_diag)
+        return self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))
+
 
 def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:
     """The posterior at ``init``'s sites, or ``None`` (no ``init``, or its sites do not fit this prior)."""

@@ -136,14 +136,18 @@ class MulticlassLikelihood(Likelihood):
 
     def predict_proba(self, mean: ArrayLike, cov: ArrayLike) -> Array:
         r""":math:`p(y_* = c) = \int p(c | f) N(f | \mu_*, \Sigma_*) df` for every class, ``(N, C)``, rows sum to 1."""
+        return np.exp(self.predict_log_proba(mean, cov))
+
+    def predict_log_proba(self, mean: ArrayLike, cov: ArrayLike) -> Array:
+        r""":math:`\log p(y_* = c)` for every class, ``(N, C)``: each class's ``log Z`` at the predictive,
+        normalised in log space (:math:`\log Z_c - \log \sum_k Z_k`)."""
         mean = np.atleast_2d(np.asarray(mean, dtype=float))
         cov = np.asarray(cov, dtype=float)
         n, c = mean.shape
         log_p = np.empty((n, c))
         for k in range(c):
             log_p[:, k] = self.tilted_moments(mean, cov, np.full(n, k))[0]
-        p = np.exp(log_p - logsumexp(log_p, axis=1, keepdims=True))
-        return p
+        return log_p - logsumexp(log_p, axis=1, keepdims=True)
 
 
 class MultinomialProbit(MulticlassLikelihood):
