@@ -33,7 +33,16 @@ def test_moments_match_quadrature_within_monte_carlo_error(likelihood):
     np.testing.assert_allclose(res.var, var, rtol=0.05)
 
 
-@pytest.mark.parametrize("likelihood", [Probit(), NoisyStep(0.1), NoisyStep(0.0)], ids=["probit", "step", "hard"])
+# the label-noise cases take 6-9 s each: the probit case runs by default, the two steps with the slow studies
+@pytest.mark.parametrize(
+    "likelihood",
+    [
+        Probit(),
+        pytest.param(NoisyStep(0.1), marks=pytest.mark.slow),
+        pytest.param(NoisyStep(0.0), marks=pytest.mark.slow),
+    ],
+    ids=["probit", "step", "hard"],
+)
 def test_a_wrong_gaussian_approximation_leaves_the_target_exact(likelihood):
     """Sampling on the ellipses of N(m, S) with the residual factor: any (m, S) gives the same
     posterior; here m is shifted by a standard deviation and S is three times too wide."""
