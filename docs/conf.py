@@ -30,10 +30,6 @@ source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = [
     "_build",
     "**/README.md",
-    "robustness-quick/**",
-    "reproduction-quick/**",
-    "multiclass-quick/**",
-    "regression-quick/**",
     "auto_examples/*.ipynb",
     "auto_examples/*.py",
     "auto_examples/*.zip",

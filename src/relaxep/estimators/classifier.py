@@ -60,7 +60,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         :math:`0.01 + 0.98\,\Phi(yf)`: smooth like the probit, so EP converges in a few
         parallel sweeps, and with a floor, so a mislabelled point far from the boundary costs
         at most :math:`\log 100` instead of pulling the latent function.  Measured against the
-        noise-free step, the probit and larger floors in ``benchmarks/results/defaults.md``.
+        noise-free step, the probit and larger floors in :doc:`the benchmark tables </benchmarks>`.
         The paper's ``NoisyStep(eps)`` stays available (it needs ``rule="auto"``'s convergent
         stages on dense data, where EP on it oscillates).
     rule : SiteRule, InferenceMethod or "auto", default ``"auto"``
@@ -104,7 +104,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         :mod:`relaxep.posterior.sparse_gradient`; the kernel must then be ``RBF`` or
         ``ConstantKernel * RBF``); ``optimizer=None`` keeps both as given.  ``M = 200`` with
         k-means placement is the measured choice at :math:`10^5` points
-        (``benchmarks/results/sparse.md``).
+        (:doc:`the benchmark tables </benchmarks>`).
     learn_inducing_points : bool, default True
         With an optimizer and ``inducing_points``: learn the inducing inputs (else only the kernel).
     inducing_init : {"kmeans", "random"}, default "kmeans"

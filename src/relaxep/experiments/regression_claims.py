@@ -1,6 +1,6 @@
 """The regression study's summaries and the claims it puts to the test, read from its rows.
 
-The claims (issue 21): a Student-t likelihood beats scikit-learn's Gaussian GPR on contaminated
+The claims: a Student-t likelihood beats scikit-learn's Gaussian GPR on contaminated
 data and is within 2% of it (RMSE) on clean data; Relaxed EP converges where plain EP does not
 (at the learned hyperparameters, and in the study's stress stage with the Student-t's scale
 divided by ten), and is then as close to MCMC as the convergent methods.

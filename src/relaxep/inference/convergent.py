@@ -32,7 +32,7 @@ Every accepted step lowers :math:`\Phi`, which is bounded below, so the iteratio
 a point where neither block lowers it is an EP fixed point.  Unlike the double loop
 (:mod:`relaxep.inference.double_loop`) no :math:`2n\times 2n` system is ever formed.  Where EP
 oscillates on the noise-free step at n = 1000 this takes 15-25 outer iterations
-(``benchmarks/results/defaults.md``).
+(:doc:`the benchmark tables </benchmarks>`).
 """
 
 from __future__ import annotations

@@ -136,7 +136,7 @@ def infer(
     blas_threads : int or None
         Run with at most this many BLAS threads (``threadpoolctl``), restored on return;
         ``None`` (default) leaves the caller's setting alone.  Below about 2000 sites one
-        thread is often faster (``benchmarks/results/``).
+        thread is often faster (:doc:`the benchmark tables </benchmarks>`).
     block_size, parallel_step : int, float, optional
         Old spellings of ``schedule=Blocked(block_size)`` and ``schedule=Parallel(parallel_step)``.
     stall_window : int or None

@@ -1,6 +1,6 @@
 r"""The paper's printed Appendix-B objective, kept only to reproduce ``RelaxedEP(variant="paper")``.
 
-``docs/decisions.md`` shows one of its terms is wrong (the KL part can go negative); the
+:doc:`the decisions page </decisions>` shows one of its terms is wrong (the KL part can go negative); the
 derived objective is :func:`relaxep.sites.relaxed_objective`.
 """
 
@@ -36,7 +36,7 @@ def paper_relaxed_objective(
 
     :math:`F = \tilde a + \tilde h^2`, :math:`\tilde a = a/(1 + a b)`,
     :math:`a = (1/A_{ii} + 1/v_b - 1/v_i)^{-1}`, :math:`\tilde h` the tilted mean and
-    :math:`(m_b, v_b)` the site at the relaxed cavity.  ``docs/decisions.md`` shows the term
+    :math:`(m_b, v_b)` the site at the relaxed cavity.  :doc:`the decisions page </decisions>` shows the term
     :math:`(F - \tilde h m_b)/(2 v_b)` is wrong (the KL part can go negative); it is
     implemented literally, for the ``variant="paper"`` study only.
     """

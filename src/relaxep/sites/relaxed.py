@@ -3,7 +3,7 @@ r"""Relaxed EP (Qi & Guo, Section 5): EP with a relaxed cavity whose strength is
 The relaxation :math:`r_i(g) = \exp(-b (g - m_i)^2/2)` (:math:`b \ge 0` a precision, centred
 at the site's mean) multiplies the cavity before moment matching; :math:`b^*` minimises the
 KL of the relaxed tilted distribution to its projection plus the penalty :math:`c\,b`
-(``docs/decisions.md`` derives the closed form and corrects the paper's Appendix B).
+(:doc:`the decisions page </decisions>` derives the closed form and corrects the paper's Appendix B).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def relaxed_objective(
     r"""The derived REP objective :math:`Q(b) = \mathrm{KL}(p_b \| \mathrm{proj}\, p_b) + c\, b`.
 
     :math:`p_b \propto p(y|f)\, r_b\, q^{\setminus i}`, :math:`r_b(f) = \exp(-b (f - m_i)^2/2)`,
-    :math:`b \ge 0` a precision (``docs/decisions.md``).  With ``penalty="scale_free"`` it is
+    :math:`b \ge 0` a precision (:doc:`the decisions page </decisions>`).  With ``penalty="scale_free"`` it is
     :math:`c\, b \lambda` (a dimensionless precision ratio), which makes ``c``
     independent of the kernel amplitude.
     """
@@ -78,7 +78,7 @@ class RelaxedEP(SiteRule):
     2. Relaxed cavity :math:`(\tilde h, \tilde\lambda)` (:func:`relaxed_cavity`).
     3. EP moment matching there gives :math:`(\tau_b, \nu_b)`.
     4. ``variant="derived"`` (default): the new site is :math:`(\tau_b, \nu_b)` (step (e) is
-       the identity, ``docs/decisions.md``).  ``variant="paper"``: the printed step (e),
+       the identity, :doc:`the decisions page </decisions>`).  ``variant="paper"``: the printed step (e),
        :math:`\tau = \tau_b + b`, :math:`\nu = \nu_b + b\, m_i`, with the printed Q.
 
     With ``c`` huge, :math:`b^* = 0` everywhere and REP equals EP exactly.
@@ -187,7 +187,7 @@ class RelaxedEP(SiteRule):
 
 
 def _derived_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
-    """Step (e) of the derived rule is the identity (``docs/decisions.md``)."""
+    """Step (e) of the derived rule is the identity (:doc:`the decisions page </decisions>`)."""
     return tau_b, nu_b
 
 
