@@ -4,7 +4,7 @@ Three classes in one model
 
 One joint GP model of three latent functions with a shared kernel, by nested EP for the
 multinomial probit (Riihimaki, Jylanki & Vehtari 2013, JMLR 14), the default for more than two
-classes.  Left: the most probable class, its colour paler where that class is less sure.
+classes.  Left: the three class colours mixed by the predictive probabilities.
 Right: the entropy of the predictive distribution over the classes, highest where the classes
 meet (at most :math:`\\log 3 = 1.10` nats, one third each); the learned length scale is long, so
 the classes' regions extend far beyond the data.
