@@ -293,3 +293,13 @@ def test_old_classifier_module_path_warns_and_still_works():
     with pytest.warns(FutureWarning, match="moved to relaxep.estimators.classifier; the old path goes in 0.4"):
         cls = old.GPClassifier
     assert cls is GPClassifier
+
+
+def test_a_sparse_fit_learns_the_inducing_inputs_under_a_fixed_kernel():
+    """Every kernel hyperparameter fixed, Z learned: the search's bounds are Z's alone (this crashed,
+    the fixed kernel's bounds having shape (0,) beside the likelihood's (0, 2))."""
+    X, y, _ = make_synthetic(40, 0.0, random_state=3)
+    clf = GPClassifier(C(1.0, "fixed") * RBF(1.0, "fixed"), Probit(), inducing_points=8, optimizer_maxiter=3)
+    clf.fit(X, y)
+    assert clf.inducing_points_.shape == (8, X.shape[1])
+    assert clf.score(X, y) > 0.8

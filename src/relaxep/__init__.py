@@ -8,7 +8,7 @@ the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments
 
 from importlib.metadata import PackageNotFoundError, version
 
-from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError, MemoryLimitError
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier
 from relaxep.estimators.regressor import GPRegressor
@@ -48,6 +48,7 @@ __all__ = [
     "Laplace",
     "Likelihood",
     "Logistic",
+    "MemoryLimitError",
     "NoisyProbit",
     "NoisyStep",
     "Parallel",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-__all__ = ["DivergenceError", "ImproperPosteriorError", "KernelNotPositiveDefiniteError"]
+__all__ = ["DivergenceError", "ImproperPosteriorError", "KernelNotPositiveDefiniteError", "MemoryLimitError"]
 
 
 class ImproperPosteriorError(ArithmeticError):
@@ -15,3 +15,7 @@ class KernelNotPositiveDefiniteError(ValueError):
 
 class DivergenceError(RuntimeError):
     """Inference diverged (NaN or an improper posterior) during ``fit``."""
+
+
+class MemoryLimitError(MemoryError):
+    """A computation would need more memory than is available; raised before allocating it, with the remedy."""

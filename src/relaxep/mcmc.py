@@ -23,11 +23,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg
 
+from relaxep._memory import check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, cholesky_factor
 from relaxep.likelihoods import Likelihood
@@ -115,6 +117,21 @@ def _slice_on_ellipses(
     return evals
 
 
+def _check_sampler_memory(K: Any, n_samples: Any, n_chains: Any) -> None:
+    """Refuse before allocating: ``K``'s factor and copy, and the stored draws (``n_chains x n_samples x n``)."""
+    shape = np.shape(K)
+    n = int(shape[-1]) if len(shape) >= 2 else 0
+    try:
+        draws = 8.0 * float(n_samples) * float(n_chains) * n * (shape[0] if len(shape) == 3 else 1)
+    except (TypeError, ValueError):
+        return  # _check_chains names the bad argument
+    check_memory(
+        dense_bytes(n, 2) + draws,
+        f"elliptical slice sampling on n = {n} points ({n_chains} chains x {n_samples} samples)",
+        "draw fewer samples or chains, or sample a smaller problem",
+    )
+
+
 def _check_chains(n_samples: int, n_burn: int, n_chains: int) -> None:
     if n_samples < 40 or n_samples % 40:
         raise ValueError(f"n_samples must be a positive multiple of 40, got {n_samples}")
@@ -157,6 +174,7 @@ def elliptical_slice(
     -------
     MCMCResult
     """
+    _check_sampler_memory(K, n_samples, n_chains)
     K = check_kernel_matrix(K)
     n = K.shape[0]
     y = likelihood.check_targets(y, n, both_classes=False)
@@ -289,6 +307,7 @@ def elliptical_slice_multiclass(
     -------
     MulticlassMCMCResult
     """
+    _check_sampler_memory(K, n_samples, n_chains)
     K = check_kernel_matrix(K)
     n = K.shape[0]
     y = np.asarray(y)

@@ -29,6 +29,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.gaussian_process.kernels import Kernel
 
+from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep.estimators._search import _EvidenceSearch, warn_at_bounds
 from relaxep.likelihoods import Likelihood
@@ -81,6 +82,9 @@ class _ExactModel:
 
     def factor(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool = False) -> tuple[Array, Any]:
         """The lower Cholesky factor of :math:`K + \\text{noise}` (and :math:`\\partial K/\\partial\\theta`)."""
+        n = X.shape[0] if hasattr(X, "shape") else len(X)
+        copies = 2 + (kernel.n_dims if eval_gradient else 0)
+        check_memory(dense_bytes(n, copies), f"a dense GP on n = {n} points", FIT_REMEDY)
         K, dK = kernel(X, eval_gradient=True) if eval_gradient else (kernel(X), None)
         K[np.diag_indices_from(K)] += noise
         return linalg.cholesky(K, lower=True, check_finite=False), dK

@@ -132,7 +132,8 @@ class _LatentModel:
 
     @property
     def bounds(self) -> Array:
-        return np.vstack([self.kernel_.bounds, self.likelihood.bounds])
+        # (a kernel whose hyperparameters are all fixed has bounds of shape (0,), not (0, 2))
+        return np.vstack([np.reshape(self.kernel_.bounds, (-1, 2)), np.reshape(self.likelihood.bounds, (-1, 2))])
 
     def _split(self, x: Array, learn_z: bool) -> tuple[Kernel, Likelihood, Array | None]:
         """The optimiser's vector as (kernel, likelihood, ``Z`` or ``None`` where not learned)."""

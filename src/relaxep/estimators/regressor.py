@@ -23,6 +23,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
+from relaxep._memory import check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._exact import _ExactModel
@@ -329,6 +330,14 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         kernel = self.kernel_ if hasattr(self, "X_train_") else self.kernel
         X = validate_data(self, X, reset=False, **input_format(kernel))
+        if return_cov:
+            m = X.shape[0] if hasattr(X, "shape") else len(X)
+            targets = self.y_train_.shape[1] if np.ndim(getattr(self, "y_train_", None)) == 2 else 1
+            check_memory(
+                dense_bytes(m, 3 * targets),
+                f"a predictive covariance at {m} test points",
+                "ask for return_std=True (the variances) instead, or predict fewer points at a time",
+            )
         if not hasattr(self, "X_train_"):
             return self._predict_prior(X, return_std, return_cov)
         mean, second = self._latent(X, full_cov=return_cov)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, check_positive_int, check_positive_number, check_unit_interval
 from relaxep.inference.damped_parallel import DampedParallelOptions, MulticlassResult, damped_parallel_ep
@@ -102,6 +103,13 @@ def infer_multiclass(
         n_classes = Karr.shape[0] if Karr.ndim == 3 else int(y_arr.max()) + 1
     if n_classes < 2 or y_arr.max() >= n_classes:
         raise ValueError(f"n_classes must be >= 2 and exceed every label, got {n_classes}")
+    n = Karr.shape[-1] if Karr.ndim >= 2 else 0
+    # per class: its kernel (unless shared), its factor and two n x n blocks of the nested posterior
+    check_memory(
+        dense_bytes(n, 3 * n_classes + (n_classes if Karr.ndim == 3 else 1)),
+        f"joint multi-class EP on n = {n} points and {n_classes} classes",
+        FIT_REMEDY,
+    )
     Ks = _class_kernels(Karr, n_classes)
     if Ks[0].shape[0] != y_arr.size:
         raise ValueError(f"K is {Ks[0].shape[0]} x {Ks[0].shape[0]} but y has {y_arr.size} labels")

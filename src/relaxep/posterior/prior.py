@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import numpy as np
 from numpy.typing import ArrayLike
 
+from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, cholesky_factor
 from relaxep.posterior.base import Posterior
@@ -38,9 +39,16 @@ def kernel_matrix(kernel: Any, X: Any, noise: float, eval_gradient: bool = False
 
     Raises
     ------
+    MemoryLimitError
+        Before allocating, where the dense fit would not fit in memory (:mod:`relaxep._memory`):
+        ``K``, its factor, the posterior covariance and a work array, and with ``eval_gradient`` one
+        more ``n x n`` per hyperparameter.
     ValueError
         Where ``K`` or its gradient is not finite (``X``'s scale overflows the kernel).
     """
+    n = X.shape[0] if hasattr(X, "shape") else len(X)
+    copies = 4 + (kernel.n_dims if eval_gradient else 0)
+    check_memory(dense_bytes(n, copies), f"a dense GP on n = {n} points", FIT_REMEDY)
     if eval_gradient:
         K, dK = kernel(X, eval_gradient=True)
     else:
@@ -123,6 +131,9 @@ class DensePrior(Prior):
     kernel_gradient: Array | None = None
 
     def __init__(self, K: ArrayLike) -> None:
+        n = int(np.shape(K)[0]) if np.ndim(K) == 2 else 0
+        # beside K: its factor, the posterior covariance and a work array
+        check_memory(dense_bytes(n, 3), f"dense inference on n = {n} points (beside K)", FIT_REMEDY)
         self.kernel = check_kernel_matrix(K)
         cholesky_factor(self.kernel, relative_jitter=1e-10)
 
