@@ -40,6 +40,25 @@ def test_an_unwritable_output_folder_is_one_error_line(tmp_path, capsys, monkeyp
     assert "cannot write to --out" in _error_line(capsys)
 
 
+def test_jobs_minus_one_means_every_cpu_as_in_joblib():
+    from joblib import cpu_count
+
+    from relaxep.cli import _n_jobs
+
+    assert _n_jobs("-1") == cpu_count()
+    assert _n_jobs("-2") == max(1, cpu_count() - 1)
+    assert _n_jobs("3") == 3
+
+
+def test_a_study_that_reads_no_data_ignores_a_missing_data_folder(tmp_path, monkeypatch):
+    import relaxep.experiments.reproduce as reproduce_module
+
+    ran = []
+    monkeypatch.setattr(reproduce_module, "reproduce", lambda studies, out, **kw: ran.append(kw) or out / "report.md")
+    assert main(["reproduce", "toy", "--out", str(tmp_path), "--data-home", str(tmp_path / "none")]) == 0
+    assert ran and ran[0]["data_home"] == str(tmp_path / "none")
+
+
 @pytest.mark.parametrize(
     "argv", [["reproduce", "toy", "--jobs", "0"], ["demo", "--flip-rate", "0.7"], ["demo", "--n-train", "x"]]
 )

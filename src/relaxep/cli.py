@@ -74,6 +74,16 @@ def _positive_int(text: str) -> int:
     return _number(text, int, "a whole number", lambda v: v >= 1, "must be at least 1")
 
 
+def _n_jobs(text: str) -> int:
+    """joblib's and scikit-learn's convention: ``k >= 1`` processes, ``-1`` all CPUs, ``-k`` all but ``k - 1``."""
+    value = _number(text, int, "a whole number", lambda v: v != 0, "must be at least 1, or -1 for all CPUs")
+    if value < 0:
+        import joblib
+
+        value = max(1, joblib.cpu_count() + 1 + value)
+    return value
+
+
 def _flip_rate(text: str) -> float:
     return _number(text, float, "a number", lambda v: 0.0 <= v < 0.5, "must lie in [0, 0.5)")
 
@@ -126,7 +136,9 @@ def _parser() -> argparse.ArgumentParser:
     p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass", "regression"])
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
-    p_rep.add_argument("--jobs", type=_positive_int, default=1, help="parallel worker processes (joblib; default 1)")
+    p_rep.add_argument(
+        "--jobs", type=_n_jobs, default=1, help="parallel worker processes (joblib; -1: all CPUs; default 1)"
+    )
     p_rep.add_argument(
         "--data-home", default=None, help="folder with your own UCI CSVs (default: the copies shipped with relaxep)"
     )
@@ -141,7 +153,9 @@ def _reproduce(args: argparse.Namespace) -> None:
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"--out {out} is a file, not a folder")
-    if args.data_home is not None and not Path(args.data_home).is_dir():
+    studies = PAPER_STUDIES if args.study == "all" else (args.study,)
+    # only the UCI study reads --data-home; the others use data generated or shipped inside the package
+    if args.data_home is not None and "uci" in studies and not Path(args.data_home).is_dir():
         raise FileNotFoundError(f"--data-home {args.data_home} is not a folder")
     try:
         (out / "figures").mkdir(parents=True, exist_ok=True)
@@ -150,7 +164,6 @@ def _reproduce(args: argparse.Namespace) -> None:
         probe.unlink()
     except OSError as exc:
         raise PermissionError(f"cannot write to --out {out}: {exc.strerror or exc}") from exc
-    studies = PAPER_STUDIES if args.study == "all" else (args.study,)
     report = reproduce(
         studies, out, quick=args.quick, n_jobs=args.jobs, data_home=args.data_home, scheduler=args.scheduler
     )
