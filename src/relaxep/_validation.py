@@ -79,7 +79,26 @@ def check_kernel_matrix(kernel: ArrayLike, name: str = "K") -> NDArray[np.float6
         raise ValueError(f"{name} is not symmetric (max |K - K^T| = {np.abs(k - k.T).max():.3g})")
     if np.any(np.diagonal(k) <= 0.0):
         raise ValueError(f"{name} has a non-positive diagonal entry: it is not a valid (positive definite) covariance")
+    check_prior_scale(np.diagonal(k), f"{name}'s diagonal")
     return k
+
+
+#: prior variances outside this range square to (or, inverted as site precisions, overflow to)
+#: numbers float64 cannot hold: EP there ended "converged" 0.2 away in probability from the same
+#: problem at amplitude 1 (amplitude 1e-300)
+PRIOR_VARIANCE_RANGE = (1e-150, 1e150)
+
+
+def check_prior_scale(variances: ArrayLike, name: str) -> None:
+    """Refuse prior variances whose squares or inverses leave float64's range (see :data:`PRIOR_VARIANCE_RANGE`)."""
+    v = np.asarray(variances, dtype=float)
+    low, high = PRIOR_VARIANCE_RANGE
+    if v.size and (v.min() < low or v.max() > high):
+        raise ValueError(
+            f"{name} holds prior variances from {v.min():.3g} to {v.max():.3g}, outside [{low:g}, {high:g}], "
+            "where EP's moments underflow or overflow: rescale the kernel's amplitude (a step likelihood's "
+            "answer does not depend on it) or the targets (normalize_y=True)"
+        )
 
 
 def cholesky_factor(kernel: NDArray[np.float64], relative_jitter: float = 0.0, name: str = "K") -> NDArray[np.float64]:

@@ -43,6 +43,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array
+from relaxep._validation import check_prior_scale
 from relaxep.errors import ImproperPosteriorError
 
 # the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded); importable from here
@@ -121,6 +122,7 @@ class SparsePrior(Prior):
         self.latent_noise, self.jitter, self.chunk_size = float(latent_noise), float(jitter), int(chunk_size)
         self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
         self.Vt, self.k_diag, self.g = sparse_prior_rows(kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size)
+        check_prior_scale(self.k_diag, "the kernel's variances at X")
 
     @classmethod
     def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
