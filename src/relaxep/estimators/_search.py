@@ -13,8 +13,11 @@ hyperparameters at a bound.
 
 from __future__ import annotations
 
+import numbers
+import sys
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -24,10 +27,46 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 
-__all__ = ["_EvidenceSearch", "scored", "warn_at_bounds", "warn_unconverged"]
+__all__ = ["SearchStep", "_EvidenceSearch", "check_progress_options", "scored", "warn_at_bounds", "warn_unconverged"]
 
 #: what an evidence evaluation returns: the value and, if asked, its gradient in the optimiser's vector
 Evidence = Callable[[Array, bool], tuple[float, Array | None]]
+
+
+@dataclass(frozen=True)
+class SearchStep:
+    """One evaluation of the evidence during a fit's search, as ``callback`` receives it.
+
+    Attributes
+    ----------
+    evaluation : int
+        1, 2, ... over the whole search (every start).
+    start : int
+        0 for the initial hyperparameters, ``k`` for the ``k``-th of ``n_restarts_optimizer``.
+    parameters : ndarray
+        The optimiser's vector: the kernel's log-hyperparameters, then the likelihood's, then (a
+        sparse fit learning them) the inducing inputs, flattened.
+    log_evidence : float
+        The log evidence there (``-inf`` where the run did not converge: a region the search leaves).
+    best : float
+        The largest ``log_evidence`` so far.
+    """
+
+    evaluation: int
+    start: int
+    parameters: Array
+    log_evidence: float
+    best: float
+
+
+def check_progress_options(verbose: Any, callback: Any) -> None:
+    """``verbose`` an int >= 0 (or bool), ``callback`` ``None`` or callable; each named."""
+    if not isinstance(verbose, numbers.Integral):
+        raise TypeError(f"verbose must be an integer >= 0 (or a bool), got {verbose!r}")
+    if verbose < 0:
+        raise ValueError(f"verbose must be >= 0, got {verbose!r}")
+    if callback is not None and not callable(callback):
+        raise TypeError(f"callback must be None or a callable taking a SearchStep, got {callback!r}")
 
 
 def scored(status: str, log_evidence: float, gradient: Callable[[], Array] | None, x: Array) -> tuple[float, Any]:
@@ -129,6 +168,10 @@ class _EvidenceSearch:
         the regressor's search (a likelihood's scale has gradients of order ``n``).  Off for the
         classifier: there its fallback stages make each failed evaluation expensive, and going on
         through such regions cost minutes in scikit-learn's estimator checks.
+    verbose : int
+        ``>= 1``: one line per evidence evaluation on standard output (the estimate, the best so far).
+    callback : callable or None
+        Called with a :class:`SearchStep` after every evidence evaluation.
     """
 
     def __init__(
@@ -138,9 +181,13 @@ class _EvidenceSearch:
         maxiter: int | None = None,
         warm_start: bool = True,
         backtrack: bool = False,
+        verbose: int = 0,
+        callback: Callable[[SearchStep], Any] | None = None,
     ):
         self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
         self.backtrack = backtrack
+        self.verbose, self.callback = int(verbose), callback
+        self.evaluations, self.best = 0, -np.inf
         self.warm: Any = None  # the last converged result
 
     # ------------------------------------------------------------ runs
@@ -186,8 +233,11 @@ class _EvidenceSearch:
         entries are unbounded (the sparse fit appends the inducing inputs); ``options`` go to L-BFGS-B.
         """
 
+        start = [0]
+
         def obj_func(x: Array, eval_gradient: bool = True) -> Any:
             lml, grad = evidence(x, eval_gradient)
+            self._report(start[0], x, lml)
             return (-lml, -grad) if eval_gradient else -lml
 
         bounds = np.vstack([theta_bounds, np.full((n_extra, 2), np.nan)]) if n_extra else theta_bounds
@@ -199,11 +249,28 @@ class _EvidenceSearch:
         best, best_value = None, np.inf
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            for theta0 in starts:
+            for k, theta0 in enumerate(starts):
+                start[0] = k
                 x, value = self.optimise(obj_func, theta0 if pack is None else pack(theta0), bounds, options)
                 if value < best_value:
                     best, best_value = x, value
         return best
+
+    def _report(self, start: int, x: Array, log_evidence: float) -> None:
+        """The ``verbose`` line and the ``callback`` of one evaluation."""
+        self.evaluations += 1
+        value = float(log_evidence)
+        if value > self.best:
+            self.best = value
+        if self.verbose:
+            print(
+                f"[relaxep] start {start}, evaluation {self.evaluations}: log evidence {value:.6g} "
+                f"(best {self.best:.6g})",
+                file=sys.stdout,
+                flush=True,
+            )
+        if self.callback is not None:
+            self.callback(SearchStep(self.evaluations, start, np.array(x, dtype=float), value, self.best))
 
     def optimise(
         self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None

@@ -26,7 +26,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, _SparsePriors
-from relaxep.estimators._search import _EvidenceSearch
+from relaxep.estimators._search import SearchStep, _EvidenceSearch, check_progress_options
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Likelihood, NoisyProbit
@@ -130,6 +130,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         One-vs-rest with more than two classes: fit the binary models in parallel (joblib's
         convention: ``None`` one job unless in a ``joblib.parallel_config`` context, ``-1`` all
         cores).  The answer does not depend on it.
+    verbose : int, default 0
+        ``>= 1``: a line per evidence evaluation of the hyperparameter search on standard output
+        (the log evidence and the best so far).
+    callback : callable or None
+        Called after every evidence evaluation of the search with a
+        :class:`~relaxep.estimators.SearchStep` (evaluation number, start, the optimiser's vector,
+        its log evidence, the best so far): to log, plot or record a long fit's progress.
 
     Attributes
     ----------
@@ -164,6 +171,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         optimizer_maxiter: int | None = None,
         multi_class: str = "joint",
         n_jobs: int | None = None,
+        verbose: int = 0,
+        callback: Callable[[SearchStep], Any] | None = None,
     ) -> None:
         self.kernel = kernel
         self.likelihood = likelihood
@@ -175,6 +184,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.tol = tol
         self.jitter = jitter
         self.warm_start = warm_start
+        self.verbose = verbose
+        self.callback = callback
         self.random_state = random_state
         self.inducing_points = inducing_points
         self.learn_inducing_points = learn_inducing_points
@@ -224,7 +235,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
         else:
             self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-            search = _EvidenceSearch(self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start)
+            check_progress_options(self.verbose, self.callback)
+            search = _EvidenceSearch(
+                self.optimizer,
+                self.n_restarts_optimizer,
+                self.optimizer_maxiter,
+                self.warm_start,
+                verbose=self.verbose,
+                callback=self.callback,
+            )
             model = self._fit_joint(y, search) if classes.size > 2 else self._fit_binary(y, search)
             self.result_ = model.result_
             self.log_marginal_likelihood_value_ = model.result_.log_evidence

@@ -29,7 +29,7 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 from relaxep.estimators._models import _DensePriors, _LatentModel, _SparsePriors
-from relaxep.estimators._search import _EvidenceSearch
+from relaxep.estimators._search import SearchStep, _EvidenceSearch, check_progress_options
 from relaxep.estimators.classifier import input_format
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -90,6 +90,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         As :class:`~relaxep.GPClassifier`'s.
     schedule, max_sweeps, tol, warm_start
         EP's sweeps (:func:`relaxep.infer`), as :class:`~relaxep.GPClassifier`'s.
+    verbose, callback
+        The search's progress, as :class:`~relaxep.GPClassifier`'s.
 
     Attributes
     ----------
@@ -125,6 +127,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         max_sweeps: int = 200,
         tol: float = 1e-4,
         warm_start: bool = True,
+        verbose: int = 0,
+        callback: Callable[[SearchStep], Any] | None = None,
     ) -> None:
         self.kernel = kernel
         self.alpha = alpha
@@ -145,6 +149,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         self.max_sweeps = max_sweeps
         self.tol = tol
         self.warm_start = warm_start
+        self.verbose = verbose
+        self.callback = callback
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -176,8 +182,15 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = np.copy(X) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
+        check_progress_options(self.verbose, self.callback)
         search = _EvidenceSearch(
-            self.optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, self.warm_start, backtrack=True
+            self.optimizer,
+            self.n_restarts_optimizer,
+            self.optimizer_maxiter,
+            self.warm_start,
+            backtrack=True,
+            verbose=self.verbose,
+            callback=self.callback,
         )
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.n_restarts_optimizer > 0 and self.optimizer is not None and n_learned > 0:
