@@ -29,7 +29,7 @@ import numpy as np
 
 from relaxep._typing import Array
 
-__all__ = ["NODES_PER_UNIT", "node_levels", "two_centre_rule"]
+__all__ = ["NODES_PER_UNIT", "node_levels", "split_gap", "two_centre_rule"]
 
 #: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
 NODES_PER_UNIT = 10.0
@@ -55,6 +55,17 @@ def _panel(width: Array, x_lo: Array, x_hi: Array, n: int) -> tuple[Array, Array
 def _count(extent: Array) -> int:
     top = float(np.max(extent, initial=0.0))
     return int(np.clip(np.ceil(NODES_PER_UNIT * top), _MIN_NODES, _MAX_NODES))
+
+
+def split_gap(width1: Array, width2: Array, gap: Array) -> tuple[Array, Array]:
+    r"""Where the gap :math:`c_2 - c_1 \ge 0` between the centres is split: the distances :math:`g_1, g_2`
+    from each centre to the point where both maps place nodes equally densely (spacing
+    :math:`\approx \sqrt{w^2 + d^2}` at distance :math:`d`), :math:`g_1 = (g + (w_2^2 - w_1^2)/g)/2`
+    clipped to :math:`[0, g]`; both zero where the centres coincide."""
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gap1 = np.clip(0.5 * (gap + (width2 - width1) * (width2 + width1) / gap), 0.0, gap)
+    gap1 = np.where(gap > 0.0, gap1, 0.0)
+    return gap1, np.maximum(gap - gap1, 0.0)
 
 
 #: the node counts sites are grouped by (:func:`node_levels`)

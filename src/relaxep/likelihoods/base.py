@@ -38,7 +38,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval
-from relaxep.likelihoods._panels import two_centre_rule
+from relaxep.likelihoods._panels import split_gap, two_centre_rule
 
 __all__ = ["Likelihood", "TiltedLogZ", "check_bounds"]
 
@@ -252,9 +252,8 @@ class Likelihood(ParamsMixin, ABC):
         sd = np.sqrt(var)
         gap = mean - q
         w1, w2 = np.full_like(sd, width), sd
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gap1 = np.where(gap > 0.0, np.clip(0.5 * (gap + (w2 - w1) * (w2 + w1) / gap), 0.0, gap), 0.0)
-        disp, second, weights = two_centre_rule(w1, w2, gap1, gap - gap1, _REACH_SD * sd, _REACH_SD * sd)
+        gap1, gap2 = split_gap(w1, w2, gap)
+        disp, second, weights = two_centre_rule(w1, w2, gap1, gap2, _REACH_SD * sd, _REACH_SD * sd)
         e = np.where(second, 0.0, -gap[..., None]) + disp  # offset from the mean
         density = np.exp(-0.5 * e**2 / var[..., None]) / np.sqrt(2.0 * np.pi * var[..., None])
         return np.sum(weights * density * self._cdf(q[..., None], mean[..., None] + e), axis=-1)

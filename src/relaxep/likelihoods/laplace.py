@@ -35,7 +35,7 @@ from scipy.special import erfcx, log_ndtr
 from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number
-from relaxep.likelihoods._panels import two_centre_rule
+from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
 
 __all__ = ["Laplace"]
@@ -163,11 +163,9 @@ class Laplace(Likelihood):
         w1 = np.minimum(s, var / (r + lam * var))
         gap = c2
         w2 = np.where(gap > 0.0, s, w1)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gap1 = np.clip(0.5 * (gap + (w2 - w1) * (w2 + w1) / gap), 0.0, gap)
-        gap1 = np.where(gap > 0.0, gap1, 0.0)
+        gap1, gap2 = split_gap(w1, w2, gap)
         reach = np.sqrt(2.0 * _TAIL) * s
-        disp, second, jac = two_centre_rule(w1, w2, gap1, gap - gap1, reach, shift + reach)
+        disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach, shift + reach)
         x = np.where(second, c2[..., None], 0.0) + disp  # offset from y (flipped)
         e = np.where(second, -shift[..., None], -r[..., None]) + disp  # offset from mu (flipped)
         log_terms = -lam * np.abs(x) - (0.5 / var[..., None]) * e**2

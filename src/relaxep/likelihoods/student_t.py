@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
+from typing import NamedTuple
 
 import numpy as np
 from scipy import stats
@@ -34,7 +35,7 @@ from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number
-from relaxep.likelihoods._panels import node_levels, two_centre_rule
+from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
 
 __all__ = ["StudentT"]
@@ -94,6 +95,24 @@ def _cubic_modes(r: Array, s2: Array, a: float, p: float) -> tuple[Array, Array,
     c1 = np.where(three | low_root, roots[..., 0], 0.0)
     c2 = np.where(three | high_root, roots[..., 1], np.where(low_root, x2u, roots[..., 0]))
     return c1, c2, three | high_root
+
+
+class _Geometry(NamedTuple):
+    """Per site: the residual's sign and size, the cavity variance, the tilted's two centres (and whether
+    the second is a root of the cubic), and the two-centre rule's widths, gaps and reaches."""
+
+    sign: Array
+    r: Array
+    var: Array
+    c1: Array
+    c2: Array
+    c2_is_root: Array
+    w1: Array
+    w2: Array
+    gap1: Array
+    gap2: Array
+    reach1: Array
+    reach2: Array
 
 
 class StudentT(Likelihood):
@@ -173,7 +192,7 @@ class StudentT(Likelihood):
         return np.stack(cols, axis=-1)
 
     # ------------------------------------------------------------ the tilted integrals
-    def _geometry(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, ...]:
+    def _geometry(self, y: Array, mean: Array, var: Array, power: float) -> _Geometry:
         r"""Per site (flat arrays): the residual's sign and size, the tilted's two centres, the
         rule's widths, gaps and reaches, and whether the second centre is a root of the cubic."""
         nu, sigma = float(self.df), float(self.scale)
@@ -190,20 +209,15 @@ class StudentT(Likelihood):
             return 1.0 / np.sqrt(np.maximum(np.abs(curv), 1.0 / var))
 
         w1, w2 = width(c1), width(c2)
-        gap = np.maximum(c2 - c1, 0.0)
-        # split where both maps place nodes equally densely (spacing ~ sqrt(w^2 + d^2) at distance d)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gap1 = np.clip(0.5 * (gap + (w2 - w1) * (w2 + w1) / gap), 0.0, gap)
-        gap1 = np.where(gap > 0.0, gap1, 0.0)
-        gap2 = np.maximum(gap - gap1, 0.0)
+        gap1, gap2 = split_gap(w1, w2, np.maximum(c2 - c1, 0.0))
         # reaches: below c1 the Gaussian falls and the likelihood rises at most by its ratio at c1;
         # above c2 the Gaussian rises until mu; both until exp(-40) of the density at the centre
         lift = 0.5 * p * np.log1p(c1 * c1 / a)
         reach1 = s * np.sqrt(2.0 * (_TAIL + lift))
         reach2 = (r - c2) + np.sqrt((r - c2) ** 2 + 2.0 * _TAIL * var)
-        return sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2
+        return _Geometry(sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2)
 
-    def _rule(self, geometry: tuple[Array, ...], power: float) -> tuple[Array, ...]:
+    def _rule(self, geometry: _Geometry, power: float) -> tuple[Array, ...]:
         r"""The rule on :math:`p^u N`: sign, nodes (offset from y and from mu, flipped), normalised weights, log Z."""
         sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2 = geometry
         nu, a = float(self.df), float(self.df) * float(self.scale) ** 2
@@ -230,14 +244,15 @@ class StudentT(Likelihood):
         shape = y.shape
         y, mean, var = y.ravel(), mean.ravel(), var.ravel()
         geometry = self._geometry(y, mean, var, power)
-        levels = node_levels(*geometry[6:])
+        g = geometry
+        levels = node_levels(g.w1, g.w2, g.gap1, g.gap2, g.reach1, g.reach2)
         groups = [np.flatnonzero(levels == level) for level in np.unique(levels)]
         if len(groups) <= 1:
             outs = reduce(*self._rule(geometry, power), var)
         else:
             outs = None
             for idx in groups:
-                part = reduce(*self._rule(tuple(g[idx] for g in geometry), power), var[idx])
+                part = reduce(*self._rule(_Geometry(*(a[idx] for a in geometry)), power), var[idx])
                 if outs is None:
                     outs = tuple(np.empty((y.size, *np.shape(q)[1:])) for q in part)
                 for out, q in zip(outs, part, strict=True):
