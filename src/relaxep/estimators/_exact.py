@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
@@ -58,6 +59,12 @@ def not_positive_definite(kernel: Kernel) -> str:
         f"The kernel, {kernel}, is not returning a positive definite matrix. Try gradually increasing the "
         "'alpha' parameter of your GaussianProcessRegressor estimator."
     )
+
+
+def _log_ml(L: Array, Y: Array, a: Array) -> float:
+    r""":math:`\log p(Y) = -\tfrac12 \operatorname{tr}(Y^\top a) - n_{out}\,(\sum_i \log L_{ii} + \tfrac n2 \log 2\pi)`,
+    :math:`a = K^{-1} Y`, :math:`K = L L^\top` (Rasmussen & Williams 2006, eq. 2.30, per output)."""
+    return float(-0.5 * np.sum(Y * a) - Y.shape[1] * (np.log(np.diag(L)).sum() + 0.5 * Y.shape[0] * _LOG_2PI))
 
 
 class _ExactModel:
@@ -98,11 +105,13 @@ class _ExactModel:
             return -np.inf, (np.zeros_like(x) if eval_gradient else None)
         Y = y.reshape(y.shape[0], -1)
         a = linalg.cho_solve((L, True), Y, check_finite=False)
-        lml = float(-0.5 * np.sum(Y * a) - Y.shape[1] * (np.log(np.diag(L)).sum() + 0.5 * Y.shape[0] * _LOG_2PI))
+        lml = _log_ml(L, Y, a)
         if not eval_gradient:
             return lml, None
-        # tr((a a^T - n_out K^-1) dK_j) / 2, without an (n, n, n_out) array
-        inner = a @ a.T - Y.shape[1] * linalg.cho_solve((L, True), np.eye(Y.shape[0]), check_finite=False)
+        # tr((a a^T - n_out K^-1) dK_j) / 2, without an (n, n, n_out) array; K^-1 from L by LAPACK potri
+        k_inv = lapack.dpotri(L, lower=1)[0]  # (cannot fail: L's diagonal is positive)
+        k_inv = np.tril(k_inv) + np.tril(k_inv, -1).T
+        inner = a @ a.T - Y.shape[1] * k_inv
         grad = 0.5 * np.einsum("ij,jik->k", inner, dK)
         if likelihood is not None and likelihood.n_dims:
             grad = np.append(grad, 0.5 * float(likelihood.noise) * np.trace(inner))  # type: ignore[attr-defined]
@@ -130,9 +139,7 @@ class _ExactModel:
         self.alpha_ = linalg.cho_solve((self.L_, True), y, check_finite=False)
         self.X, self.y = X, y
         Y = y.reshape(y.shape[0], -1)
-        lml = -0.5 * np.sum(Y * self.alpha_.reshape(Y.shape))
-        lml -= Y.shape[1] * (np.log(np.diag(self.L_)).sum() + 0.5 * Y.shape[0] * _LOG_2PI)
-        self.result_ = ExactFit(float(lml))
+        self.result_ = ExactFit(_log_ml(self.L_, Y, self.alpha_.reshape(Y.shape)))
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         """The log marginal likelihood at the kernel's ``theta`` (the noise as fitted), or at both."""

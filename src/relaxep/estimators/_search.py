@@ -186,6 +186,7 @@ class _EvidenceSearch:
     ):
         self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
         self.backtrack = backtrack
+        check_progress_options(verbose, callback)
         self.verbose, self.callback = int(verbose), callback
         self.evaluations, self.best = 0, -np.inf
         self.warm: Any = None  # the last converged result

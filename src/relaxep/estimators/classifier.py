@@ -26,7 +26,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, _SparsePriors
-from relaxep.estimators._search import SearchStep, _EvidenceSearch, check_progress_options
+from relaxep.estimators._search import SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Likelihood, NoisyProbit
@@ -235,7 +235,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
         else:
             self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-            check_progress_options(self.verbose, self.callback)
             search = _EvidenceSearch(
                 self.optimizer,
                 self.n_restarts_optimizer,

@@ -29,7 +29,7 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 from relaxep.estimators._models import _DensePriors, _LatentModel, _SparsePriors
-from relaxep.estimators._search import SearchStep, _EvidenceSearch, check_progress_options
+from relaxep.estimators._search import SearchStep, _EvidenceSearch
 from relaxep.estimators.classifier import input_format
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -182,7 +182,6 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = np.copy(X) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
-        check_progress_options(self.verbose, self.callback)
         search = _EvidenceSearch(
             self.optimizer,
             self.n_restarts_optimizer,
