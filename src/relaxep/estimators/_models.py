@@ -26,7 +26,7 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._inducing import flat
+from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, flat, initial_inducing_points
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_at_bounds, warn_unconverged
 from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
@@ -35,9 +35,9 @@ from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_mul
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
 from relaxep.posterior.prior import kernel_matrix
-from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
+from relaxep.posterior.sparse_gradient import as_sparse_kernel, sparse_evidence_gradient
 
-__all__ = ["_DensePriors", "_JointModel", "_LatentModel", "_OneVsRest", "_SparsePriors"]
+__all__ = ["_DensePriors", "_JointModel", "_LatentModel", "_OneVsRest", "_SparsePriors", "fit_sparse_model"]
 
 
 # ------------------------------------------------------------------ prior factories
@@ -235,6 +235,35 @@ class _LatentModel:
         each to full relative precision in its own tail (``1 - p`` would lose it)."""
         d = self.decision_function(X)
         return np.column_stack([expit(-d), expit(d)])
+
+
+def fit_sparse_model(
+    estimator: Any,
+    likelihood: Likelihood,
+    rule: Any,
+    search: _EvidenceSearch,
+    X: Any,
+    y: Array,
+    latent_noise: float,
+    learn_theta: bool,
+    **options: Any,
+) -> _LatentModel:
+    """The FITC model of a classifier or regressor (``estimator``'s ``inducing_points``, ``inducing_init``,
+    ``learn_inducing_points``, ``optimizer``, ``optimizer_subset``, ``random_state``), fitted: ``Z`` placed,
+    then learned with the hyperparameters (``learn_theta``) where the optimiser is on."""
+    spec = check_inducing_points(estimator.inducing_points, X.shape[1])
+    check_sparse_options(estimator.learn_inducing_points, estimator.optimizer_subset)
+    rng = check_random_state(estimator.random_state)
+    Z = initial_inducing_points(X, spec, estimator.inducing_init, rng)
+    learn_z = bool(estimator.learn_inducing_points) and estimator.optimizer is not None
+    model = _LatentModel(
+        _SparsePriors(latent_noise), estimator.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
+    )
+    learn = learn_theta or learn_z
+    if learn:
+        as_sparse_kernel(estimator.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+    model.fit(X, y, (lambda: rng) if learn else None, estimator.optimizer_subset)
+    return model
 
 
 # ------------------------------------------------------------------ joint multi-class

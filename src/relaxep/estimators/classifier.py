@@ -24,14 +24,12 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
-from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, _SparsePriors
+from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, fit_sparse_model
 from relaxep.estimators._search import SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.multiclass import MulticlassLikelihood, MultinomialProbit
-from relaxep.posterior.sparse_gradient import as_sparse_kernel
 from relaxep.sites import SiteRule
 
 __all__ = ["GPClassifier", "input_format"]
@@ -261,19 +259,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             learn = self.optimizer is not None and self.kernel_.n_dims > 0
             model.fit(X, labels, self._rng if learn else None)
             return model
-        spec = check_inducing_points(self.inducing_points, X.shape[1])
-        check_sparse_options(self.learn_inducing_points, self.optimizer_subset)
-        subset = self.optimizer_subset
-        rng = check_random_state(self.random_state)
-        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
-        learn_z = bool(self.learn_inducing_points)
-        model = _LatentModel(
-            _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
-        )
-        learn = self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z)
-        if learn:
-            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
-        model.fit(X, labels, (lambda: rng) if learn else None, subset)
+        learn_theta = self.optimizer is not None and self.kernel_.n_dims > 0
+        model = fit_sparse_model(self, likelihood, rule, search, X, labels, self.jitter, learn_theta, **options)
         self.inducing_points_ = model.Z
         return model
 

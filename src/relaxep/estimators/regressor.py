@@ -27,14 +27,12 @@ from relaxep._memory import check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._exact import _ExactModel
-from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
-from relaxep.estimators._models import _DensePriors, _LatentModel, _SparsePriors
+from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._search import SearchStep, _EvidenceSearch
 from relaxep.estimators.classifier import input_format
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Gaussian, Likelihood
-from relaxep.posterior.sparse_gradient import as_sparse_kernel
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["GPRegressor"]
@@ -243,18 +241,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             model = _LatentModel(_DensePriors(alpha), self.kernel_, likelihood, rule, search, **options)
             model.fit(self.X_train_, y, (lambda: rng) if learn else None)
             return model
-        X = self.X_train_
-        spec = check_inducing_points(self.inducing_points, X.shape[1])
-        check_sparse_options(self.learn_inducing_points, self.optimizer_subset)
-        subset = self.optimizer_subset
-        Z = initial_inducing_points(X, spec, self.inducing_init, rng)
-        learn_z = bool(self.learn_inducing_points) and self.optimizer is not None
-        model = _LatentModel(
-            _SparsePriors(alpha), self.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
-        )
-        if learn or learn_z:
-            as_sparse_kernel(self.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
-        model.fit(X, y, (lambda: rng) if (learn or learn_z) else None, subset)
+        model = fit_sparse_model(self, likelihood, rule, search, self.X_train_, y, alpha, learn, **options)
         self.inducing_points_ = model.Z
         return model
 
