@@ -27,7 +27,7 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 
-__all__ = ["SearchStep", "_EvidenceSearch", "check_progress_options", "scored", "warn_at_bounds", "warn_unconverged"]
+__all__ = ["SearchStep", "_EvidenceSearch", "scored", "warn_at_bounds", "warn_unconverged"]
 
 #: what an evidence evaluation returns: the value and, if asked, its gradient in the optimiser's vector
 Evidence = Callable[[Array, bool], tuple[float, Array | None]]

@@ -38,7 +38,6 @@ from __future__ import annotations
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.inference.free_energy import RCavities, moment_free_energy, r_cavities
 from relaxep.inference.method import RunOptions
 from relaxep.inference.schedules import Parallel
@@ -72,30 +71,22 @@ def reachable_start(
         if r.ok:
             return start, r
     first = prior.posterior(marginals_only=True)
-    best = (first, _r_cavities(likelihood, labels, first))
-    best_phi = _free_energy(*best)
-    for tau, nu in _ep_iterates(prior, labels, likelihood, max_sweeps):
-        try:
-            post = prior.posterior(tau, nu, marginals_only=True)
-        except (ImproperPosteriorError, KernelNotPositiveDefiniteError):
-            continue
+    r_first = _r_cavities(likelihood, labels, first)
+    phi_first = _free_energy(first, r_first)
+    # each iterate scored where EP holds it (its posterior is current then): one factorisation, of the best
+    best: dict = {"phi": phi_first}
+
+    def score(_: int, post: Posterior) -> None:
         r = _r_cavities(likelihood, labels, post)
         phi = _free_energy(post, r)
-        if phi < best_phi:
-            best, best_phi = (post, r), phi
-    return best
-
-
-def _ep_iterates(prior: Prior, labels: Array, likelihood: Likelihood, max_sweeps: int) -> list[tuple[Array, Array]]:
-    """The sites after each sweep of parallel EP from the prior (up to convergence or divergence)."""
-    sites: list[tuple[Array, Array]] = []
-
-    def keep(_: int, post: Posterior) -> None:
-        sites.append((post.site_precision.copy(), post.site_mean_precision.copy()))
+        if phi < best["phi"]:
+            best.update(phi=phi, sites=(post.site_precision.copy(), post.site_mean_precision.copy()), r=r)
 
     ep = SiteUpdates(EP(), schedule=Parallel())
-    ep.run(prior, labels, likelihood, RunOptions(max_sweeps=max_sweeps, callback=keep))
-    return sites
+    ep.run(prior, labels, likelihood, RunOptions(max_sweeps=max_sweeps, callback=score))
+    if "sites" not in best:
+        return first, r_first
+    return prior.posterior(*best["sites"], marginals_only=True), best["r"]
 
 
 def _free_energy(post: Posterior, r: RCavities) -> float:
