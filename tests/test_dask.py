@@ -40,7 +40,8 @@ def data():
         {"optimizer": None, "kernel": C(2.0) * RBF(1.0), "rule": EP()},
         {"optimizer": None, "kernel": C(2.0) * RBF(1.0), "rule": PowerEP(0.8), "inducing_init": "random"},
         {"optimizer_subset": 300, "optimizer_maxiter": 10, "rule": EP()},
-        {"optimizer_subset": None, "optimizer_maxiter": 8, "rule": EP()},
+        # learning on every shard (7 s) runs with the slow studies; learning on a subset by default
+        pytest.param({"optimizer_subset": None, "optimizer_maxiter": 8, "rule": EP()}, marks=pytest.mark.slow),
     ],
     ids=["fixed-EP", "fixed-PowerEP", "learned-on-a-subset", "learned-on-the-shards"],
 )
