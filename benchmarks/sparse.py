@@ -16,6 +16,14 @@ Each row runs in its own process (so ``peak RSS`` is that row's own), BLAS pinne
     kernel ``1 * RBF(1)`` and the inducing inputs learned by L-BFGS-B on the sparse EP
     evidence (``optimizer_subset`` points, ``optimizer_maxiter`` iterations), then the
     posterior on all points.
+``stochastic``
+    kernel ``1 * RBF(1)`` and the inducing inputs learned by the stochastic search
+    (``optimizer="stochastic"``, the default from 20 000 rows: minibatch EP with tied sites and
+    Adam, 1000 steps of 1000 rows), then EP on all points.
+``svgp`` (a peer, ``--peers svgp:N:M``)
+    GPflow's SVGP from the same start and the same k-means inducing inputs (probit Bernoulli,
+    whitened, 2000 Adam steps of 1000 rows at learning rate 0.01), in the ``--peer-python``
+    environment.
 ``dense``
     the dense fit (``GPClassifier(optimizer=None)``) at the true kernel, where it fits.
 
@@ -43,7 +51,8 @@ from typing import Any
 import numpy as np
 from scipy.special import log_ndtr, ndtr
 
-LABELS = {"pygps": "pyGPs FITC_EP", "gpy": "GPy EPDTC"}
+LABELS = {"pygps": "pyGPs FITC_EP", "gpy": "GPy EPDTC", "svgp": "GPflow SVGP", "gpytorch": "GPyTorch SVGP"}
+SVGP_STEPS, SVGP_BATCH, SVGP_LR = 2000, 1000, 0.01
 CACHE = Path(__file__).resolve().parent / ".cache"
 DIM, ELL, VAR, N_FEATURES, N_TEST, SEED = 8, 2.0, 4.0, 4096, 20_000, 13
 
@@ -136,9 +145,129 @@ def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
     }
 
 
+def run_svgp(n: int, M: int) -> tuple[float, float, np.ndarray, str]:
+    """GPflow's SVGP as its users fit it: probit Bernoulli likelihood, kernel ``1 * RBF(1)``, ``M`` inducing
+    inputs at the same k-means centres as relaxep's (learned), whitened full-covariance ``q(u)``,
+    ``SVGP_STEPS`` Adam steps (learning rate ``SVGP_LR``) on minibatches of ``SVGP_BATCH`` rows."""
+    import gpflow
+    import tensorflow as tf
+
+    from relaxep.estimators._inducing import initial_inducing_points
+
+    X, y, Xt, _, _ = problem(n)
+    start = time.perf_counter()
+    Z = initial_inducing_points(X, M, "kmeans", np.random.RandomState(0))
+    model = gpflow.models.SVGP(
+        gpflow.kernels.SquaredExponential(variance=1.0, lengthscales=1.0),
+        gpflow.likelihoods.Bernoulli(),  # its default inverse link is the probit
+        Z.copy(),
+        num_data=n,
+        whiten=True,
+    )
+    data = tf.data.Dataset.from_tensor_slices((X, (y.reshape(-1, 1) > 0).astype(float)))
+    batches = iter(data.repeat().shuffle(n, seed=0).batch(SVGP_BATCH))
+    loss = model.training_loss_closure(batches, compile=True)
+    opt = tf.optimizers.Adam(SVGP_LR)
+    params = model.trainable_variables
+
+    @tf.function
+    def step() -> None:
+        with tf.GradientTape() as tape:
+            value = loss()
+        opt.apply_gradients(zip(tape.gradient(value, params), params, strict=True))
+
+    for _ in range(SVGP_STEPS):
+        step()
+    fit_time = time.perf_counter() - start
+    start = time.perf_counter()
+    p1 = model.predict_y(Xt)[0].numpy().ravel()
+    kern = f"{float(model.kernel.variance.numpy()):.3g} * RBF({float(model.kernel.lengthscales.numpy()):.3g})"
+    return fit_time, time.perf_counter() - start, p1, kern
+
+
+def run_gpytorch(n: int, M: int) -> tuple[float, float, np.ndarray, str]:
+    """GPyTorch's SVGP with the settings of :func:`run_svgp` (``ScaleKernel(RBFKernel)``, Bernoulli
+    likelihood with its probit link, whitened Cholesky variational distribution, learned inducing
+    inputs, ``VariationalELBO``), one torch thread."""
+    import gpytorch
+    import torch
+
+    from relaxep.estimators._inducing import initial_inducing_points
+
+    torch.set_num_threads(1)
+    torch.manual_seed(0)
+    X, y, Xt, _, _ = problem(n)
+    start = time.perf_counter()
+    Z = initial_inducing_points(X, M, "kmeans", np.random.RandomState(0))
+
+    class Model(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing: torch.Tensor) -> None:
+            q = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))
+            strategy = gpytorch.variational.VariationalStrategy(self, inducing, q, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ZeroMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+
+        def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    Xtr, ytr = torch.as_tensor(X), torch.as_tensor((y > 0).astype(float))
+    model = Model(torch.as_tensor(Z)).double()
+    model.covar_module.outputscale = 1.0
+    model.covar_module.base_kernel.lengthscale = 1.0
+    likelihood = gpytorch.likelihoods.BernoulliLikelihood().double()
+    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
+    opt = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=SVGP_LR)
+    model.train()
+    likelihood.train()
+    gen = np.random.default_rng(0)
+    order, cursor = gen.permutation(n), 0
+    for _ in range(SVGP_STEPS):
+        if cursor + SVGP_BATCH > n:
+            order, cursor = gen.permutation(n), 0
+        idx = torch.as_tensor(order[cursor : cursor + SVGP_BATCH])
+        cursor += SVGP_BATCH
+        opt.zero_grad()
+        loss = -elbo(model(Xtr[idx]), ytr[idx])
+        loss.backward()
+        opt.step()
+    fit_time = time.perf_counter() - start
+    model.eval()
+    likelihood.eval()
+    start = time.perf_counter()
+    with torch.no_grad(), gpytorch.settings.fast_pred_var():
+        p1 = likelihood(model(torch.as_tensor(Xt))).mean.numpy().ravel()
+    kern = f"{float(model.covar_module.outputscale):.3g} * RBF({float(model.covar_module.base_kernel.lengthscale):.3g})"
+    return fit_time, time.perf_counter() - start, p1, kern
+
+
 def run_peer(kind: str, n: int, M: int) -> dict:
-    """pyGPs' FITC_EP or GPy's EPDTC at the true kernel, M random inducing inputs (their own environment)."""
+    """pyGPs' FITC_EP or GPy's EPDTC at the true kernel, M random inducing inputs (their own environment);
+    GPflow's SVGP learning its kernel and inducing inputs (:func:`run_svgp`)."""
     X, y, Xt, yt, ft = problem(n)
+    if kind in ("svgp", "gpytorch"):
+        fit_time, predict_time, p1, kern = (run_svgp if kind == "svgp" else run_gpytorch)(n, M)
+        err, nll = scores(p1, yt)
+        b_err, b_nll = bayes(yt, ft)
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        return {
+            "kind": kind,
+            "n": n,
+            "M": M,
+            "init": "kmeans",
+            "time": fit_time,
+            "predict": predict_time,
+            "rss_MiB": rss,
+            "traced_MiB": float("nan"),
+            "sweeps": SVGP_STEPS,
+            "status": "-",
+            "err": err,
+            "nll": nll,
+            "bayes_err": b_err,
+            "bayes_nll": b_nll,
+            "kernel": kern,
+            "probs": p1[:5].tolist(),
+        }
     Z = X[np.random.default_rng(0).choice(n, M, replace=False)]
     start = time.perf_counter()
     if kind == "pygps":
@@ -204,11 +333,16 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
         clf = GPClassifier(
             C(1.0) * RBF(1.0),
             Probit(),
+            optimizer="fmin_l_bfgs_b",
             inducing_points=M,
             inducing_init=init,
             optimizer_subset=subset,
             optimizer_maxiter=maxiter,
             random_state=0,
+        )
+    elif kind == "stochastic":  # the default learned sparse fit: optimizer="auto" is "stochastic" here
+        clf = GPClassifier(
+            C(1.0) * RBF(1.0), Probit(), optimizer="stochastic", inducing_points=M, inducing_init=init, random_state=0
         )
     elif kind == "dense":
         clf = GPClassifier(truth, Probit(), optimizer=None)
@@ -245,7 +379,10 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
-        "--rows", nargs="+", default=["fixed", "learned", "dense"], choices=["fixed", "learned", "dense", "dask"]
+        "--rows",
+        nargs="*",
+        default=["fixed", "learned", "dense"],
+        choices=["fixed", "learned", "stochastic", "dense", "dask"],
     )
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000])
     ap.add_argument("--inducing", nargs="+", type=int, default=[100, 200, 500])
@@ -276,6 +413,8 @@ def main() -> None:
             jobs += [("fixed", n, M, init) for M in args.inducing for init in args.inits]
         if "learned" in args.rows:
             jobs += [("learned", n, M, "kmeans") for M in args.learned_inducing]
+        if "stochastic" in args.rows:
+            jobs += [("stochastic", n, M, "kmeans") for M in args.learned_inducing]
         if "dask" in args.rows:
             jobs += [("dask", n, M, "kmeans") for M in args.learned_inducing]
         if "dense" in args.rows and n <= args.dense_max_n:

@@ -28,6 +28,13 @@ from relaxep._typing import Array
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, flat, initial_inducing_points
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_at_bounds, warn_unconverged
+from relaxep.estimators._stochastic import (
+    SiteStart,
+    StochasticOptions,
+    learn_stochastic,
+    row_sites,
+    stochastic_search,
+)
 from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
 from relaxep.likelihoods import Likelihood
@@ -253,7 +260,9 @@ def fit_sparse_model(
     then learned with the hyperparameters (``learn_theta``) where the optimiser is on."""
     spec = check_inducing_points(estimator.inducing_points, X.shape[1])
     check_sparse_options(estimator.learn_inducing_points, estimator.optimizer_subset)
-    rng = check_random_state(estimator.random_state)
+    # a private generator: random_state=None must not draw from numpy's global one
+    state = estimator.random_state
+    rng = np.random.RandomState() if state is None else check_random_state(state)
     Z = initial_inducing_points(X, spec, estimator.inducing_init, rng)
     learn_z = bool(estimator.learn_inducing_points) and estimator.optimizer is not None
     model = _LatentModel(
@@ -262,6 +271,16 @@ def fit_sparse_model(
     learn = learn_theta or learn_z
     if learn:
         as_sparse_kernel(estimator.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+    if learn and stochastic_search(estimator, y.shape[0]):
+        steps = estimator.optimizer_maxiter
+        options = StochasticOptions() if steps is None else StochasticOptions(max_steps=int(steps))
+        learned = learn_stochastic(
+            model.kernel_, likelihood, X, y, Z, latent_noise, learn_theta, learn_z, rng, options, search.report_step
+        )
+        model.kernel_.theta = learned.kernel.theta
+        model.likelihood, model.Z = learned.likelihood, learned.Z
+        search.warm = SiteStart(*row_sites(learned, X, y, latent_noise))  # the final EP starts at the tied site
+        learn = False
     model.fit(X, y, (lambda: rng) if learn else None, estimator.optimizer_subset)
     return model
 

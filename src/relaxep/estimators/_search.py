@@ -257,6 +257,10 @@ class _EvidenceSearch:
                     best, best_value = x, value
         return best
 
+    def report_step(self, step: int, x: Array, log_evidence: float) -> None:
+        """A stochastic search's report (its estimate of the log evidence at step ``step``)."""
+        self._report(0, x, log_evidence)
+
     def _report(self, start: int, x: Array, log_evidence: float) -> None:
         """The ``verbose`` line and the ``callback`` of one evaluation."""
         self.evaluations += 1
@@ -277,7 +281,7 @@ class _EvidenceSearch:
         self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None
     ) -> tuple[Array, float]:
         """One run of the optimiser from ``x0``: its end point and value (the start where L-BFGS-B ends worse)."""
-        if self.optimizer == "fmin_l_bfgs_b":
+        if isinstance(self.optimizer, str) and self.optimizer in ("auto", "fmin_l_bfgs_b"):
             lower = np.where(np.isnan(bounds[:, 0]), -np.inf, bounds[:, 0])
             upper = np.where(np.isnan(bounds[:, 1]), np.inf, bounds[:, 1])
             x0 = np.clip(x0, lower, upper)  # as L-BFGS-B itself starts
@@ -296,4 +300,10 @@ class _EvidenceSearch:
         if callable(self.optimizer):
             x, value = self.optimizer(obj_func, x0, bounds)
             return np.asarray(x, dtype=float), float(value)
-        raise ValueError(f"unknown optimizer {self.optimizer!r}: use 'fmin_l_bfgs_b', a callable or None")
+        if isinstance(self.optimizer, str) and self.optimizer == "stochastic":
+            raise ValueError(
+                "optimizer='stochastic' learns sparse models only: pass inducing_points= or another optimizer"
+            )
+        raise ValueError(
+            f"unknown optimizer {self.optimizer!r}: use 'auto', 'fmin_l_bfgs_b', 'stochastic', a callable or None"
+        )

@@ -68,9 +68,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         same cost.  Or a fixed rule: ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``,
         ``FractionalEP(fraction)`` (``rule__c`` etc. for grid search), or an inference method
         such as ``ConvergentEP()`` or ``DoubleLoopEP()``.
-    optimizer : "fmin_l_bfgs_b", callable or None
-        Maximise the EP log evidence over ``kernel.theta`` within its bounds.  A callable
-        is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
+    optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
+        Maximise the EP log evidence over ``kernel.theta`` within its bounds.
+        ``"fmin_l_bfgs_b"``: L-BFGS-B on the evidence and its gradient, EP run to convergence
+        at every evaluation.  ``"stochastic"`` (sparse fits only): minibatch EP site updates and
+        Adam steps on the evidence's minibatch gradient, interleaved (stochastic EP with tied sites,
+        :mod:`relaxep.estimators._stochastic`; ``optimizer_maxiter`` steps, 1000 by default), then
+        EP on all points.  ``"auto"``: ``"stochastic"`` for sparse fits on 20 000 points or more
+        without ``optimizer_subset`` or restarts, else ``"fmin_l_bfgs_b"``.  A callable is
+        called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
         ``(theta_opt, func_min)`` (scikit-learn's convention).
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the bounds.
@@ -114,7 +120,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         model: ``O(C m^3)`` per evidence evaluation instead of ``O(C n^3)``), then fit the
         posterior on all of them (``None``: on all points).
     optimizer_maxiter : int or None, default None
-        Iterations of L-BFGS-B (``None``: scipy's default).
+        Iterations of L-BFGS-B (``None``: scipy's default), or steps of the stochastic search.
     multi_class : {"joint", "one_vs_rest"}, default ``"joint"``
         For more than two classes: ``"joint"`` is one model of ``C`` latent functions with a
         shared kernel, by nested EP for the multinomial probit (Riihimaki, Jylanki & Vehtari
@@ -154,7 +160,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         kernel: Kernel | None = None,
         likelihood: Likelihood | None = None,
         rule: SiteRule | InferenceMethod | str | None = None,
-        optimizer: str | Callable | None = "fmin_l_bfgs_b",
+        optimizer: str | Callable | None = "auto",
         n_restarts_optimizer: int = 0,
         schedule: Schedule | str = "parallel",
         max_sweeps: int = 200,

@@ -53,10 +53,11 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         Added to the diagonal of the kernel matrix in fitting (Gaussian noise of that variance, or
         jitter); not in the predicted variances.  With a non-Gaussian likelihood it is latent jitter
         and must be a scalar.
-    optimizer : "fmin_l_bfgs_b", callable or None
+    optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
         Maximise the (EP) log marginal likelihood over the kernel's and the likelihood's
-        hyperparameters within their bounds; a callable ``optimizer(obj_func, initial_theta, bounds)``
-        returns ``(theta_opt, func_min)``.
+        hyperparameters within their bounds: L-BFGS-B, or for sparse fits the stochastic search
+        (``"auto"``: from 20 000 points; as :class:`~relaxep.GPClassifier`'s); a callable
+        ``optimizer(obj_func, initial_theta, bounds)`` returns ``(theta_opt, func_min)``.
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the (finite) bounds.
     normalize_y : bool
@@ -108,7 +109,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         kernel: Kernel | None = None,
         *,
         alpha: float | ArrayLike = 1e-10,
-        optimizer: str | Callable | None = "fmin_l_bfgs_b",
+        optimizer: str | Callable | None = "auto",
         n_restarts_optimizer: int = 0,
         normalize_y: bool = False,
         copy_X_train: bool = True,

@@ -38,7 +38,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, Produc
 from relaxep._typing import Array
 from relaxep.posterior.sparse import SparsePosterior, add_weighted_gram, chunks, symmetric_from_lower
 
-__all__ = ["SparseKernel", "as_sparse_kernel", "sparse_evidence_gradient"]
+__all__ = ["SparseKernel", "as_sparse_kernel", "kernel_vjp", "sparse_evidence_gradient"]
 
 
 @dataclass(frozen=True)
@@ -216,3 +216,27 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
         for c in chunks(p.n, p.chunk_size)
     ]
     return finish_gradient(kern, parts, p.Z, p.K_uu, p.L_uu, pieces)
+
+
+def kernel_vjp(
+    kern: SparseKernel, X: Array, Z: Array, g_fu: Array, c: Array, g_uu: Array, K_uu: Array
+) -> tuple[Array, Array]:
+    r"""The chain rule from the kernel matrices to ``theta`` and ``Z``: given
+    :math:`\partial E/\partial K_{fu}` (``g_fu``, one row per row of ``X``), :math:`\partial E/\partial k_{ii}`
+    (``c``) and :math:`\partial E/\partial K_{uu}` (``g_uu``, symmetric, every entry counted),
+    ``(grad_theta, grad_Z)`` of :math:`E` (the kernel's free log-parameters, then ``(M, d)``).
+
+    The same contractions as :func:`shard_gradient` and :func:`finish_gradient` (``K_uu``: with its
+    jitter, which scales with the constant).
+    """
+    gk = g_fu * _rbf(kern, X, Z)
+    g_const = float(gk.sum() + c.sum() * kern.constant)
+    sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
+    g_const += float(np.sum(g_uu * K_uu))
+    gk_uu = g_uu * _rbf(kern, Z, Z)
+    s = gk_uu.sum(0)
+    sq_uu, dz_uu = _contract(kern, gk_uu, Z, Z, s, s, gk_uu.T @ Z)
+    g_ls = sq + sq_uu
+    ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
+    grads = [g_const if entry == "constant" else next(ls_iter) for entry in kern.entries]
+    return np.asarray(grads, dtype=float), dz + 2.0 * dz_uu

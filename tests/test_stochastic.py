@@ -1,0 +1,192 @@
+"""Stochastic learning of sparse models (minibatch EP with tied sites), against ground truths.
+
+Ground truths: central finite differences of the minibatch energy (its gradient in the kernel's
+hyperparameters and the inducing inputs); the closed-form FITC posterior of a Gaussian
+likelihood (the tied site's fixed point); the maximum of the exact FITC marginal likelihood of
+a Gaussian likelihood (where the stochastic search must end); and the full-evidence L-BFGS fit
+of a probit classifier (test log loss).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy import linalg
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+from relaxep import GPClassifier, GPRegressor, Probit, StudentT
+from relaxep.estimators import _stochastic as st
+from relaxep.estimators._search import SearchStep
+from relaxep.likelihoods import Gaussian
+from relaxep.posterior import SparsePrior
+from relaxep.posterior._sparse_linalg import KUU_JITTER
+from relaxep.posterior.sparse_gradient import _rbf, as_sparse_kernel
+
+
+def _classes(n: int, seed: int = 0, d: int = 2):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d))
+    f = 1.5 * np.sin(2.0 * X[:, 0]) + X[:, 1]
+    y = np.where(rng.uniform(size=n) < 0.5 * (1.0 + np.tanh(f)), 1.0, -1.0)
+    return X, y
+
+
+def _energy(kernel, lik, X, y, Z, S, m, theta, noise=1e-6):
+    view = as_sparse_kernel(kernel.clone_with_theta(theta), X.shape[1])
+    K = _rbf(view, Z, Z)
+    K[np.diag_indices(Z.shape[0])] += KUU_JITTER * view.constant
+    L = linalg.cholesky(K, lower=True)
+    terms = st.minibatch_terms(view, lik, X, y, Z, L, noise, S, m)
+    return float(np.mean(terms.log_z)), (view, terms, K, L)
+
+
+@pytest.mark.parametrize(
+    ("kernel", "lik"),
+    [(C(1.7) * RBF(1.3), Probit()), (C(0.8) * RBF([0.7, 1.2, 2.0]), Probit()), (C(1.2) * RBF(0.9), StudentT(4, 0.3))],
+)
+def test_minibatch_energy_gradient_matches_finite_differences(kernel, lik):
+    rng = np.random.default_rng(0)
+    n, d, M = 40, 3, 6
+    X = rng.normal(size=(n, d))
+    y = np.sign(rng.normal(size=n)) if isinstance(lik, Probit) else rng.standard_t(3, size=n)
+    Z = rng.normal(size=(M, d))
+    S0 = rng.normal(size=(M, M))
+    S, m = S0 @ S0.T / M + 0.2 * np.eye(M), rng.normal(size=M)
+    _, (view, terms, K, L) = _energy(kernel, lik, X, y, Z, S, m, kernel.theta)
+    g_theta, g_z = st.energy_gradient(view, terms, X, Z, K, L, S, m)
+    h = 1e-5
+    eye = np.eye(kernel.theta.size)
+    fd = [
+        (
+            _energy(kernel, lik, X, y, Z, S, m, kernel.theta + h * e)[0]
+            - _energy(kernel, lik, X, y, Z, S, m, kernel.theta - h * e)[0]
+        )
+        / (2 * h)
+        for e in eye
+    ]
+    np.testing.assert_allclose(g_theta, fd, rtol=1e-5, atol=1e-8)
+    fd_z = np.zeros_like(Z)
+    for a in range(M):
+        for b in range(d):
+            step = np.zeros_like(Z)
+            step[a, b] = h
+            up = _energy(kernel, lik, X, y, Z + step, S, m, kernel.theta)[0]
+            down = _energy(kernel, lik, X, y, Z - step, S, m, kernel.theta)[0]
+            fd_z[a, b] = (up - down) / (2 * h)
+    np.testing.assert_allclose(g_z, fd_z, rtol=1e-5, atol=1e-8)
+
+
+def test_tied_site_of_a_gaussian_likelihood_is_the_exact_fitc_posterior():
+    """One full-batch step (site step 1): Gaussian sites do not depend on the cavity, so the tied site's
+    posterior is the closed-form FITC posterior of the whitened inducing values, N(B^-1 V beta, B^-1)."""
+    rng = np.random.default_rng(1)
+    n, M, noise = 300, 12, 0.05
+    X = rng.normal(size=(n, 2))
+    y = np.sin(2 * X[:, 0]) + 0.2 * rng.normal(size=n)
+    Z = X[:M].copy()
+    kernel = C(1.3) * RBF(0.8)
+    options = st.StochasticOptions(batch_size=n, max_steps=1)
+    learned = st.learn_stochastic(
+        kernel, Gaussian(noise), X, y, Z, 0.0, False, False, np.random.RandomState(0), options
+    )
+    _, S, mean, _ = learned.sites.gaussian(n)
+    prior = SparsePrior.from_kernel(kernel, X, Z)
+    w = 1.0 / (prior.g + noise)
+    B = np.eye(M) + (prior.Vt * w[:, None]).T @ prior.Vt
+    np.testing.assert_allclose(S, np.linalg.inv(B), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(mean, np.linalg.solve(B, prior.Vt.T @ (w * y)), rtol=1e-9, atol=1e-12)
+
+
+def _fitc_log_ml(kernel, noise, X, y, Z):
+    """The exact FITC log marginal likelihood, log N(y | 0, Q + diag(k - q) + noise I), dense."""
+    prior = SparsePrior.from_kernel(kernel, X, Z)
+    cov = prior.dense_covariance() + noise * np.eye(y.size)
+    L = np.linalg.cholesky(cov)
+    a = np.linalg.solve(L, y)
+    return float(-0.5 * a @ a - np.log(np.diagonal(L)).sum() - 0.5 * y.size * np.log(2 * np.pi))
+
+
+def test_stochastic_search_ends_near_the_maximum_of_the_exact_fitc_evidence():
+    rng = np.random.default_rng(2)
+    n, M = 2000, 15
+    X = rng.uniform(-3, 3, size=(n, 1))
+    y = np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=n)
+    Z = np.linspace(-3, 3, M)[:, None]
+    start = C(1.0) * RBF(1.0)
+    common = dict(inducing_points=Z, learn_inducing_points=False, random_state=0)
+    full = GPRegressor(start, likelihood=Gaussian(0.2), **common).fit(X, y)
+    stochastic = GPRegressor(start, likelihood=Gaussian(0.2), optimizer="stochastic", **common).fit(X, y)
+    best = _fitc_log_ml(full.kernel_, full.likelihood_.noise, X, y, Z)
+    reached = _fitc_log_ml(stochastic.kernel_, stochastic.likelihood_.noise, X, y, Z)
+    initial = _fitc_log_ml(start, 0.2, X, y, Z)
+    assert reached <= best + 1e-6 * abs(best)  # (the full search is exact here: the sanity of the check)
+    assert best - reached < 0.002 * n < best - initial  # within 0.002 nats a point of the maximum
+    assert stochastic.result_.status == "converged"
+
+
+def test_stochastic_classifier_predicts_as_well_as_the_full_evidence_search():
+    X, y = _classes(3000)
+    Xt, yt = _classes(2000, seed=5)
+    common = dict(kernel=C(1.0) * RBF(1.0), likelihood=Probit(), inducing_points=20, random_state=0)
+    # the full search on the kernel alone (L-BFGS-B learning Z too takes a minute here)
+    full = GPClassifier(**common, learn_inducing_points=False).fit(X, y)
+    steps = []
+    stochastic = GPClassifier(**common, optimizer="stochastic", optimizer_maxiter=300, callback=steps.append)
+    stochastic.fit(X, y)
+
+    def log_loss(clf):
+        p = clf.predict_proba(Xt)[np.arange(yt.size), (yt > 0).astype(int)]
+        return float(-np.mean(np.log(p)))
+
+    assert stochastic.result_.status == "converged"
+    assert log_loss(stochastic) < log_loss(full) + 0.005
+    assert stochastic.inducing_points_.shape == (20, 2)
+    assert not np.allclose(stochastic.inducing_points_, full.inducing_points_)  # (the same k-means start)
+    # the progress reports: every report_every steps, the estimate of the log evidence
+    assert len(steps) == 300 // st.StochasticOptions().report_every
+    assert all(isinstance(s, SearchStep) and np.isfinite(s.log_evidence) for s in steps)
+
+
+def test_auto_learns_stochastically_from_the_measured_size(monkeypatch):
+    X, y = _classes(400)
+    used = []
+    real = st.learn_stochastic
+
+    def spy(*args, **kwargs):
+        used.append(True)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr("relaxep.estimators._models.learn_stochastic", spy)
+    monkeypatch.setattr("relaxep.estimators._stochastic.STOCHASTIC_FROM", 400)
+    base = dict(kernel=C(1.0) * RBF(1.0), likelihood=Probit(), inducing_points=10, optimizer_maxiter=30, random_state=0)
+    GPClassifier(**base).fit(X, y)
+    assert used == [True]
+    GPClassifier(**base, optimizer_subset=200).fit(X, y)  # a subset asks for the full evidence on it
+    GPClassifier(**base, optimizer="fmin_l_bfgs_b").fit(X, y)
+    GPClassifier(**{**base, "inducing_points": None}).fit(X[:100], y[:100])  # dense fits never
+    assert used == [True]
+
+
+@pytest.mark.parametrize(
+    ("params", "message"),
+    [
+        ({"optimizer": "stochastic"}, "inducing_points"),
+        ({"optimizer": "stochastic", "inducing_points": 5, "n_restarts_optimizer": 2}, "n_restarts_optimizer"),
+        ({"optimizer": "newton"}, "unknown optimizer"),
+    ],
+)
+def test_stochastic_options_refused_with_their_names(params, message):
+    X, y = _classes(60)
+    with pytest.raises(ValueError, match=message):
+        GPClassifier(C(1.0) * RBF(1.0), Probit(), **params).fit(X, y)
+
+
+def test_stochastic_fit_leaves_the_inputs_and_global_state_alone():
+    X, y = _classes(500)
+    X0, y0 = X.copy(), y.copy()
+    state = np.random.get_state()[1].copy()  # noqa: NPY002
+    GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=8, optimizer="stochastic", optimizer_maxiter=40).fit(X, y)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    np.testing.assert_array_equal(np.random.get_state()[1], state)  # noqa: NPY002
