@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 from scipy import linalg
-from scipy.linalg import lapack
+from scipy.linalg import blas, lapack
 
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
@@ -47,7 +47,8 @@ def marginals_from_inverse(kernel: Array, linv: Array, sw: Array, tau_plus: Arra
     var = precision_share / safe
     direct = np.flatnonzero((precision_share < DIRECT_BELOW_MARGINALS) | (sw == 0.0))
     if direct.size:
-        w = linv @ (sw[:, None] * kernel[:, direct])
+        # L^-1 is triangular: trmm (n^2 k flops) instead of a general product (2 n^2 k)
+        w = blas.dtrmm(1.0, linv, np.asfortranarray(sw[:, None] * kernel[:, direct]), lower=1)
         var[direct] = kernel[direct, direct] - np.einsum("ij,ij->j", w, w)
     return var
 
