@@ -165,7 +165,7 @@ class SiteUpdates(InferenceMethod):
             skipped.append(stats.n_skipped)
             steps.append(stats.step)
             monitor.record(post)
-            if monitor.below_tol():
+            if monitor.below_tol() and not stats.coarse:  # (never on single-precision marginals)
                 if stats.n_skipped == 0 and np.all(is_proper(post.cavities(slice(None), updater.fraction)[1])):
                     status = "converged"
                     break

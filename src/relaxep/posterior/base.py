@@ -46,6 +46,7 @@ class SweepStats:
     n_improper_cavities: int = 0
     n_nonfinite: int = 0
     step: float = 1.0
+    coarse: bool = False  # the refresh may have been in single precision: no convergence on this sweep
 
     @property
     def n_skipped(self) -> int:
@@ -90,6 +91,10 @@ class Posterior(ABC):
     site_precision: Array
     site_mean_precision: Array
     mean: Array
+    #: set by a schedule far from a fixed point (the last sweep moved the marginals by over 1%): the
+    #: next marginals-only :meth:`refresh` may factorise in single precision (the schedule clears it;
+    #: representations that have no such path ignore it)
+    coarse: bool = False
 
     @property
     @abstractmethod

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from scipy import linalg
+from scipy.linalg import lapack
 from scipy.linalg.blas import dgemm, dger
 
 from relaxep._typing import Array
@@ -262,30 +263,36 @@ class DensePosterior(Posterior):
             return
         tau_plus = np.maximum(tau, 0.0)
         sw = np.sqrt(tau_plus)
-        b = sw[:, None] * K * sw[None, :]
-        b[np.diag_indices(n)] += 1.0
-        try:
-            chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
-        except linalg.LinAlgError as exc:
-            raise KernelNotPositiveDefiniteError(
-                f"the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky "
-                f"factor). {NOT_PSD_ADVICE}"
-            ) from exc
+        single = self._single_factors(K, sw) if self.coarse and marginals_only else None
+        if single is not None:
+            chol, linv = single
+        else:
+            b = sw[:, None] * K * sw[None, :]
+            b[np.diag_indices(n)] += 1.0
+            try:
+                chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
+            except linalg.LinAlgError as exc:
+                raise KernelNotPositiveDefiniteError(
+                    f"the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky "
+                    f"factor). {NOT_PSD_ADVICE}"
+                ) from exc
+            linv = triangular_inverse(chol) if marginals_only else None
         log_det = float(2.0 * np.sum(np.log(np.diagonal(chol))))
         negative = np.flatnonzero(tau < -TINY)  # (a subnormal negative precision is a flat site)
         correction = None
         if negative.size:
-            linv = triangular_inverse(chol)
             correction, mean, log_det_c = woodbury_negative_sites(self.kernel, chol, sw, tau, nu, negative)
             log_det += log_det_c
             if marginals_only:
                 var = marginals_from_inverse(K, linv, sw, tau_plus)  # diag(A+), then the Woodbury term
                 self._set_marginals(var + np.einsum("ij,ij->j", correction, correction), mean)
         elif marginals_only:
-            linv = triangular_inverse(chol)
             var = marginals_from_inverse(K, linv, sw, tau_plus)
             alpha = nu - sw * (linv.T @ (linv @ (sw * (K @ nu))))
             self._set_marginals(var, K @ alpha)
+        if single is not None:  # a single-precision factor is not kept: the evidence refactorises in double
+            self._has_negative = bool(negative.size)
+            return
         self._chol, self._log_det, self._has_negative = chol, log_det, bool(negative.size)
         if marginals_only:
             return
@@ -309,6 +316,25 @@ class DensePosterior(Posterior):
             return
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
+
+    def _single_factors(self, K: Array, sw: Array) -> tuple[Array, Array] | None:
+        r""":math:`B`'s Cholesky factor and its inverse computed in single precision (LAPACK ``spotrf``,
+        ``strtri``: 1.4-1.8x faster than double at n = 1000-2000), returned in double, for sweeps far
+        from the fixed point (:attr:`~relaxep.posterior.base.Posterior.coarse`), where a relative
+        error of about :math:`10^{-5}` in the marginals does not matter: convergence is only ever
+        declared on double-precision sweeps.  ``None`` where single precision has no factor."""
+        b = sw[:, None] * K
+        b *= sw[None, :]
+        b32 = b.astype(np.float32)
+        del b
+        b32[np.diag_indices(self.n)] += 1.0
+        chol, info = lapack.spotrf(b32, lower=1, clean=1, overwrite_a=1)
+        if info != 0:
+            return None
+        linv, info = lapack.strtri(chol, lower=1)
+        if info != 0:
+            return None
+        return chol.astype(np.float64), linv.astype(np.float64)
 
     def _invalidate(self) -> None:
         self._chol = self._lu = self._log_det = None
