@@ -17,6 +17,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from problems import oscillating_inputs
 from relaxep import EP, DivergenceError, GPClassifier, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, SiteUpdates
 from relaxep.datasets import load_dataset, make_synthetic, random_splits
+from relaxep.errors import KernelNotPositiveDefiniteError
 
 
 @pytest.fixture(scope="module")
@@ -303,3 +304,12 @@ def test_a_sparse_fit_learns_the_inducing_inputs_under_a_fixed_kernel():
     clf.fit(X, y)
     assert clf.inducing_points_.shape == (8, X.shape[1])
     assert clf.score(X, y) > 0.8
+
+
+@pytest.mark.parametrize("kernel", [RBF(0.1, "fixed") + C(-0.9, "fixed"), RBF(0.1) + C(-0.9, "fixed")])
+def test_an_indefinite_kernel_is_refused_whether_or_not_it_is_learned(kernel):
+    """K = RBF - 0.9 (eigenvalue -17 on these points): the search's start and the fixed fit test K."""
+    X = np.linspace(0, 10, 20)[:, None]
+    y = np.where(X[:, 0] > 5, 1, -1)
+    with pytest.raises(KernelNotPositiveDefiniteError, match="not positive semi-definite"):
+        GPClassifier(kernel, optimizer=None if kernel.n_dims == 0 else "fmin_l_bfgs_b").fit(X, y)

@@ -58,7 +58,10 @@ class _DensePriors:
         self.noise = float(noise)
 
     def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> DensePrior:
-        return DensePrior.from_kernel(kernel, X, self.noise, eval_gradient)
+        """The prior at ``kernel``; ``K``'s positive semi-definiteness is tested (one Cholesky) where no gradient
+        is asked for: the search's start, the final fit and ``log_marginal_likelihood(theta)``.  The search's
+        gradient evaluations move within the kernel family checked at its start."""
+        return DensePrior.from_kernel(kernel, X, self.noise, eval_gradient, check_psd=not eval_gradient)
 
     def gradient(self, prior: DensePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, None]:
         """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`."""

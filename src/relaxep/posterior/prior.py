@@ -114,7 +114,8 @@ class DensePrior(Prior):
 
     ``K`` must be finite, square, symmetric, with a positive diagonal and positive
     semi-definite (its Cholesky factor exists with a relative jitter of 1e-10; a singular
-    ``K`` such as the linear kernel's is fine).  It is not copied and never written.
+    ``K`` such as the linear kernel's is fine; ``check_psd=False`` skips this factorisation,
+    as the hyperparameter search's gradient evaluations do).  It is not copied and never written.
 
     Raises
     ------
@@ -130,23 +131,27 @@ class DensePrior(Prior):
     noise: float = 0.0
     kernel_gradient: Array | None = None
 
-    def __init__(self, K: ArrayLike) -> None:
+    def __init__(self, K: ArrayLike, check_psd: bool = True) -> None:
         n = int(np.shape(K)[0]) if np.ndim(K) == 2 else 0
         # beside K: its factor, the posterior covariance and a work array
         check_memory(dense_bytes(n, 3), f"dense inference on n = {n} points (beside K)", FIT_REMEDY)
         self.kernel = check_kernel_matrix(K)
-        cholesky_factor(self.kernel, relative_jitter=1e-10)
+        if check_psd:
+            cholesky_factor(self.kernel, relative_jitter=1e-10)
 
     @classmethod
-    def from_kernel(cls, kernel: Any, X: Any, noise: float = 0.0, eval_gradient: bool = False) -> DensePrior:
+    def from_kernel(
+        cls, kernel: Any, X: Any, noise: float = 0.0, eval_gradient: bool = False, check_psd: bool = True
+    ) -> DensePrior:
         r"""The prior :math:`N(0, k(X, X) + \sigma^2 I)` of a scikit-learn kernel (:func:`kernel_matrix`).
 
         ``noise`` :math:`\sigma^2` is latent noise (the estimator's ``jitter``); it is added to the test
-        variances of :meth:`cross_covariance` too.  With ``eval_gradient`` the prior keeps
-        :attr:`kernel_gradient` for :meth:`~relaxep.posterior.DensePosterior.evidence_gradient`.
+        variances of :meth:`cross_covariance` too.  ``check_psd``: as in the constructor.  With
+        ``eval_gradient`` the prior keeps :attr:`kernel_gradient` for
+        :meth:`~relaxep.posterior.DensePosterior.evidence_gradient`.
         """
         K, dK = kernel_matrix(kernel, X, noise, eval_gradient)
-        prior = cls(K)
+        prior = cls(K, check_psd)
         prior.covariance_function, prior.X, prior.noise, prior.kernel_gradient = kernel, X, float(noise), dK
         return prior
 
