@@ -18,6 +18,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 from relaxep import GPClassifier, GPRegressor, Probit, StudentT
 from relaxep.estimators import _stochastic as st
 from relaxep.estimators._search import SearchStep
+from relaxep.inference import stochastic_ep as sep
 from relaxep.likelihoods import Gaussian
 from relaxep.posterior import SparsePrior
 from relaxep.posterior._sparse_linalg import KUU_JITTER
@@ -37,7 +38,7 @@ def _energy(kernel, lik, X, y, Z, S, m, theta, noise=1e-6):
     K = _rbf(view, Z, Z)
     K[np.diag_indices(Z.shape[0])] += KUU_JITTER * view.constant
     L = linalg.cholesky(K, lower=True)
-    terms = st.minibatch_terms(view, lik, X, y, Z, L, noise, S, m)
+    terms = sep.minibatch_terms(view, lik, X, y, Z, L, noise, S, m)
     return float(np.mean(terms.log_z)), (view, terms, K, L)
 
 
@@ -54,7 +55,7 @@ def test_minibatch_energy_gradient_matches_finite_differences(kernel, lik):
     S0 = rng.normal(size=(M, M))
     S, m = S0 @ S0.T / M + 0.2 * np.eye(M), rng.normal(size=M)
     _, (view, terms, K, L) = _energy(kernel, lik, X, y, Z, S, m, kernel.theta)
-    g_theta, g_z = st.energy_gradient(view, terms, X, Z, K, L, S, m)
+    g_theta, g_z = sep.energy_gradient(view, terms, X, Z, K, L, S, m)
     h = 1e-5
     eye = np.eye(kernel.theta.size)
     fd = [
@@ -87,9 +88,8 @@ def test_tied_site_of_a_gaussian_likelihood_is_the_exact_fitc_posterior():
     Z = X[:M].copy()
     kernel = C(1.3) * RBF(0.8)
     options = st.StochasticOptions(batch_size=n, max_steps=1)
-    learned = st.learn_stochastic(
-        kernel, Gaussian(noise), X, y, Z, 0.0, False, False, np.random.RandomState(0), options
-    )
+    batches = st.local_batches(X, y, n, np.random.RandomState(0))
+    learned = st.learn_stochastic(kernel, Gaussian(noise), Z, n, X.std(0), 0.0, False, False, batches, options)
     _, S, mean, _ = learned.sites.gaussian(n)
     prior = SparsePrior.from_kernel(kernel, X, Z)
     w = 1.0 / (prior.g + noise)

@@ -32,6 +32,7 @@ from relaxep.estimators._stochastic import (
     SiteStart,
     StochasticOptions,
     learn_stochastic,
+    local_batches,
     row_sites,
     stochastic_search,
 )
@@ -277,9 +278,12 @@ def fit_sparse_model(
     if learn and stochastic_search(estimator, y.shape[0]):
         steps = estimator.optimizer_maxiter
         options = StochasticOptions() if steps is None else StochasticOptions(max_steps=int(steps))
+        batches = local_batches(X, y, options.batch_size, rng)
+        scale = np.std(X, axis=0)
         learned = learn_stochastic(
-            model.kernel_, likelihood, X, y, Z, latent_noise, learn_theta, learn_z, rng, options, search.report_step
-        )
+            model.kernel_, likelihood, Z, y.shape[0], scale, latent_noise, learn_theta, learn_z, batches, options,
+            search.report_step,
+        )  # fmt: skip
         model.kernel_.theta = learned.kernel.theta
         model.likelihood, model.Z = learned.likelihood, learned.Z
         search.warm = SiteStart(*row_sites(learned, X, y, latent_noise))  # the final EP starts at the tied site

@@ -73,10 +73,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         ``"fmin_l_bfgs_b"``: L-BFGS-B on the evidence and its gradient, EP run to convergence
         at every evaluation.  ``"stochastic"`` (sparse fits only): minibatch EP site updates and
         Adam steps on the evidence's minibatch gradient, interleaved (stochastic EP with tied sites,
-        :mod:`relaxep.estimators._stochastic`; ``optimizer_maxiter`` steps, 1000 by default), then
-        EP on all points.  ``"auto"``: ``"stochastic"`` for sparse fits on 20 000 points or more
-        without ``optimizer_subset`` or restarts, else ``"fmin_l_bfgs_b"``.  A callable is
-        called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
+        after Hernandez-Lobato & Hernandez-Lobato 2016; ``optimizer_maxiter`` steps of 1000 points,
+        1000 by default), then EP on all points.  ``"auto"``: ``"stochastic"`` for sparse fits on
+        20 000 points or more without ``optimizer_subset`` or restarts, else ``"fmin_l_bfgs_b"``.
+        A callable is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
         ``(theta_opt, func_min)`` (scikit-learn's convention).
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the bounds.

@@ -62,6 +62,7 @@ from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
 from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_unconverged
+from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, stochastic_search, tied_start
 from relaxep.inference.sharded import ShardedFITC, predict_block
 from relaxep.likelihoods import Likelihood, NoisyProbit
 from relaxep.posterior.sparse_gradient import (
@@ -95,7 +96,10 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
     optimizer_subset : int or None, default 20000
         Rows gathered from the cluster to learn the kernel and inducing inputs on (the
         evidence optimisation runs on the client); ``None``: learn on all shards (module
-        docstring).  ``optimizer=None`` skips learning.
+        docstring): by L-BFGS-B on the full evidence, or with ``optimizer="stochastic"`` (``"auto"``
+        from 20 000 rows) by the stochastic search, each step one map over the shards' minibatches
+        (each shard draws its share of the 1000 rows and sends back ``M x M`` sums).
+        ``optimizer=None`` skips learning.
 
     Attributes
     ----------
@@ -185,7 +189,9 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         learn_z = bool(self.learn_inducing_points)
         if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
             as_sparse_kernel(self.kernel_, d)  # refuses, before any work, a kernel it has no gradient for
-            if self.optimizer_subset is not None and self.optimizer_subset < n:
+            if stochastic_search(self, n):
+                Z, likelihood = self._learn_stochastic(shards, likelihood, Z, learn_z, rng)
+            elif self.optimizer_subset is not None and self.optimizer_subset < n:
                 # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
                 idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
                 X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
@@ -210,6 +216,25 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         if run["status"] != "converged":
             warn_unconverged(run["status"], self.n_sweeps_, run["trace"])
         return self
+
+    def _learn_stochastic(
+        self, shards: ShardedFITC, likelihood: Likelihood, Z0: Array, learn_z: bool, rng: Any
+    ) -> tuple[Array, Likelihood]:
+        """The stochastic search with each step one map over the shards' minibatches (back come ``M x M``
+        sums); sets ``kernel_.theta``, starts the shards from the learned tied site and returns the inducing
+        inputs and the likelihood."""
+        n, scale = shards.feature_scale()
+        steps = self.optimizer_maxiter
+        options = StochasticOptions() if steps is None else StochasticOptions(max_steps=int(steps))
+        batches = shards.minibatches(options.batch_size, np.random.default_rng(rng.randint(2**31 - 1)))
+        noise = float(self.jitter)
+        learned = learn_stochastic(
+            self.kernel_, likelihood, Z0, n, scale, noise, self.kernel_.n_dims > 0, learn_z, batches, options
+        )
+        self.kernel_.theta = learned.kernel.theta
+        shards.likelihood = learned.likelihood
+        shards.start_from_tied(tied_start(learned, noise))
+        return learned.Z, learned.likelihood
 
     def _learn_on_shards(
         self, shards: ShardedFITC, search: _EvidenceSearch, Z0: Array, learn_z: bool, d: int, rng: Any

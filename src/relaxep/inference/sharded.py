@@ -18,6 +18,7 @@ from relaxep._typing import Array
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.inference.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+from relaxep.inference.stochastic_ep import Step, Sums, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import (
     factor_b,
@@ -131,6 +132,30 @@ def _shard_sweep(
 
 def _shard_sites(state: dict) -> tuple[Array, Array]:
     return state["tau"], state["nu"]
+
+
+def _shard_minibatch(state: dict, step: Step, rows: int, seed: int) -> Sums:
+    """The stochastic search's sums over ``rows`` random rows of the shard (:func:`minibatch_sums`)."""
+    n = state["y"].size
+    idx = np.random.default_rng(seed).choice(n, min(rows, n), replace=False)
+    return minibatch_sums(step, state["X"][idx], state["y"][idx])
+
+
+def _shard_tied_start(state: dict, step: Step) -> dict:
+    """The stochastic search's learned site, as every row's warm-start site (:func:`sites_of_rows`)."""
+    state = dict(state)
+    state["warm"] = sites_of_rows(step, state["X"], state["y"])
+    return state
+
+
+def _shard_size(state: dict) -> int:
+    return int(state["y"].size)
+
+
+def _shard_stats(state: dict) -> tuple[int, Array, Array]:
+    """Rows, and the sums of the features and their squares (their standard deviations on the client)."""
+    X = state["X"]
+    return X.shape[0], X.sum(0), (X * X).sum(0)
 
 
 def _total(values: Any) -> float | None:
@@ -263,6 +288,40 @@ class ShardedFITC:
         pieces = gradient_broadcast(self.L_uu, run["chol"], run["m"])
         parts = self.client.gather(self._map(_shard_gradient, kern, self.Z, pieces))
         return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
+
+    # ------------------------------------------------------------ the stochastic search
+    def feature_scale(self) -> tuple[int, Array]:
+        """Rows and the features' standard deviations (one map, ``d`` numbers back per shard)."""
+        parts = self.client.gather(self._map(_shard_stats))
+        n = sum(p[0] for p in parts)
+        mean = sum(p[1] for p in parts) / n
+        return n, np.sqrt(np.maximum(sum(p[2] for p in parts) / n - mean**2, 0.0))
+
+    def minibatches(self, batch_size: int, rng: np.random.Generator) -> Any:
+        """The stochastic search's ``evaluate``: each step one map, every shard drawing its share of
+        ``batch_size`` rows (in proportion to its rows) and sending back ``M x M`` sums (:class:`Sums`)."""
+        sizes = self.client.gather(self._map(_shard_size))
+        n = sum(sizes)
+        shares = [max(1, round(batch_size * size / n)) for size in sizes]
+
+        def evaluate(step: Any) -> Any:
+            seeds = rng.integers(2**63 - 1, size=len(self.states))
+            futures = [
+                self.client.submit(_shard_minibatch, st, step, rows, int(seed), pure=False)
+                for st, rows, seed in zip(self.states, shares, seeds, strict=True)
+            ]
+            parts = self.client.gather(futures)
+            total = parts[0]
+            for part in parts[1:]:
+                total = total + part
+            return total
+
+        return evaluate
+
+    def start_from_tied(self, step: Any) -> None:
+        """Every shard's warm start from the learned tied site (the next :meth:`infer` starts there)."""
+        self.states = self._map(_shard_tied_start, step)
+        self.has_warm = True
 
     def sites(self) -> tuple[Array, Array]:
         sites = self.client.gather(self._map(_shard_sites))

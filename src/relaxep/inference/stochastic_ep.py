@@ -1,0 +1,225 @@
+r"""Stochastic EP with tied sites on a sparse (FITC) model: the minibatch maths of the stochastic search.
+
+Hernandez-Lobato & Hernandez-Lobato (2016, "Scalable Gaussian process classification via
+expectation propagation", AISTATS) learn the kernel and the inducing inputs of an EP model from
+minibatches, never running EP to convergence inside the optimiser; the sites are tied as in
+stochastic EP (Li, Hernandez-Lobato & Turner 2015, "Stochastic expectation propagation", NIPS),
+so memory does not grow with ``n``.  Here, in the whitened inducing values
+:math:`v = L_{uu}^{-1}u \sim N(0, I)` with :math:`f_i \mid v \sim N(a_i^\top v, g_i)`,
+:math:`a_i = L_{uu}^{-1}k_{u i}`, :math:`g_i = k_{ii} - \|a_i\|^2`, every likelihood term shares
+one site :math:`t(v) = \exp(-\tfrac12 v^\top\Lambda v + \eta^\top v)`:
+
+.. math::
+    q(v) \propto N(v \mid 0, I)\,t(v)^n,\qquad q^{\setminus}(v) \propto N(v \mid 0, I)\,t(v)^{n-1}
+    = N(m_c, S_c).
+
+For the rows :math:`i` of a minibatch :math:`B`, the cavity of :math:`f_i` is
+:math:`N(\mu_i, s_i)`, :math:`\mu_i = a_i^\top m_c`, :math:`s_i = r_i + g_i`,
+:math:`r_i = a_i^\top S_c a_i`; with :math:`d_1, d_2` the derivatives of
+:math:`\log Z_i = \log\int p(y_i|f) N(f|\mu_i, s_i) df` in :math:`\mu_i`, moment matching in
+:math:`v` gives the rank-one site :math:`w_i a_i a_i^\top`, :math:`\beta_i a_i`,
+
+.. math::
+    w_i = \frac{-d_2}{1 + d_2 r_i},\qquad \beta_i = \frac{d_1 - \mu_i d_2}{1 + d_2 r_i},
+
+and the tied site moves towards their minibatch mean with step :math:`\epsilon`:
+:math:`\Lambda \leftarrow (1-\epsilon)\Lambda + \epsilon\,\overline{w a a^\top}`.  The EP energy
+:math:`\log Z_{EP} = g(q) - g(p_0) + \sum_i [\log Z_i + g(q^{\setminus}) - g(q)]` (:math:`g` the
+log-partition function) depends on the kernel and ``Z`` only through the :math:`\log Z_i` at
+fixed (whitened) sites, so
+
+.. math::
+    \frac{\partial \log Z_{EP}}{\partial\theta} \approx \frac{n}{|B|}\sum_{i\in B}
+    \frac{\partial\log Z_i}{\partial\theta},\qquad
+    \frac{\partial\log Z_i}{\partial a_i} = d_1 m_c + (d_2 + d_1^2)(S_c - I)a_i,\quad
+    \frac{\partial\log Z_i}{\partial k_{ii}} = \tfrac12(d_2 + d_1^2),
+
+taken to :math:`K_{uf}`, :math:`K_{uu}` (through :math:`a_i = L_{uu}^{-1}k_{ui}` and the
+Cholesky factor's adjoint, Murray 2016) and to :math:`\theta, Z`
+(:func:`~relaxep.posterior.sparse_gradient.kernel_vjp`).  A minibatch costs
+:math:`O(|B|M^2 + M^3)`; the sums of minibatches drawn on different shards add up (Dask).  The sites
+of every row (:math:`\tilde\tau_i = -d_2/(1 + d_2 s_i)`, :math:`\tilde\nu_i = (d_1 - \mu_i d_2)/(1 + d_2 s_i)`)
+start full EP on all rows.  The learning loop (Adam, the schedule) is
+:mod:`relaxep.estimators._stochastic`'s.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy import linalg
+
+from relaxep._typing import Array
+from relaxep.likelihoods import Likelihood
+from relaxep.posterior._sparse_linalg import chunks
+from relaxep.posterior.sparse_gradient import _rbf, kernel_vjp
+
+__all__ = [
+    "Step",
+    "Sums",
+    "Terms",
+    "TiedSites",
+    "energy_gradient",
+    "minibatch_sums",
+    "minibatch_terms",
+    "site_targets",
+    "sites_of_rows",
+]
+
+
+@dataclass
+class TiedSites:
+    r"""The shared site :math:`(\Lambda, \eta)` in the whitened inducing values (module docstring)."""
+
+    lam: Array
+    eta: Array
+    n: int
+
+    @classmethod
+    def zero(cls, M: int, n: int) -> TiedSites:
+        return cls(np.zeros((M, M)), np.zeros(M), n)
+
+    def gaussian(self, copies: float) -> tuple[Array, Array, Array, float]:
+        r""":math:`N(0, I)\,t^{copies}` as ``(L, S, m, g)``: Cholesky factor of the precision, covariance,
+        mean and log-partition :math:`\tfrac12 h^\top P^{-1} h - \tfrac12\log|P|` (the :math:`2\pi` terms cancel)."""
+        P = np.eye(self.lam.shape[0]) + copies * self.lam
+        L = linalg.cholesky(P, lower=True, check_finite=False)  # LinAlgError: an improper q
+        S = linalg.cho_solve((L, True), np.eye(P.shape[0]), check_finite=False)
+        h = copies * self.eta
+        m = S @ h
+        return L, 0.5 * (S + S.T), m, 0.5 * float(h @ m) - float(np.sum(np.log(np.diagonal(L))))
+
+
+@dataclass(frozen=True)
+class Terms:
+    """One minibatch at the current hyperparameters: the cavities, the tilted derivatives, the sites."""
+
+    log_z: Array
+    mu: Array
+    s: Array
+    r: Array
+    d1: Array
+    d2: Array
+    A: Array
+    K_bu: Array
+
+
+def _whitened_rows(kern: Any, X: Array, Z: Array, L_uu: Array) -> tuple[Array, Array]:
+    K_bu = _rbf(kern, X, Z)
+    return linalg.solve_triangular(L_uu, K_bu.T, lower=True, check_finite=False).T, K_bu
+
+
+def minibatch_terms(
+    kern: Any, likelihood: Likelihood, X: Array, y: Array, Z: Array, L_uu: Array, noise: float, S: Array, m: Array
+) -> Terms:
+    """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
+    inducing values, and :math:`\\log Z_i` with its derivatives (module docstring)."""
+    A, K_bu = _whitened_rows(kern, X, Z, L_uu)
+    g = np.maximum(kern.constant + noise - np.einsum("ij,ij->i", A, A), 0.0)
+    r = np.einsum("ij,ij->i", A @ S, A)
+    mu = A @ m
+    s = r + g
+    t = likelihood.log_z(y, mu, s)
+    return Terms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, K_bu)
+
+
+def energy_gradient(
+    kern: Any, terms: Terms, X: Array, Z: Array, K_uu: Array, L_uu: Array, S: Array, m: Array
+) -> tuple[Array, Array]:
+    r"""The mean over the minibatch of :math:`\partial\log Z_i` in the kernel's ``theta`` and ``Z`` at fixed
+    whitened sites (module docstring), ``(grad_theta, grad_Z)``."""
+    b, M = terms.A.shape
+    ds = 0.5 * (terms.d2 + terms.d1**2)
+    G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.A @ S - terms.A)
+    H = linalg.solve_triangular(L_uu, G_A.T, lower=True, trans=1, check_finite=False).T  # G_A L^-1 = dE/dK_bu
+    # a_i = L^-1 k_ui moves with L: dE/dL = -H^T A; the Cholesky adjoint (Murray 2016) takes it to K_uu
+    phi = L_uu.T @ (-H.T @ terms.A)
+    phi = np.tril(phi)
+    phi[np.diag_indices(M)] *= 0.5
+    inner = 0.5 * (phi + phi.T)
+    g_uu = linalg.solve_triangular(
+        L_uu, linalg.solve_triangular(L_uu, inner, lower=True, trans=1).T, lower=True, trans=1
+    )
+    g_uu = 0.5 * (g_uu + g_uu.T)
+    grad_theta, grad_z = kernel_vjp(kern, X, Z, H, ds, g_uu, K_uu)
+    return grad_theta / b, grad_z / b
+
+
+def site_targets(terms: Terms) -> tuple[Array, Array]:
+    r"""The minibatch mean of the rank-one sites, :math:`\overline{w a a^\top}` and :math:`\overline{\beta a}`."""
+    denom = 1.0 + terms.d2 * terms.r
+    w = -terms.d2 / denom
+    beta = (terms.d1 - terms.mu * terms.d2) / denom
+    b = w.size
+    lam = (terms.A * w[:, None]).T @ terms.A / b
+    return 0.5 * (lam + lam.T), terms.A.T @ beta / b
+
+
+@dataclass
+class Sums:
+    r"""A minibatch's sums: rows, :math:`\log Z_i`, the rank-one sites, and (if asked) the energy's gradient."""
+
+    count: int
+    log_z: float
+    lam: Array
+    eta: Array
+    g_theta: Array | None = None
+    g_z: Array | None = None
+    g_lik: Array | None = None
+
+    def __add__(self, other: Sums) -> Sums:
+        def add(a: Array | None, b: Array | None) -> Array | None:
+            return None if a is None or b is None else a + b
+
+        return Sums(
+            self.count + other.count,
+            self.log_z + other.log_z,
+            self.lam + other.lam,
+            self.eta + other.eta,
+            add(self.g_theta, other.g_theta),
+            add(self.g_z, other.g_z),
+            add(self.g_lik, other.g_lik),
+        )
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a minibatch needs at a step: the kernel's closed-form view, the likelihood, ``Z``, :math:`K_{uu}`
+    and its factor, the latent noise, the cavity :math:`N(m, S)` and whether the gradient is wanted."""
+
+    view: Any
+    likelihood: Likelihood
+    Z: Array
+    K_uu: Array
+    L_uu: Array
+    noise: float
+    S: Array
+    m: Array
+    gradient: bool
+
+
+def minibatch_sums(step: Step, X: Array, y: Array) -> Sums:
+    """:class:`Sums` of the rows ``(X, y)`` at ``step`` (module docstring)."""
+    b = y.shape[0]
+    terms = minibatch_terms(step.view, step.likelihood, X, y, step.Z, step.L_uu, step.noise, step.S, step.m)
+    lam, eta = site_targets(terms)
+    out = Sums(b, float(np.sum(terms.log_z)), lam * b, eta * b)
+    if step.gradient:
+        g_theta, g_z = energy_gradient(step.view, terms, X, step.Z, step.K_uu, step.L_uu, step.S, step.m)
+        out.g_theta, out.g_z = g_theta * b, g_z * b
+        out.g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
+    return out
+
+
+def sites_of_rows(step: Step, X: Array, y: Array) -> tuple[Array, Array]:
+    r"""Every row's site :math:`(\tilde\tau_i, \tilde\nu_i)` from the cavity of ``step`` (module docstring),
+    in row chunks: :math:`O(nM^2)`."""
+    tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
+    for c in chunks(y.shape[0], 4096):
+        t = minibatch_terms(step.view, step.likelihood, X[c], y[c], step.Z, step.L_uu, step.noise, step.S, step.m)
+        denom = 1.0 + t.d2 * t.s
+        tau[c] = -t.d2 / denom
+        nu[c] = (t.d1 - t.mu * t.d2) / denom
+    return tau, nu
