@@ -108,8 +108,9 @@ def fit_and_predict(clf: Any, X: Any, y: Any, Xt: np.ndarray) -> tuple[float, fl
     return fit_time, time.perf_counter() - start, p1
 
 
-def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
-    """DaskGPClassifier on a LocalCluster of 2 one-thread workers, shards of 10^4 rows (cluster start untimed)."""
+def run_dask(n, M, init, X, y, Xt, yt, ft, truth, stochastic: bool = False) -> dict:
+    """DaskGPClassifier on a LocalCluster of 2 one-thread workers, shards of 10^4 rows (cluster start untimed);
+    ``stochastic``: kernel ``1 * RBF(1)`` and Z learned by the stochastic search over the shards."""
     import dask.array as da
     from distributed import Client, LocalCluster
 
@@ -120,13 +121,22 @@ def run_dask(n, M, init, X, y, Xt, yt, ft, truth) -> dict:
         Client(cluster) as client,
     ):
         Xd, yd = da.from_array(X, chunks=(10_000, -1)), da.from_array(y, chunks=10_000)
-        clf = DaskGPClassifier(client, truth, Probit(), EP(), inducing_points=M, inducing_init=init, optimizer=None)
+        if stochastic:
+            from sklearn.gaussian_process.kernels import RBF
+            from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+            clf = DaskGPClassifier(
+                client, C(1.0) * RBF(1.0), Probit(), EP(), inducing_points=M, inducing_init=init,
+                optimizer="stochastic", random_state=0,
+            )  # fmt: skip
+        else:
+            clf = DaskGPClassifier(client, truth, Probit(), EP(), inducing_points=M, inducing_init=init, optimizer=None)
         fit_time, predict_time, p1 = fit_and_predict(clf, Xd, yd, Xt)
         worker_rss = max(w["metrics"]["memory"] for w in client.scheduler_info()["workers"].values()) / 2**20
     err, nll = scores(p1, yt)
     b_err, b_nll = bayes(yt, ft)
     return {
-        "kind": "dask",
+        "kind": "dask-stochastic" if stochastic else "dask",
         "n": n,
         "M": M,
         "init": init,
@@ -346,8 +356,8 @@ def run_row(kind: str, n: int, M: int, init: str, subset: int | None, maxiter: i
         )
     elif kind == "dense":
         clf = GPClassifier(truth, Probit(), optimizer=None)
-    elif kind == "dask":
-        return run_dask(n, M, init, X, y, Xt, yt, ft, truth)
+    elif kind in ("dask", "dask-stochastic"):
+        return run_dask(n, M, init, X, y, Xt, yt, ft, truth, stochastic=kind == "dask-stochastic")
     else:
         raise ValueError(kind)
     if trace_memory:
@@ -382,7 +392,7 @@ def main() -> None:
         "--rows",
         nargs="*",
         default=["fixed", "learned", "dense"],
-        choices=["fixed", "learned", "stochastic", "dense", "dask"],
+        choices=["fixed", "learned", "stochastic", "dense", "dask", "dask-stochastic"],
     )
     ap.add_argument("--sizes", nargs="+", type=int, default=[10_000, 100_000])
     ap.add_argument("--inducing", nargs="+", type=int, default=[100, 200, 500])
@@ -415,8 +425,9 @@ def main() -> None:
             jobs += [("learned", n, M, "kmeans") for M in args.learned_inducing]
         if "stochastic" in args.rows:
             jobs += [("stochastic", n, M, "kmeans") for M in args.learned_inducing]
-        if "dask" in args.rows:
-            jobs += [("dask", n, M, "kmeans") for M in args.learned_inducing]
+        for kind in ("dask", "dask-stochastic"):
+            if kind in args.rows:
+                jobs += [(kind, n, M, "kmeans") for M in args.learned_inducing]
         if "dense" in args.rows and n <= args.dense_max_n:
             jobs.append(("dense", n, 0, ""))
     for peer in args.peers:
