@@ -212,3 +212,22 @@ def test_single_precision_early_sweeps_reach_the_sequential_fixed_point(likeliho
     np.testing.assert_allclose(parallel.mean, sequential.mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(parallel.marginal_var, sequential.marginal_var, rtol=1e-7)
     assert parallel.log_evidence == pytest.approx(sequential.log_evidence, rel=1e-10)
+
+
+def test_a_halved_parallel_step_doubles_back_once_the_reversals_stop():
+    """Two overlapping clusters, 20% flipped labels: the first overshoots reverse twice and halve the step;
+    two calm sweeps later it is back at 1, and the run ends at the sequential fixed point."""
+    rng = np.random.default_rng(0)
+    n = 200
+    X = np.r_[rng.normal(0, 0.8, (n // 2, 2)), rng.normal((2.5, -1), 0.8, (n - n // 2, 2))]
+    y = np.r_[np.ones(n // 2), -np.ones(n - n // 2)]
+    y[rng.random(n) < 0.2] *= -1
+    K = RBF(1.0)(X) + 1e-6 * np.eye(n)
+    likelihood = NoisyProbit(0.01, 1.0)
+    parallel = infer(K, y, likelihood, EP(), schedule="parallel", tol=1e-9, max_sweeps=500)
+    sequential = infer(K, y, likelihood, EP(), schedule="blocked", tol=1e-9, max_sweeps=500)
+    assert parallel.converged and sequential.converged
+    halved = np.flatnonzero(parallel.step_sizes < 1.0)
+    assert halved.size and np.any(parallel.step_sizes[halved[0] :] == 1.0)
+    np.testing.assert_allclose(parallel.mean, sequential.mean, rtol=1e-7, atol=1e-9)
+    assert parallel.log_evidence == pytest.approx(sequential.log_evidence, rel=1e-10)
