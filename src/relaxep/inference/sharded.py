@@ -306,8 +306,9 @@ class ShardedFITC:
 
         def evaluate(step: Any) -> Any:
             seeds = rng.integers(2**63 - 1, size=len(self.states))
+            shared = self.client.scatter(step, broadcast=True, hash=False)  # once a worker, not once a shard
             futures = [
-                self.client.submit(_shard_minibatch, st, step, rows, int(seed), pure=False)
+                self.client.submit(_shard_minibatch, st, shared, rows, int(seed), pure=False)
                 for st, rows, seed in zip(self.states, shares, seeds, strict=True)
             ]
             parts = self.client.gather(futures)
