@@ -174,6 +174,8 @@ def test_auto_learns_stochastically_from_the_measured_size(monkeypatch):
         ({"optimizer": "stochastic"}, "inducing_points"),
         ({"optimizer": "stochastic", "inducing_points": 5, "n_restarts_optimizer": 2}, "n_restarts_optimizer"),
         ({"optimizer": "newton"}, "unknown optimizer"),
+        ({"optimizer": "stochastic", "inducing_points": 5, "optimizer_maxiter": 0}, "optimizer_maxiter"),
+        ({"optimizer_maxiter": 2.5}, "optimizer_maxiter"),
     ],
 )
 def test_stochastic_options_refused_with_their_names(params, message):

@@ -184,6 +184,10 @@ class _EvidenceSearch:
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
     ):
+        if maxiter is not None and (
+            isinstance(maxiter, bool) or not isinstance(maxiter, numbers.Integral) or maxiter < 1
+        ):
+            raise ValueError(f"optimizer_maxiter must be None or an integer >= 1, got {maxiter!r}")
         self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
         self.backtrack = backtrack
         check_progress_options(verbose, callback)
