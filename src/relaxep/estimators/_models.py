@@ -276,8 +276,7 @@ def fit_sparse_model(
     if learn:
         as_sparse_kernel(estimator.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
     if learn and stochastic_search(estimator, y.shape[0]):
-        steps = estimator.optimizer_maxiter
-        options = StochasticOptions() if steps is None else StochasticOptions(max_steps=int(steps))
+        options = StochasticOptions.for_steps(estimator.optimizer_maxiter)
         batches = local_batches(X, y, options.batch_size, rng)
         scale = np.std(X, axis=0)
         learned = learn_stochastic(

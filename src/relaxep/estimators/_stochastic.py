@@ -20,10 +20,11 @@ from scipy import linalg
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.inference.stochastic_ep import Step, Sums, TiedSites, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import KUU_JITTER
-from relaxep.posterior.sparse_gradient import _rbf, as_sparse_kernel
+from relaxep.posterior._sparse_linalg import inducing_factor
+from relaxep.posterior.sparse_gradient import as_sparse_kernel
 
 __all__ = [
     "STOCHASTIC_FROM",
@@ -87,6 +88,11 @@ class StochasticOptions:
     warmup: int = 20
     anneal: float = 0.5
     report_every: int = 50
+
+    @classmethod
+    def for_steps(cls, steps: int | None) -> StochasticOptions:
+        """The defaults with ``optimizer_maxiter`` steps (``None``: the default number)."""
+        return cls() if steps is None else cls(max_steps=int(steps))
 
 
 class _Adam:
@@ -165,19 +171,17 @@ def learn_stochastic(
     step, previous = 0, x
     for step in range(1, options.max_steps + 1):
         kern_t, lik_t, Z_t = _split(kernel, likelihood, x, k, n_lik, M, dim)
-        view = as_sparse_kernel(kern_t, dim)
-        K_uu = _rbf(view, Z_t, Z_t)
-        K_uu[np.diag_indices(M)] += KUU_JITTER * view.constant
         try:
-            L_uu = linalg.cholesky(K_uu, lower=True, check_finite=False)
+            K_uu, L_uu, _ = inducing_factor(kern_t, Z_t)  # SparsePrior's K_uu (its jitter) and factor
             _, S_c, m_c, g_cav = sites.gaussian(n - 1.0)
-            _, _, _, g_q = sites.gaussian(float(n))
-        except linalg.LinAlgError:  # the step left the region where K_uu or q is proper: halve it
+            g_q = sites.log_partition(float(n))
+        except (KernelNotPositiveDefiniteError, linalg.LinAlgError):  # K_uu or q improper: halve the step
             adam.rates *= 0.5
             x = previous
             continue
         previous = x
         wants_gradient = learning and step > options.warmup
+        view = as_sparse_kernel(kern_t, dim)
         sums = evaluate(Step(view, lik_t, Z_t, K_uu, L_uu, noise, S_c, m_c, wants_gradient))
         b = sums.count
         estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
@@ -215,12 +219,10 @@ def _split(
 
 def tied_start(learned: Learned, noise: float) -> Step:
     """The :class:`Step` at the learned hyperparameters and the tied site's cavity (no gradient)."""
-    view = as_sparse_kernel(learned.kernel, learned.Z.shape[1])
     Z = learned.Z
-    K_uu = _rbf(view, Z, Z)
-    K_uu[np.diag_indices(Z.shape[0])] += KUU_JITTER * view.constant
-    L_uu = linalg.cholesky(K_uu, lower=True, check_finite=False)
+    K_uu, L_uu, _ = inducing_factor(learned.kernel, Z)
     _, S_c, m_c, _ = learned.sites.gaussian(learned.sites.n - 1.0)
+    view = as_sparse_kernel(learned.kernel, Z.shape[1])
     return Step(view, learned.likelihood, Z, K_uu, L_uu, noise, S_c, m_c, False)
 
 

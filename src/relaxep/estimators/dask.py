@@ -224,8 +224,7 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         sums); sets ``kernel_.theta``, starts the shards from the learned tied site and returns the inducing
         inputs and the likelihood."""
         n, scale = shards.feature_scale()
-        steps = self.optimizer_maxiter
-        options = StochasticOptions() if steps is None else StochasticOptions(max_steps=int(steps))
+        options = StochasticOptions.for_steps(self.optimizer_maxiter)
         batches = shards.minibatches(options.batch_size, np.random.default_rng(rng.randint(2**31 - 1)))
         noise = float(self.jitter)
         learned = learn_stochastic(

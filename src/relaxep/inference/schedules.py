@@ -256,15 +256,13 @@ class Parallel(Schedule):
         self.damp_oscillation = damp_oscillation
         self._step = AdaptiveStep(step, min_step)
         self._last_direction: Array | None = None
-        self._last_change = np.inf  # the last sweep's move of the marginals (the "marginals" statistic)
-        self._fine = False  # whether a sweep has moved them by less than COARSE_ABOVE
-        self._sweeps = 0
+        self._coarse_left = COARSE_SWEEPS  # sweeps that may still be coarse (0 once one moved less than COARSE_ABOVE)
 
     def start(self) -> Parallel:
         run = copy.copy(self)
         run._step = AdaptiveStep(self.step, self.min_step)
         run._last_direction = None
-        run._last_change, run._fine, run._sweeps = np.inf, False, 0
+        run._coarse_left = COARSE_SWEEPS
         return run
 
     def sweep(self, post: Posterior, updater: SiteUpdater, order: Array) -> SweepStats:
@@ -281,7 +279,7 @@ class Parallel(Schedule):
             s = step.size
             post.set_sites(idx, tau[idx] + s * (prop_tau - tau[idx]), nu[idx] + s * (prop_nu - nu[idx]))
             try:
-                post.coarse = self._last_change > COARSE_ABOVE and not self._fine
+                post.coarse = self._coarse_left > 0
                 post.refresh(marginals_only=True)
                 if np.all(np.isfinite(post.mean)):
                     break
@@ -293,10 +291,9 @@ class Parallel(Schedule):
                 raise ImproperPosteriorError("the parallel step fell below its minimum without a proper posterior")
         coarse, post.coarse = post.coarse, False
         with np.errstate(divide="ignore", invalid="ignore"):
-            self._last_change = marginal_change(mean, a, post.mean, post.marginal_var)
-        self._sweeps += 1
+            moved = marginal_change(mean, a, post.mean, post.marginal_var)
         # one way: near the fixed point, or after COARSE_SWEEPS sweeps (a run that cycles), double precision
-        self._fine = self._fine or self._last_change <= COARSE_ABOVE or self._sweeps >= COARSE_SWEEPS
+        self._coarse_left = self._coarse_left - 1 if moved > COARSE_ABOVE else 0
         skipped = np.sort(np.concatenate([props.improper, props.nonfinite]))
         return SweepStats(skipped, props.n_improper, props.n_nonfinite, step=s, coarse=coarse)
 

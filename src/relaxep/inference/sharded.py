@@ -148,10 +148,6 @@ def _shard_tied_start(state: dict, step: Step) -> dict:
     return state
 
 
-def _shard_size(state: dict) -> int:
-    return int(state["y"].size)
-
-
 def _shard_stats(state: dict) -> tuple[int, Array, Array]:
     """Rows, and the sums of the features and their squares (their standard deviations on the client)."""
     X = state["X"]
@@ -203,6 +199,7 @@ class ShardedFITC:
             client.submit(_shard_data, xf, yf, classes, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)
         ]
         self.has_warm = False
+        self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
 
     def _map(self, fn: Any, *args: Any) -> list:
         return [self.client.submit(fn, st, *args, pure=False) for st in self.states]
@@ -293,14 +290,17 @@ class ShardedFITC:
     def feature_scale(self) -> tuple[int, Array]:
         """Rows and the features' standard deviations (one map, ``d`` numbers back per shard)."""
         parts = self.client.gather(self._map(_shard_stats))
-        n = sum(p[0] for p in parts)
+        self.shard_rows = [p[0] for p in parts]
+        n = sum(self.shard_rows)
         mean = sum(p[1] for p in parts) / n
         return n, np.sqrt(np.maximum(sum(p[2] for p in parts) / n - mean**2, 0.0))
 
     def minibatches(self, batch_size: int, rng: np.random.Generator) -> Any:
         """The stochastic search's ``evaluate``: each step one map, every shard drawing its share of
         ``batch_size`` rows (in proportion to its rows) and sending back ``M x M`` sums (:class:`Sums`)."""
-        sizes = self.client.gather(self._map(_shard_size))
+        if self.shard_rows is None:
+            self.feature_scale()
+        sizes = self.shard_rows
         n = sum(sizes)
         shares = [max(1, round(batch_size * size / n)) for size in sizes]
 

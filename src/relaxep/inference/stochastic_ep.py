@@ -55,6 +55,7 @@ from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import chunks
 from relaxep.posterior.sparse_gradient import _rbf, kernel_vjp
+from relaxep.sites import site_from_tilted
 
 __all__ = [
     "Step",
@@ -91,6 +92,12 @@ class TiedSites:
         m = S @ h
         return L, 0.5 * (S + S.T), m, 0.5 * float(h @ m) - float(np.sum(np.log(np.diagonal(L))))
 
+    def log_partition(self, copies: float) -> float:
+        """:meth:`gaussian`'s log-partition alone: one Cholesky and one solve, no covariance."""
+        L = linalg.cholesky(np.eye(self.lam.shape[0]) + copies * self.lam, lower=True, check_finite=False)
+        w = linalg.solve_triangular(L, copies * self.eta, lower=True, check_finite=False)
+        return 0.5 * float(w @ w) - float(np.sum(np.log(np.diagonal(L))))
+
 
 @dataclass(frozen=True)
 class Terms:
@@ -103,7 +110,8 @@ class Terms:
     d1: Array
     d2: Array
     A: Array
-    K_bu: Array
+    AS: Array  # A S, shared by the cavity variances and the gradient
+    K_bu: Array  # k(X, Z), reused by the gradient's chain rule
 
 
 def _whitened_rows(kern: Any, X: Array, Z: Array, L_uu: Array) -> tuple[Array, Array]:
@@ -118,11 +126,12 @@ def minibatch_terms(
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring)."""
     A, K_bu = _whitened_rows(kern, X, Z, L_uu)
     g = np.maximum(kern.constant + noise - np.einsum("ij,ij->i", A, A), 0.0)
-    r = np.einsum("ij,ij->i", A @ S, A)
+    AS = A @ S
+    r = np.einsum("ij,ij->i", AS, A)
     mu = A @ m
     s = r + g
     t = likelihood.log_z(y, mu, s)
-    return Terms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, K_bu)
+    return Terms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
 
 
 def energy_gradient(
@@ -132,7 +141,7 @@ def energy_gradient(
     whitened sites (module docstring), ``(grad_theta, grad_Z)``."""
     b, M = terms.A.shape
     ds = 0.5 * (terms.d2 + terms.d1**2)
-    G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.A @ S - terms.A)
+    G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
     H = linalg.solve_triangular(L_uu, G_A.T, lower=True, trans=1, check_finite=False).T  # G_A L^-1 = dE/dK_bu
     # a_i = L^-1 k_ui moves with L: dE/dL = -H^T A; the Cholesky adjoint (Murray 2016) takes it to K_uu
     phi = L_uu.T @ (-H.T @ terms.A)
@@ -143,15 +152,13 @@ def energy_gradient(
         L_uu, linalg.solve_triangular(L_uu, inner, lower=True, trans=1).T, lower=True, trans=1
     )
     g_uu = 0.5 * (g_uu + g_uu.T)
-    grad_theta, grad_z = kernel_vjp(kern, X, Z, H, ds, g_uu, K_uu)
+    grad_theta, grad_z = kernel_vjp(kern, X, Z, H, ds, g_uu, K_uu, K_fu=terms.K_bu)
     return grad_theta / b, grad_z / b
 
 
 def site_targets(terms: Terms) -> tuple[Array, Array]:
     r"""The minibatch mean of the rank-one sites, :math:`\overline{w a a^\top}` and :math:`\overline{\beta a}`."""
-    denom = 1.0 + terms.d2 * terms.r
-    w = -terms.d2 / denom
-    beta = (terms.d1 - terms.mu * terms.d2) / denom
+    w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i with cavity variance r_i
     b = w.size
     lam = (terms.A * w[:, None]).T @ terms.A / b
     return 0.5 * (lam + lam.T), terms.A.T @ beta / b
@@ -219,7 +226,5 @@ def sites_of_rows(step: Step, X: Array, y: Array) -> tuple[Array, Array]:
     tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
     for c in chunks(y.shape[0], 4096):
         t = minibatch_terms(step.view, step.likelihood, X[c], y[c], step.Z, step.L_uu, step.noise, step.S, step.m)
-        denom = 1.0 + t.d2 * t.s
-        tau[c] = -t.d2 / denom
-        nu[c] = (t.d1 - t.mu * t.d2) / denom
+        tau[c], nu[c] = site_from_tilted(t.d1, t.d2, t.mu, t.s)
     return tau, nu

@@ -29,6 +29,16 @@ DIRECT_BELOW_MARGINALS = 1e-3
 TINY = np.finfo(float).tiny
 
 
+def b_matrix(kernel: Array, sw: Array, dtype: type = np.float64) -> Array:
+    r""":math:`B = I + S^{1/2} K S^{1/2}`, :math:`S^{1/2} = \operatorname{diag}(` ``sw`` :math:`)`, in ``dtype``."""
+    b = sw[:, None] * kernel
+    b *= sw[None, :]
+    if dtype is not np.float64:
+        b = b.astype(dtype)
+    b[np.diag_indices(kernel.shape[0])] += 1.0
+    return b
+
+
 def triangular_inverse(chol: Array) -> Array:
     """:math:`L^{-1}` (lower triangular; ``chol``'s strict upper triangle is zero and stays so)."""
     linv, info = lapack.dtrtri(chol, lower=1)
@@ -139,8 +149,7 @@ def posterior_mean(kernel: Array, site_precision: Array, site_mean_precision: Ar
     """
     tau, nu = site_precision, site_mean_precision
     sw = np.sqrt(np.maximum(tau, 0.0))
-    b = sw[:, None] * kernel * sw[None, :]
-    b[np.diag_indices(kernel.shape[0])] += 1.0
+    b = b_matrix(kernel, sw)
     try:
         chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
     except linalg.LinAlgError as exc:

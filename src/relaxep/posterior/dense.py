@@ -32,6 +32,7 @@ from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteErro
 from relaxep.posterior._dense_linalg import (
     DIRECT_BELOW,
     TINY,
+    b_matrix,
     covariance_from_inverse,
     marginals_from_inverse,
     posterior_mean,
@@ -267,10 +268,8 @@ class DensePosterior(Posterior):
         if single is not None:
             chol, linv = single
         else:
-            b = sw[:, None] * K * sw[None, :]
-            b[np.diag_indices(n)] += 1.0
             try:
-                chol = linalg.cholesky(b, lower=True, overwrite_a=True, check_finite=False)
+                chol = linalg.cholesky(b_matrix(K, sw), lower=True, overwrite_a=True, check_finite=False)
             except linalg.LinAlgError as exc:
                 raise KernelNotPositiveDefiniteError(
                     f"the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky "
@@ -323,12 +322,7 @@ class DensePosterior(Posterior):
         from the fixed point (:attr:`~relaxep.posterior.base.Posterior.coarse`), where a relative
         error of about :math:`10^{-5}` in the marginals does not matter: convergence is only ever
         declared on double-precision sweeps.  ``None`` where single precision has no factor."""
-        b = sw[:, None] * K
-        b *= sw[None, :]
-        b32 = b.astype(np.float32)
-        del b
-        b32[np.diag_indices(self.n)] += 1.0
-        chol, info = lapack.spotrf(b32, lower=1, clean=1, overwrite_a=1)
+        chol, info = lapack.spotrf(b_matrix(K, sw, np.float32), lower=1, clean=1, overwrite_a=1)
         if info != 0:
             return None
         linv, info = lapack.strtri(chol, lower=1)

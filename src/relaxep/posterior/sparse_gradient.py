@@ -147,10 +147,32 @@ def shard_gradient(
     proj = rows @ pieces["both"]
     g_uf = np.outer(alpha, pieces["a"]) - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
     vcv = add_weighted_gram(np.zeros((M, M), order="F"), rows, cc)
-    gk = g_uf * _rbf(kern, X, Z)
-    g_const = float(gk.sum() + cc.sum() * kern.constant)  # k_ii = c (the latent noise does not move)
+    return (*_cross_terms(kern, X, Z, g_uf, cc, _rbf(kern, X, Z)), vcv)
+
+
+def _cross_terms(
+    kern: SparseKernel, X: Array, Z: Array, g_fu: Array, c: Array, K_fu: Array
+) -> tuple[float, Array, Array]:
+    r"""The constant's, the length scales' and ``Z``'s terms from :math:`\partial E/\partial K_{fu}` and
+    :math:`\partial E/\partial k_{ii}` (``k_ii = c``: the latent noise does not move)."""
+    gk = g_fu * K_fu
     sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
-    return g_const, sq, dz, vcv
+    return float(gk.sum() + c.sum() * kern.constant), sq, dz
+
+
+def _inducing_terms(kern: SparseKernel, Z: Array, g_uu: Array, K_uu: Array) -> tuple[float, Array, Array]:
+    r"""The same from :math:`\partial E/\partial K_{uu}` (symmetric; the jitter scales with the constant too;
+    ``K_uu`` depends on :math:`z_m` through row and column :math:`m`)."""
+    gk = g_uu * _rbf(kern, Z, Z)
+    col = gk.sum(0)
+    sq, dz = _contract(kern, gk, Z, Z, col, col, gk.T @ Z)
+    return float(np.sum(g_uu * K_uu)), sq, 2.0 * dz
+
+
+def _in_theta_order(kern: SparseKernel, g_const: float, g_ls: Array) -> Array:
+    """The constant's and the length scales' gradients in the order of the kernel's ``theta``."""
+    ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
+    return np.asarray([g_const if entry == "constant" else next(ls_iter) for entry in kern.entries], dtype=float)
 
 
 def finish_gradient(
@@ -172,15 +194,8 @@ def finish_gradient(
     a = pieces["a"]
     g_uu = -0.5 * np.outer(a, a) + luu_inv.T @ (0.5 * (np.eye(M) - b_inv) + vcv) @ luu_inv
     g_uu = 0.5 * (g_uu + g_uu.T)
-    g_const += float(np.sum(g_uu * K_uu))  # the K_uu jitter scales with the constant too
-    gk = g_uu * _rbf(kern, Z, Z)
-    s = gk.sum(0)
-    sq, dz = _contract(kern, gk, Z, Z, s, s, gk.T @ Z)
-    g_ls = g_ls + sq
-    g_z = g_z + 2.0 * dz  # K_uu depends on z_m through row m and column m
-    ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
-    grads = [g_const if entry == "constant" else next(ls_iter) for entry in kern.entries]
-    return np.asarray(grads, dtype=float), g_z
+    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
+    return _in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
 
 
 def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None) -> tuple[Array, Array]:
@@ -219,7 +234,14 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
 
 
 def kernel_vjp(
-    kern: SparseKernel, X: Array, Z: Array, g_fu: Array, c: Array, g_uu: Array, K_uu: Array
+    kern: SparseKernel,
+    X: Array,
+    Z: Array,
+    g_fu: Array,
+    c: Array,
+    g_uu: Array,
+    K_uu: Array,
+    K_fu: Array | None = None,
 ) -> tuple[Array, Array]:
     r"""The chain rule from the kernel matrices to ``theta`` and ``Z``: given
     :math:`\partial E/\partial K_{fu}` (``g_fu``, one row per row of ``X``), :math:`\partial E/\partial k_{ii}`
@@ -227,16 +249,8 @@ def kernel_vjp(
     ``(grad_theta, grad_Z)`` of :math:`E` (the kernel's free log-parameters, then ``(M, d)``).
 
     The same contractions as :func:`shard_gradient` and :func:`finish_gradient` (``K_uu``: with its
-    jitter, which scales with the constant).
+    jitter, which scales with the constant); ``K_fu``: :math:`k(X, Z)` where the caller has it.
     """
-    gk = g_fu * _rbf(kern, X, Z)
-    g_const = float(gk.sum() + c.sum() * kern.constant)
-    sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
-    g_const += float(np.sum(g_uu * K_uu))
-    gk_uu = g_uu * _rbf(kern, Z, Z)
-    s = gk_uu.sum(0)
-    sq_uu, dz_uu = _contract(kern, gk_uu, Z, Z, s, s, gk_uu.T @ Z)
-    g_ls = sq + sq_uu
-    ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
-    grads = [g_const if entry == "constant" else next(ls_iter) for entry in kern.entries]
-    return np.asarray(grads, dtype=float), dz + 2.0 * dz_uu
+    f_const, f_ls, f_z = _cross_terms(kern, X, Z, g_fu, c, _rbf(kern, X, Z) if K_fu is None else K_fu)
+    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
+    return _in_theta_order(kern, f_const + u_const, f_ls + u_ls), f_z + u_z
