@@ -73,8 +73,8 @@ class _Stalls(ConvergentEP):
     """A convergent stage that stalls at once (as ConvergentEP did, before it started from EP's
     iterates, wherever the prior's moments were out of reach)."""
 
-    def run(self, prior, labels, likelihood, options, init=None):
-        result = SiteUpdates(EP()).run(prior, labels, likelihood, options.__class__(max_sweeps=1))
+    def run(self, prior, y, likelihood, options, init=None):
+        result = SiteUpdates(EP()).run(prior, y, likelihood, options.__class__(max_sweeps=1))
         return replace(result, method=self, status="stalled")
 
 

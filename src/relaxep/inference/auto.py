@@ -102,7 +102,7 @@ class Auto(InferenceMethod):
     def run(
         self,
         prior: Prior,
-        labels: Array,
+        y: Array,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,
@@ -120,7 +120,7 @@ class Auto(InferenceMethod):
             stage_options = replace(
                 options, tol=method.tolerance(options.tol), stall_window=options.stall_window if last else window
             )
-            result = method.run(prior, labels, likelihood, stage_options, init if k == 0 else None)
+            result = method.run(prior, y, likelihood, stage_options, init if k == 0 else None)
             results.append(result)
             if result.converged or (method.convergent and result.status == "max_sweeps"):
                 break  # (a convergent stage out of budget was still descending: a later one would be slower)

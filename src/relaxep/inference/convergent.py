@@ -93,19 +93,19 @@ class ConvergentEP(InferenceMethod):
     def run(
         self,
         prior: Prior,
-        labels: Array,
+        y: Array,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,
     ) -> InferenceResult:
         if not self.supports(prior, likelihood):
             raise TypeError(f"ConvergentEP needs tilted cumulants, which {likelihood!r} does not provide")
-        state = _State(prior, labels, likelihood, warm_posterior(prior, init))
+        state = _State(prior, y, likelihood, warm_posterior(prior, init))
         post = state.posterior()
         monitor = ConvergenceMonitor(options, post)
         if not state.r.ok:  # no start whose moments a proper cavity reaches: nothing to descend from
             monitor.trace.append(float("inf"))
-            return make_result(self, post, labels, likelihood, "stalled", monitor.trace, [0], np.zeros(prior.n))
+            return make_result(self, post, y, likelihood, "stalled", monitor.trace, [0], np.zeros(prior.n))
         history = _Anderson(int(self.memory))
         status: Status = "max_sweeps"
         step = 1.0
@@ -118,7 +118,7 @@ class ConvergentEP(InferenceMethod):
             monitor.record(post)
             if options.callback is not None:
                 options.callback(len(monitor.trace) - 1, post)
-            residual = moment_residual(post, labels, likelihood, marginal_natural(post))
+            residual = moment_residual(post, y, likelihood, marginal_natural(post))
             if monitor.below_tol() and residual < options.tol:
                 status = "converged"
                 break
@@ -128,7 +128,7 @@ class ConvergentEP(InferenceMethod):
         return make_result(
             self,
             post,
-            labels,
+            y,
             likelihood,
             status,
             monitor.trace,
@@ -172,10 +172,10 @@ class _State:
     free energy; the two blocks move them, and only the variance block pays for a factorisation
     with an inverse."""
 
-    def __init__(self, prior: Prior, labels: Array, likelihood: Likelihood, start: Posterior | None) -> None:
-        self.prior, self.labels, self.likelihood = prior, labels, likelihood
+    def __init__(self, prior: Prior, y: Array, likelihood: Likelihood, start: Posterior | None) -> None:
+        self.prior, self.y, self.likelihood = prior, y, likelihood
         # the warm start, else the prior, else an EP iterate: the first whose moments are reachable
-        post, r = reachable_start(prior, labels, likelihood, start)
+        post, r = reachable_start(prior, y, likelihood, start)
         self._take(post, r)
 
     def _take(self, post: Posterior, r: RCavities) -> None:
@@ -195,7 +195,7 @@ class _State:
         return self.prior.posterior(self.tau, self.alpha + self.tau * self.mean, marginals_only=True)
 
     def _r_cavities(self, mean: Array, var: Array, start: RCavities | None) -> RCavities:
-        return r_cavities(self.likelihood, self.labels, mean, var, start)
+        return r_cavities(self.likelihood, self.y, mean, var, start)
 
     def mismatch(self) -> Array:
         r"""The cavity mismatch :math:`\delta c = (1/v - \tau) - c_r` (zero at EP's fixed points)."""
@@ -205,7 +205,7 @@ class _State:
         """:math:`F_r'` and :math:`F_r''` at the current r-cavities and targets ``mean``."""
         h, c = self.r.precision_mean, self.r.precision
         var = 1.0 / c
-        c11, c12, c22 = phi_cov(*self.likelihood.tilted_cumulants(self.labels, h * var, var))
+        c11, c12, c22 = phi_cov(*self.likelihood.tilted_cumulants(self.y, h * var, var))
         curvature = (c22 + 2.0 * mean * c12 + mean * mean * c11) / (c11 * c22 - c12 * c12) - c
         return h - c * mean, curvature
 

@@ -84,7 +84,7 @@ __all__ = ["DoubleLoopEP", "DoubleLoopRun", "double_loop", "solve_inner"]
 
 def solve_inner(
     prior: DensePrior,
-    labels: Array,
+    y: Array,
     likelihood: Likelihood,
     anchor: tuple[Array, Array],
     start: DensePosterior,
@@ -122,7 +122,7 @@ def solve_inner(
     n = prior.n
     s_h, s_lam = anchor
     tau, nu = start.site_precision.copy(), start.site_mean_precision.copy()
-    value, post = inner_objective(prior, labels, likelihood, tau, nu, anchor)
+    value, post = inner_objective(prior, y, likelihood, tau, nu, anchor)
     if post is None:
         raise ImproperPosteriorError("the inner problem's start is outside its domain")
     idx = np.arange(n)
@@ -130,7 +130,7 @@ def solve_inner(
     for it in range(max_iter):
         cov, mean = post.cov, post.mean
         var = np.diagonal(cov)
-        k1, k2, k3, k4 = tilted_cumulants(likelihood, labels, s_h - nu, s_lam - tau)
+        k1, k2, k3, k4 = tilted_cumulants(likelihood, y, s_h - nu, s_lam - tau)
         grad = np.concatenate([mean - k1, 0.5 * (k2 + k1 * k1 - var - mean * mean)])
         c11, c12, c22 = phi_cov(k1, k2, k3, k4)
         hess = np.empty((2 * n, 2 * n))
@@ -154,16 +154,14 @@ def solve_inner(
             if decrement > 0.25 * last_decrement:  # no longer shrinking quadratically: rounding floor
                 return post, it, solved
             last_decrement = decrement
-            new_value, new_post = inner_objective(prior, labels, likelihood, tau + step[n:], nu + step[:n], anchor)
+            new_value, new_post = inner_objective(prior, y, likelihood, tau + step[n:], nu + step[:n], anchor)
             if new_post is None:
                 return post, it, solved
             tau, nu, value, post = tau + step[n:], nu + step[:n], new_value, new_post
             continue
         t = 1.0
         for _ in range(50):
-            new_value, new_post = inner_objective(
-                prior, labels, likelihood, tau + t * step[n:], nu + t * step[:n], anchor
-            )
+            new_value, new_post = inner_objective(prior, y, likelihood, tau + t * step[n:], nu + t * step[:n], anchor)
             if new_post is not None and new_value <= value - 1e-4 * t * decrement:
                 break
             t *= 0.5
@@ -209,7 +207,7 @@ class DoubleLoopRun:
 
 def double_loop(
     prior: DensePrior | ArrayLike,
-    labels: Array,
+    y: Array,
     likelihood: Likelihood,
     *,
     max_outer: int = 200,
@@ -247,7 +245,7 @@ def double_loop(
     if start is not None and not (np.all(start.marginal_var > 0.0) and np.all(start.cavities()[1] > 0.0)):
         start = None
     # the start, else the prior, else an EP iterate: the first whose moments the tilted family reaches
-    reached, r = reachable_start(prior, labels, likelihood, start)
+    reached, r = reachable_start(prior, y, likelihood, start)
     post = prior.posterior()
     if r.ok and reached is start:
         post = start
@@ -261,10 +259,10 @@ def double_loop(
         if not np.all(anchor[1] - warm.site_precision > 0.0):
             # the warm sites leave an r-cavity improper: lower those sites' precisions, else start flat
             tau = np.minimum(warm.site_precision, 0.5 * anchor[1])
-            _, warm = inner_objective(prior, labels, likelihood, tau, warm.site_mean_precision, anchor)
+            _, warm = inner_objective(prior, y, likelihood, tau, warm.site_mean_precision, anchor)
             warm = prior.posterior() if warm is None else warm
         try:
-            new, iterations, solved = solve_inner(prior, labels, likelihood, anchor, warm)
+            new, iterations, solved = solve_inner(prior, y, likelihood, anchor, warm)
         except ImproperPosteriorError:
             new, iterations, solved = warm, 0, False
         run.newton_iterations += iterations
@@ -272,7 +270,7 @@ def double_loop(
             if plain:
                 run.unsolved += 1
             return new, math.nan if plain else math.inf
-        return new, ec_free_energy(new, labels, likelihood, anchor)
+        return new, ec_free_energy(new, y, likelihood, anchor)
 
     monitor = ConvergenceMonitor(RunOptions(max_sweeps=max_outer, tol=tol, criterion=criterion), post)
     unsolved_in_a_row = 0
@@ -305,7 +303,7 @@ def double_loop(
             post, phi = step(anchor, post)
         run.trace.append(monitor.record(post))
         run.free_energy.append(phi)
-        run.residual.append(moment_residual(post, labels, likelihood, marginal_natural(post)))
+        run.residual.append(moment_residual(post, y, likelihood, marginal_natural(post)))
         run.post = post
         if callback is not None:
             callback(len(run.trace) - 1, post)
@@ -368,7 +366,7 @@ class DoubleLoopEP(InferenceMethod):
     def run(
         self,
         prior: Prior,
-        labels: Array,
+        y: Array,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,
@@ -381,7 +379,7 @@ class DoubleLoopEP(InferenceMethod):
             raise TypeError(f"DoubleLoopEP needs tilted cumulants, which {likelihood!r} does not provide")
         run = double_loop(
             prior,
-            labels,
+            y,
             likelihood,
             max_outer=options.max_sweeps,
             tol=options.tol,
@@ -394,5 +392,5 @@ class DoubleLoopEP(InferenceMethod):
         skipped = [0] * len(run.trace)  # the double loop skips no site
         relaxation = np.zeros(prior.n)
         return make_result(
-            self, run.post, labels, likelihood, status, run.trace, skipped, relaxation, n_inner=run.newton_iterations
+            self, run.post, y, likelihood, status, run.trace, skipped, relaxation, n_inner=run.newton_iterations
         )

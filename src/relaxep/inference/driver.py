@@ -1,4 +1,4 @@
-r"""``infer``: the one call that runs an inference method on a prior and labels."""
+r"""``infer``: the one call that runs an inference method on a prior and targets."""
 
 from __future__ import annotations
 
@@ -153,7 +153,7 @@ def infer(
     likelihood = NoisyStep(eps=0.1) if likelihood is None else likelihood
     if not isinstance(likelihood, Likelihood):
         raise TypeError(f"likelihood must be a relaxep Likelihood, got {likelihood!r}")
-    labels = likelihood.check_targets(y, prior.n, both_classes=require_both_classes)
+    y = likelihood.check_targets(y, prior.n, both_classes=require_both_classes)
     schedule = _old_schedule_options(schedule, block_size, parallel_step)
     method = as_method(rule, schedule, order, random_state, on_improper)
     if criterion not in CRITERIA:
@@ -169,7 +169,7 @@ def infer(
         check_positive_int(blas_threads, "blas_threads")
     limits = threadpool_limits(limits=blas_threads, user_api="blas") if blas_threads is not None else nullcontext()
     with limits:
-        return method.run(prior, labels, likelihood, options, init)
+        return method.run(prior, y, likelihood, options, init)
 
 
 def _old_schedule_options(

@@ -18,7 +18,7 @@ from relaxep.posterior import DensePosterior, Posterior
 __all__ = ["evidence_gradient", "likelihood_evidence_gradient", "log_evidence", "site_evidence_terms"]
 
 
-def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> float:
+def log_evidence(post: Posterior, likelihood: Likelihood, y: Array) -> float:
     r"""EP approximation to :math:`\log p(y)` at the posterior's sites.
 
     With each site written :math:`s_i \exp(-\tau_i f^2/2 + \nu_i f)` and :math:`s_i` chosen
@@ -37,13 +37,13 @@ def log_evidence(post: Posterior, likelihood: Likelihood, labels: Array) -> floa
     h, lam = post.cavities()
     if np.any(~(lam > 0.0)) or np.any(~np.isfinite(lam)):
         return float("nan")
-    per_site = site_evidence_terms(likelihood, labels, h, lam, post.site_precision, post.mean, post.marginal_var)
+    per_site = site_evidence_terms(likelihood, y, h, lam, post.site_precision, post.mean, post.marginal_var)
     return float(np.sum(per_site) + post.log_partition())
 
 
 def site_evidence_terms(
     likelihood: Likelihood,
-    labels: Array,
+    y: Array,
     cavity_mean: Array,
     cavity_var: Array,
     site_precision: Array,
@@ -58,7 +58,7 @@ def site_evidence_terms(
 
     Elementwise, so a block of sites (a Dask shard) sums its own share.
     """
-    log_zhat = likelihood.log_z(labels, cavity_mean, cavity_var).log_z
+    log_zhat = likelihood.log_z(y, cavity_mean, cavity_var).log_z
     return (
         log_zhat
         + 0.5 * np.log1p(cavity_var * site_precision)
@@ -81,7 +81,7 @@ def evidence_gradient(result: _DenseFit, kernel_gradient: Array) -> Array:
     return result.posterior.evidence_gradient(kernel_gradient)
 
 
-def likelihood_evidence_gradient(post: Posterior, likelihood: Likelihood, labels: Array) -> Array:
+def likelihood_evidence_gradient(post: Posterior, likelihood: Likelihood, y: Array) -> Array:
     r"""Gradient of the EP log evidence in the likelihood's hyperparameters (:attr:`Likelihood.theta
     <relaxep.likelihoods.Likelihood.theta>`), any representation.
 
@@ -98,4 +98,4 @@ def likelihood_evidence_gradient(post: Posterior, likelihood: Likelihood, labels
     if likelihood.n_dims == 0:
         return np.zeros(0)
     h, lam = post.cavities()
-    return np.sum(likelihood.dlog_z_dtheta(labels, h, lam), axis=0)
+    return np.sum(likelihood.dlog_z_dtheta(y, h, lam), axis=0)

@@ -44,24 +44,22 @@ def phi_cov(k1: Array, k2: Array, k3: Array, k4: Array) -> tuple[Array, Array, A
     return k2, -0.5 * (k3 + 2.0 * k1 * k2), 0.25 * (k4 + 2.0 * k2 * k2 + 4.0 * k1 * k3 + 4.0 * k1 * k1 * k2)
 
 
-def tilted_cumulants(
-    likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array
-) -> tuple[Array, Array, Array, Array]:
+def tilted_cumulants(likelihood: Likelihood, y: Array, r_h: Array, r_lam: Array) -> tuple[Array, Array, Array, Array]:
     """Cumulants of the tilted in ``f`` for r-cavities in natural parameters."""
     v = 1.0 / r_lam
-    return likelihood.tilted_cumulants(labels, r_h * v, v)
+    return likelihood.tilted_cumulants(y, r_h * v, v)
 
 
-def _log_zr(likelihood: Likelihood, labels: Array, r_h: Array, r_lam: Array) -> Array:
+def _log_zr(likelihood: Likelihood, y: Array, r_h: Array, r_lam: Array) -> Array:
     r""":math:`\log Z_r = \log Z(y, m, v) + \tfrac12\log(2\pi v) + h m/2`, :math:`v = 1/\Lambda`, :math:`m = h v`."""
     v = 1.0 / r_lam
     m = r_h * v
-    return likelihood.log_z(labels, m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
+    return likelihood.log_z(y, m, v).log_z + 0.5 * (_LOG_2PI + np.log(v)) + 0.5 * r_h * m
 
 
 def inner_objective(
     prior: Prior,
-    labels: Array,
+    y: Array,
     likelihood: Likelihood,
     site_precision: Array,
     site_mean_precision: Array,
@@ -87,12 +85,12 @@ def inner_objective(
         return math.inf, None
     if not np.all(post.marginal_var > 0.0):
         return math.inf, None
-    log_zr = _log_zr(likelihood, labels, s_h - site_mean_precision, r_lam)
+    log_zr = _log_zr(likelihood, y, s_h - site_mean_precision, r_lam)
     value = log_zq + float(np.sum(log_zr))
     return (value, post) if math.isfinite(value) else (math.inf, None)
 
 
-def moment_residual(post: Posterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+def moment_residual(post: Posterior, y: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
     r"""Largest mismatch between the posterior marginals and the tilted moments at the anchored r-cavities.
 
     :math:`\max_i \max(|E_r f_i - \mu_i| / \sqrt{A_{ii}},\ |\operatorname{Var}_r f_i - A_{ii}| / A_{ii})`,
@@ -103,12 +101,12 @@ def moment_residual(post: Posterior, labels: Array, likelihood: Likelihood, anch
     r_lam = s_lam - post.site_precision
     if not np.all(r_lam > 0.0):
         return math.inf
-    k1, k2, _, _ = tilted_cumulants(likelihood, labels, s_h - post.site_mean_precision, r_lam)
+    k1, k2, _, _ = tilted_cumulants(likelihood, y, s_h - post.site_mean_precision, r_lam)
     a = post.marginal_var
     return float(np.max(np.maximum(np.abs(k1 - post.mean) / np.sqrt(a), np.abs(k2 - a) / a)))
 
 
-def ec_free_energy(post: Posterior, labels: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
+def ec_free_energy(post: Posterior, y: Array, likelihood: Likelihood, anchor: tuple[Array, Array]) -> float:
     r"""The free energy :math:`\Phi` at the posterior's moments, with the inner problem's r-cavities.
 
     .. math::
@@ -125,7 +123,7 @@ def ec_free_energy(post: Posterior, labels: Array, likelihood: Likelihood, ancho
     marg_h, marg_lam = m / a, 1.0 / a
     coupling = (s_h - marg_h) * m - 0.5 * (s_lam - marg_lam) * (a + m * m)
     log_zq = post.log_partition()
-    log_zr = _log_zr(likelihood, labels, s_h - post.site_mean_precision, s_lam - post.site_precision)
+    log_zr = _log_zr(likelihood, y, s_h - post.site_mean_precision, s_lam - post.site_precision)
     log_zs = 0.5 * marg_h * m + 0.5 * (_LOG_2PI - np.log(marg_lam))
     return float(np.sum(coupling) - log_zq - np.sum(log_zr) + np.sum(log_zs))
 
@@ -152,10 +150,10 @@ class RCavities:
     ok: bool
 
 
-def _log_zr_natural(likelihood: Likelihood, labels: Array, h: Array, c: Array) -> Array:
+def _log_zr_natural(likelihood: Likelihood, y: Array, h: Array, c: Array) -> Array:
     var = 1.0 / c
     mean = h * var
-    return likelihood.log_z(labels, mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
+    return likelihood.log_z(y, mean, var).log_z + 0.5 * h * mean + 0.5 * (_LOG_2PI + np.log(var))
 
 
 _COLLAPSED = 1e-14  # r-cavity precision over target precision below which a site is out of reach
@@ -163,7 +161,7 @@ _COLLAPSED = 1e-14  # r-cavity precision over target precision below which a sit
 
 def r_cavities(
     likelihood: Likelihood,
-    labels: Array,
+    y: Array,
     target_mean: Array,
     target_var: Array,
     start: RCavities | None = None,
@@ -185,14 +183,14 @@ def r_cavities(
         h = m * c
     else:
         h, c = start.precision_mean.copy(), start.precision.copy()
-    d = _log_zr_natural(likelihood, labels, h, c) - h * m + 0.5 * c * (v + m * m)
+    d = _log_zr_natural(likelihood, y, h, c) - h * m + 0.5 * c * (v + m * m)
     active = np.flatnonzero(np.isfinite(d))
     failed = np.zeros(m.shape, bool)
     failed[~np.isfinite(d)] = True
     for _ in range(max_iter):
         var = 1.0 / c[active]
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-            k1, k2, k3, k4 = likelihood.tilted_cumulants(labels[active], h[active] * var, var)
+            k1, k2, k3, k4 = likelihood.tilted_cumulants(y[active], h[active] * var, var)
             ma, va = m[active], v[active]
             g1 = k1 - ma
             g2 = 0.5 * (va + ma * ma - k2 - k1 * k1)
@@ -207,7 +205,7 @@ def r_cavities(
         slope = g1 * dh + g2 * dc
         d0 = d[active]
         bad = np.ones(active.shape, bool)
-        y_active = labels[active]
+        y_active = y[active]
         for _ in range(40):
             h_new, c_new = h[active] + t * dh, c[active] + t * dc
             with np.errstate(invalid="ignore", over="ignore", divide="ignore"):

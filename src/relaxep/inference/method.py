@@ -1,6 +1,6 @@
 r"""The inference-method interface, the options every method shares and the convergence monitor.
 
-An inference method takes a prior (a :class:`~relaxep.posterior.Prior`), labels and a
+An inference method takes a prior (a :class:`~relaxep.posterior.Prior`), targets and a
 likelihood and returns an :class:`~relaxep.inference.InferenceResult`.  Site updates by a
 rule and a schedule (:class:`~relaxep.inference.SiteUpdates`), double-loop EP and the
 automatic cascade are methods; a new algorithm is one more.
@@ -140,7 +140,7 @@ class ConvergenceMonitor:
 
 
 class InferenceMethod(ParamsMixin, ABC):
-    """An algorithm that turns a prior, labels and a likelihood into a Gaussian posterior."""
+    """An algorithm that turns a prior, targets and a likelihood into a Gaussian posterior."""
 
     #: each step lowers a free energy, so running out of sweeps means slow, not stuck: a cascade
     #: does not hand such a run to a later (slower) stage of the same kind
@@ -150,7 +150,7 @@ class InferenceMethod(ParamsMixin, ABC):
     def run(
         self,
         prior: Prior,
-        labels: Array,
+        y: Array,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,

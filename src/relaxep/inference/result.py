@@ -48,7 +48,7 @@ class RunsInference(Protocol):
     import the methods)."""
 
     def run(
-        self, prior: Prior, labels: Array, likelihood: Likelihood, options: Any, init: InferenceResult | None = None
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: Any, init: InferenceResult | None = None
     ) -> InferenceResult: ...
 
 
@@ -192,7 +192,7 @@ def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | No
 def make_result(
     method: RunsInference,
     post: Posterior,
-    labels: Array,
+    y: Array,
     likelihood: Likelihood,
     status: Status,
     trace: list[float],
@@ -212,7 +212,7 @@ def make_result(
         n_sweeps=len(trace),
         n_skipped=int(sum(skipped)),
         trace=np.asarray(trace),
-        log_evidence=log_evidence(post, likelihood, labels) if status == "converged" else float("nan"),
+        log_evidence=log_evidence(post, likelihood, y) if status == "converged" else float("nan"),
         likelihood=likelihood,
         method=method,
         skipped_per_sweep=np.asarray(skipped, dtype=int),

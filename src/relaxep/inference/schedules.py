@@ -48,26 +48,24 @@ class SiteUpdater:
     (:meth:`propose_all`); records each site's relaxation ``b`` in ``proposed_relaxation``.
     """
 
-    def __init__(self, rule: SiteRule, likelihood: Likelihood, labels: Array) -> None:
+    def __init__(self, rule: SiteRule, likelihood: Likelihood, y: Array) -> None:
         self.rule = rule
         self.likelihood = likelihood
-        self.labels = labels
+        self.y = y
         self.fraction = float(rule.cavity_fraction)
-        self.proposed_relaxation = np.zeros(labels.shape[0])
+        self.proposed_relaxation = np.zeros(y.shape[0])
 
     def __call__(
         self, i: int, cavity_mean: float, cavity_var: float, tau: float, nu: float, marginal_var: float
     ) -> tuple[float, float]:
-        prop = propose_sites(self.rule, self.likelihood, self.labels[i], cavity_mean, cavity_var, tau, nu, marginal_var)
+        prop = propose_sites(self.rule, self.likelihood, self.y[i], cavity_mean, cavity_var, tau, nu, marginal_var)
         self.proposed_relaxation[i] = float(prop.relaxation)
         return float(prop.precision), float(prop.mean_precision)
 
     def propose_all(
         self, index: Array, cavity_mean: Array, cavity_var: Array, tau: Array, nu: Array, marginal_var: Array
     ) -> SiteProposal:
-        prop = propose_sites(
-            self.rule, self.likelihood, self.labels[index], cavity_mean, cavity_var, tau, nu, marginal_var
-        )
+        prop = propose_sites(self.rule, self.likelihood, self.y[index], cavity_mean, cavity_var, tau, nu, marginal_var)
         self.proposed_relaxation[index] = prop.relaxation
         return prop
 
@@ -151,7 +149,7 @@ def parallel_proposals(
 
     Every site with a proper cavity (:func:`~relaxep.posterior.base.cavity` at the rule's
     fraction) gets the rule's proposal; improper cavities and non-finite proposals are left
-    out and listed.  ``updater`` holds the block's labels (``updater.labels[i]`` is site
+    out and listed.  ``updater`` holds the block's targets (``updater.y[i]`` is site
     ``i``'s).  :class:`Parallel` calls it on all sites, :mod:`relaxep.inference.sharded` on each shard.
     """
     cav_mean, cav_var = cavity(mean, marginal_var, tau, nu, updater.fraction)

@@ -112,7 +112,7 @@ class SiteUpdates(InferenceMethod):
     def run(
         self,
         prior: Prior,
-        labels: Array,
+        y: Array,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,
@@ -123,7 +123,7 @@ class SiteUpdates(InferenceMethod):
         relaxation = init.relaxation.copy() if post is not None else np.zeros(n)
         post = prior.posterior() if post is None else post
         schedule = as_schedule(self.schedule).start()
-        updater = SiteUpdater(self.site_rule, likelihood, labels)
+        updater = SiteUpdater(self.site_rule, likelihood, y)
         monitor = ConvergenceMonitor(options, post)
         skipped: list[int] = []
         steps: list[float] = []
@@ -180,7 +180,7 @@ class SiteUpdates(InferenceMethod):
             if monitor.stalled():
                 status = "abandoned"
                 break
-        return make_result(self, post, labels, likelihood, status, monitor.trace, skipped, relaxation, steps)
+        return make_result(self, post, y, likelihood, status, monitor.trace, skipped, relaxation, steps)
 
 
 _DEFAULT_SWEEPS = SweepOptions().as_kwargs()

@@ -54,7 +54,7 @@ START_SWEEPS = 8
 
 def reachable_start(
     prior: Prior,
-    labels: Array,
+    y: Array,
     likelihood: Likelihood,
     start: Posterior | None,
     max_sweeps: int = START_SWEEPS,
@@ -67,23 +67,23 @@ def reachable_start(
     diverged at once, say), the prior and its r-cavities, not ``ok``.
     """
     if start is not None:
-        r = _r_cavities(likelihood, labels, start)
+        r = _r_cavities(likelihood, y, start)
         if r.ok:
             return start, r
     first = prior.posterior(marginals_only=True)
-    r_first = _r_cavities(likelihood, labels, first)
+    r_first = _r_cavities(likelihood, y, first)
     phi_first = _free_energy(first, r_first)
     # each iterate scored where EP holds it (its posterior is current then): one factorisation, of the best
     best: dict = {"phi": phi_first}
 
     def score(_: int, post: Posterior) -> None:
-        r = _r_cavities(likelihood, labels, post)
+        r = _r_cavities(likelihood, y, post)
         phi = _free_energy(post, r)
         if phi < best["phi"]:
             best.update(phi=phi, sites=(post.site_precision.copy(), post.site_mean_precision.copy()), r=r)
 
     ep = SiteUpdates(EP(), schedule=Parallel())
-    ep.run(prior, labels, likelihood, RunOptions(max_sweeps=max_sweeps, callback=score))
+    ep.run(prior, y, likelihood, RunOptions(max_sweeps=max_sweeps, callback=score))
     if "sites" not in best:
         return first, r_first
     return prior.posterior(*best["sites"], marginals_only=True), best["r"]
@@ -98,7 +98,7 @@ def _free_energy(post: Posterior, r: RCavities) -> float:
     return value if np.isfinite(value) else np.inf
 
 
-def _r_cavities(likelihood: Likelihood, labels: Array, post: Posterior) -> RCavities:
+def _r_cavities(likelihood: Likelihood, y: Array, post: Posterior) -> RCavities:
     """The r-cavities of ``post``'s marginals, Newton started from its own cavities where they are proper
     (at an EP fixed point they are the answer) and from the marginals elsewhere."""
     mean, var = post.mean, post.marginal_var
@@ -107,4 +107,4 @@ def _r_cavities(likelihood: Likelihood, labels: Array, post: Posterior) -> RCavi
     c = np.where(proper, 1.0 / np.where(proper, cav_var, 1.0), 1.0 / var)
     h = np.where(proper, cav_mean * c, mean / var)
     guess = RCavities(h, c, np.zeros_like(c), ok=False)
-    return r_cavities(likelihood, labels, mean, var, guess)
+    return r_cavities(likelihood, y, mean, var, guess)

@@ -121,13 +121,13 @@ def check_damping(damping: float) -> float:
 def propose_sites(
     rule: SiteRule,
     likelihood: Likelihood,
-    labels: Array,
+    y: Array,
     cavity_mean: Array,
     cavity_var: Array,
     site_precision: Array,
     site_mean_precision: Array,
     marginal_var: Array,
 ) -> SiteProposal:
-    r"""``rule``'s new sites (floats or arrays over sites) for targets ``labels`` at these cavities."""
+    r"""``rule``'s new sites (floats or arrays over sites) for targets ``y`` at these cavities."""
     site = Site(site_precision, site_mean_precision, marginal_var)
-    return rule.update(likelihood, labels, Cavity(cavity_mean, cavity_var), site)
+    return rule.update(likelihood, y, Cavity(cavity_mean, cavity_var), site)
