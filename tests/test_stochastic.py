@@ -158,7 +158,7 @@ def test_auto_learns_stochastically_from_the_measured_size(monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr("relaxep.estimators._models.learn_stochastic", spy)
-    monkeypatch.setattr("relaxep.estimators._stochastic.STOCHASTIC_FROM", 400)
+    monkeypatch.setattr("relaxep.estimators._plan.STOCHASTIC_FROM", 400)
     base = dict(kernel=C(1.0) * RBF(1.0), likelihood=Probit(), inducing_points=10, optimizer_maxiter=30, random_state=0)
     GPClassifier(**base).fit(X, y)
     assert used == [True]

@@ -23,6 +23,7 @@ scalar or one value per sample) and :math:`\sigma^2` the noise of a
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -32,7 +33,8 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
-from relaxep.estimators._search import _EvidenceSearch, warn_at_bounds
+from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["ExactFit", "_ExactModel"]
@@ -80,12 +82,10 @@ class _ExactModel:
     def _noise(self, likelihood: Likelihood | None) -> Any:
         return self.alpha if likelihood is None else self.alpha + float(likelihood.noise)  # type: ignore[attr-defined]
 
-    def _split(self, x: Array) -> tuple[Kernel, Likelihood | None]:
-        k = self.kernel_.theta.size
-        likelihood = self.likelihood
-        if likelihood is not None and likelihood.n_dims:
-            likelihood = likelihood.clone_with_theta(x[k:])
-        return self.kernel_.clone_with_theta(x[:k]), likelihood
+    @property
+    def hyper(self) -> HyperVector:
+        """The search's vector: the kernel's log-hyperparameters, then the Gaussian's log-noise."""
+        return HyperVector(self.kernel_, self.likelihood)
 
     def factor(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool = False) -> tuple[Array, Any]:
         """The lower Cholesky factor of :math:`K + \\text{noise}` (and :math:`\\partial K/\\partial\\theta`)."""
@@ -98,7 +98,7 @@ class _ExactModel:
 
     def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array) -> tuple[float, Any]:
         """The log marginal likelihood (and its gradient) at the optimiser's vector ``x`` (kernel, then noise)."""
-        kernel, likelihood = self._split(x)
+        kernel, likelihood, _ = self.hyper.split(x)
         try:
             L, dK = self.factor(kernel, X, self._noise(likelihood), eval_gradient)
         except (linalg.LinAlgError, ValueError):
@@ -117,20 +117,16 @@ class _ExactModel:
             grad = np.append(grad, 0.5 * float(likelihood.noise) * np.trace(inner))  # type: ignore[attr-defined]
         return lml, grad
 
-    def fit(self, X: Any, y: Array, rng: np.random.RandomState | None) -> None:
+    def fit(self, X: Any, y: Array, rng: np.random.RandomState | None) -> FitReport:
         """Learn (``rng`` given) the hyperparameters, then factor :math:`K + \\Sigma` at them."""
+        bounds: tuple[str, ...] = ()
         if rng is not None:
-            theta = np.concatenate([self.kernel_.theta, self._lik_theta])
-            lik_bounds = np.zeros((0, 2)) if self.likelihood is None else self.likelihood.bounds
-            best = self.search.maximise(
-                lambda x, g: self.evidence(x, g, X, y), theta, np.vstack([self.kernel_.bounds, lik_bounds]), rng
-            )
+            hyper = self.hyper
+            best = self.search.maximise(partial(self.evidence, X=X, y=y), hyper, rng)
             if best is not None:
-                kernel, self.likelihood = self._split(best)
+                kernel, self.likelihood, _ = hyper.split(best)
                 self.kernel_.theta = kernel.theta
-            warn_at_bounds(self.kernel_, stacklevel=5)  # the user's call of GPRegressor.fit
-            if self.likelihood is not None:
-                warn_at_bounds(self.likelihood, stacklevel=5)
+            bounds = at_bounds(self.kernel_) + (() if self.likelihood is None else at_bounds(self.likelihood))
         try:
             self.L_, _ = self.factor(self.kernel_, X, self._noise(self.likelihood))
         except linalg.LinAlgError as exc:
@@ -140,6 +136,7 @@ class _ExactModel:
         self.X, self.y = X, y
         Y = y.reshape(y.shape[0], -1)
         self.result_ = ExactFit(_log_ml(self.L_, Y, self.alpha_.reshape(Y.shape)))
+        return FitReport("converged", at_bounds=bounds)
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         """The log marginal likelihood at the kernel's ``theta`` (the noise as fitted), or at both."""

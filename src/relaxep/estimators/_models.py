@@ -14,6 +14,7 @@ estimator validates its parameters, picks one model and delegates to it (as scik
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
@@ -26,18 +27,13 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, flat, initial_inducing_points
-from relaxep.estimators._search import _EvidenceSearch, scored, warn_at_bounds, warn_unconverged
-from relaxep.estimators._stochastic import (
-    SiteStart,
-    StochasticOptions,
-    learn_stochastic,
-    local_batches,
-    row_sites,
-    stochastic_search,
-)
+from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._plan import SparseFit
+from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, scored
+from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, local_batches, row_sites
 from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
+from relaxep.inference.warm import Sites, WarmStarts
 from relaxep.likelihoods import Likelihood
 from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_multiclass
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
@@ -45,7 +41,15 @@ from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
 from relaxep.posterior.prior import kernel_matrix
 from relaxep.posterior.sparse_gradient import as_sparse_kernel, sparse_evidence_gradient
 
-__all__ = ["_DensePriors", "_JointModel", "_LatentModel", "_OneVsRest", "_SparsePriors", "fit_sparse_model"]
+__all__ = [
+    "_BinaryModel",
+    "_DensePriors",
+    "_JointModel",
+    "_LatentModel",
+    "_OneVsRest",
+    "_SparsePriors",
+    "fit_sparse_model",
+]
 
 
 # ------------------------------------------------------------------ prior factories
@@ -93,9 +97,10 @@ class _LatentModel:
 
     The search learns the kernel's hyperparameters, the likelihood's (:attr:`Likelihood.theta
     <relaxep.likelihoods.Likelihood.theta>`: a Student-t's scale, say) and, for sparse priors
-    where ``learn_z``, the inducing inputs ``Z``: the optimiser's vector is the kernel's ``theta``,
-    then the likelihood's, then ``Z`` row by row.  ``kernel`` is the estimator's ``kernel_`` itself
-    (the search sets its ``theta``); the learned likelihood is :attr:`likelihood`.
+    where ``learn_z``, the inducing inputs ``Z`` (one :class:`~relaxep.estimators._hyper.HyperVector`).
+    ``kernel`` is the estimator's ``kernel_`` itself (the search sets its ``theta``); the learned
+    likelihood is :attr:`likelihood`.  Each run starts from the last converged sites
+    (:class:`~relaxep.inference.warm.WarmStarts`, ``warm_start``).
     """
 
     def __init__(
@@ -113,115 +118,92 @@ class _LatentModel:
         learn_z: bool = False,
         search_rule: Any = None,
         search_stall_window: int | None = None,
+        warm_start: bool = True,
     ) -> None:
         self.priors, self.kernel_, self.likelihood, self.rule, self.search = priors, kernel, likelihood, rule, search
         self.search_rule = rule if search_rule is None else search_rule
         self.search_stall_window = search_stall_window
         self.schedule, self.max_sweeps, self.tol = schedule, max_sweeps, tol
         self.Z, self.learn_z = Z, bool(learn_z)
+        self.warm = WarmStarts(warm_start)
 
-    def _run(self, prior: Prior, y: Array, likelihood: Likelihood | None = None, searching: bool = False) -> Any:
-        """A run of inference (``searching``: an evidence evaluation of the search, by ``search_rule``, which gives
-        up on a run that stalls for ``search_stall_window`` sweeps: a region the optimiser must leave)."""
+    def _run(self, prior: Prior, y: Array, likelihood: Likelihood, searching: bool = False) -> InferenceResult:
+        """A run of inference from the warm start (``searching``: an evidence evaluation of the search, by
+        ``search_rule``, which gives up on a run that stalls for ``search_stall_window`` sweeps: a region the
+        optimiser must leave)."""
         rule = self.search_rule if searching else self.rule
         # an inference method carries its own schedule (infer refuses one beside it)
-        schedule = {} if isinstance(rule, InferenceMethod) else {"schedule": self.schedule}
+        options = {} if isinstance(rule, InferenceMethod) else {"schedule": self.schedule}
         if searching and self.search_stall_window is not None:
-            schedule["stall_window"] = self.search_stall_window
-        likelihood = self.likelihood if likelihood is None else likelihood
+            options["stall_window"] = self.search_stall_window
+        return self.warm.run(infer, prior, y, likelihood, rule, max_sweeps=self.max_sweeps, tol=self.tol, **options)
 
-        def run(init: InferenceResult | None) -> InferenceResult:
-            options = dict(max_sweeps=self.max_sweeps, tol=self.tol, init=init, **schedule)
-            return infer(prior, y, likelihood, rule, **options)
-
-        return self.search.run(run)
-
-    @property
-    def theta(self) -> Array:
-        """The kernel's and the likelihood's hyperparameters, in the optimiser's order."""
-        return np.concatenate([self.kernel_.theta, self.likelihood.theta])
-
-    @property
-    def bounds(self) -> Array:
-        # (a kernel whose hyperparameters are all fixed has bounds of shape (0,), not (0, 2))
-        return np.vstack([np.reshape(self.kernel_.bounds, (-1, 2)), np.reshape(self.likelihood.bounds, (-1, 2))])
-
-    def _split(self, x: Array, learn_z: bool) -> tuple[Kernel, Likelihood, Array | None]:
-        """The optimiser's vector as (kernel, likelihood, ``Z`` or ``None`` where not learned)."""
-        k, n_theta = self.kernel_.theta.size, self.theta.size
-        likelihood = self.likelihood.clone_with_theta(x[k:n_theta]) if n_theta > k else self.likelihood
-        Z = x[n_theta:].reshape(self.Z.shape) if learn_z else None
-        return self.kernel_.clone_with_theta(x[:k]), likelihood, Z
-
-    def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array, learn_z: bool) -> tuple[float, Any]:
+    def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array, hyper: HyperVector) -> tuple[float, Any]:
         """EP evidence (and gradient in the hyperparameters and, if learned, ``Z``) at the optimiser's ``x``."""
-        kernel, likelihood, Z = self._split(x, learn_z)
-        Z = self.Z if Z is None else Z
+        kernel, likelihood, Z = hyper.split(x)
         try:
-            prior = self.priors.build(kernel, X, Z, eval_gradient)
+            prior = self.priors.build(kernel, X, self.Z if Z is None else Z, eval_gradient)
         except self.priors.refused:
             return -np.inf, (np.zeros_like(x) if eval_gradient else None)
         result = self._run(prior, y, likelihood, searching=True)
+        if not eval_gradient:
+            return scored(result.status, result.log_evidence, None, x)
 
         def gradient() -> Array:
             g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)
             g_lik = likelihood_evidence_gradient(result.posterior, likelihood, y)
-            return flat(np.concatenate([g_theta, g_lik]), g_z if learn_z else None)
+            return hyper.pack(np.concatenate([g_theta, g_lik]), g_z)
 
-        return scored(result.status, result.log_evidence, gradient if eval_gradient else None, x)
+        return scored(result.status, result.log_evidence, gradient, x)
 
     def learn(self, X: Any, y: Array, rng: np.random.RandomState) -> None:
         """Learn the hyperparameters (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""
-        learn_z = self.learn_z
-        best = self.search.maximise(
-            lambda x, g: self.evidence(x, g, X, y, learn_z),
-            self.theta,
-            self.bounds,
-            rng,
-            pack=lambda theta0: flat(theta0, self.Z if learn_z else None),
-            n_extra=self.Z.size if learn_z else 0,
-        )
+        hyper = HyperVector(self.kernel_, self.likelihood, self.Z if self.learn_z else None)
+        best = self.search.maximise(partial(self.evidence, X=X, y=y, hyper=hyper), hyper, rng)
         if best is not None:
-            kernel, self.likelihood, Z = self._split(best, learn_z)
+            kernel, self.likelihood, Z = hyper.split(best)
             self.kernel_.theta = kernel.theta
             if Z is not None:
                 self.Z = np.array(Z)
-        if self.priors.warns_at_bounds:
-            warn_at_bounds(self.kernel_, stacklevel=6)  # the user's call of fit
-            warn_at_bounds(self.likelihood, stacklevel=6)
 
-    def fit(self, X: Any, y: Array, rng: Callable[[], np.random.RandomState] | None, subset: int | None = None) -> None:
+    def fit(
+        self, X: Any, y: Array, rng: np.random.RandomState | None = None, subset: int | None = None,
+        start: Sites | None = None,
+    ) -> FitReport:  # fmt: skip
         """Learn (``rng`` given: the search's random state) on all of ``(X, y)`` or on ``subset`` random rows,
-        then run inference on all of them."""
+        then run inference on all of them, from ``start`` where given (a stochastic search's sites)."""
         if rng is not None:
-            generator = rng()
             n = y.shape[0]
             if subset is not None and subset < n:
-                idx = np.sort(generator.choice(n, int(subset), replace=False))
-                self.learn(X[idx], y[idx], generator)
-                self.search.warm = None  # its sites belong to the subset
+                idx = np.sort(rng.choice(n, int(subset), replace=False))
+                self.learn(X[idx], y[idx], rng)
+                self.warm.reset()  # its sites belong to the subset
             else:
-                self.learn(X, y, generator)
+                self.learn(X, y, rng)
+        if start is not None:
+            self.warm.reset(start)
         self.X, self.y = X, y
         self.prior_ = self.priors.build(self.kernel_, X, self.Z, False)
-        result = self._run(self.prior_, y)
+        result = self._run(self.prior_, y, self.likelihood)
         if result.status == "diverged":
             raise DivergenceError(
                 f"{self.rule!r} diverged after {result.n_sweeps} sweeps with {self.likelihood!r}. "
                 "Try damping (e.g. EP(damping=0.5)), a larger jitter / latent noise (WhiteKernel), "
                 "or RelaxedEP with a smaller c."
             )
-        if result.status != "converged":
-            warn_unconverged(result.status, result.n_sweeps, result.trace, result.n_skipped, stacklevel=5)
         self.result_ = result
+        learned = rng is not None and self.priors.warns_at_bounds
+        bounds = at_bounds(self.kernel_) + at_bounds(self.likelihood) if learned else ()
+        return FitReport(result.status, result.n_sweeps, result.trace, result.n_skipped, bounds)
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         """The evidence at ``theta``: the kernel's hyperparameters (the likelihood's as fitted), or both."""
-        k = self.kernel_.theta.size
-        x = theta if theta.size > k else np.concatenate([theta, self.likelihood.theta])
+        hyper = HyperVector(self.kernel_, self.likelihood)
+        x = theta if theta.size > hyper.n_kernel else hyper.pack(np.concatenate([theta, self.likelihood.theta]))
         if not clone_kernel:
-            self.kernel_.theta = theta[:k]
-        lml, grad = self.search.evaluate_at(lambda x, g: self.evidence(x, g, self.X, self.y, False), x, eval_gradient)
+            self.kernel_.theta = theta[: hyper.n_kernel]
+        with self.warm.held():
+            lml, grad = self.evidence(x, eval_gradient, self.X, self.y, hyper)
         lml = np.float64(lml)  # a NumPy scalar, as scikit-learn's (compares in float64 with float32 operands)
         return (lml, grad[: theta.size]) if eval_gradient else lml
 
@@ -233,9 +215,14 @@ class _LatentModel:
         cross_kernel, _ = self.prior_.cross_covariance(X)
         return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(X))
 
+
+class _BinaryModel(_LatentModel):
+    """:class:`_LatentModel` of a binary classifier: the likelihood's predictive log-odds and probabilities."""
+
     def decision_function(self, X: Any) -> Array:
-        """Log-odds of ``classes_[1]`` (the likelihood's ``predict_log_odds`` at the latent predictive)."""
-        return self.prior_.predict_at(self.result_.predict_log_odds, X)
+        """Log-odds of ``classes_[1]``: the likelihood's ``predict_log_odds`` at the latent predictive."""
+        mean, var = self.predict_latent(X)
+        return self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))  # type: ignore[attr-defined]
 
     def predict_log_proba(self, X: Any) -> Array:
         d = self.decision_function(X)
@@ -249,49 +236,41 @@ class _LatentModel:
 
 
 def fit_sparse_model(
-    estimator: Any,
+    plan: SparseFit,
+    model: type[_LatentModel],
+    kernel: Kernel,
     likelihood: Likelihood,
     rule: Any,
     search: _EvidenceSearch,
     X: Any,
     y: Array,
     latent_noise: float,
-    learn_theta: bool,
     **options: Any,
-) -> _LatentModel:
-    """The FITC model of a classifier or regressor (``estimator``'s ``inducing_points``, ``inducing_init``,
-    ``learn_inducing_points``, ``optimizer``, ``optimizer_subset``, ``random_state``), fitted: ``Z`` placed,
-    then learned with the hyperparameters (``learn_theta``) where the optimiser is on."""
-    spec = check_inducing_points(estimator.inducing_points, X.shape[1])
-    check_sparse_options(estimator.learn_inducing_points, estimator.optimizer_subset)
-    # a private generator: random_state=None must not draw from numpy's global one
-    state = estimator.random_state
-    rng = np.random.RandomState() if state is None else check_random_state(state)
-    Z = initial_inducing_points(X, spec, estimator.inducing_init, rng)
-    learn_z = bool(estimator.learn_inducing_points) and estimator.optimizer is not None
-    model = _LatentModel(
-        _SparsePriors(latent_noise), estimator.kernel_, likelihood, rule, search, Z=Z, learn_z=learn_z, **options
-    )
-    learn = learn_theta or learn_z
-    if learn:
-        as_sparse_kernel(estimator.kernel_, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
-    if learn and stochastic_search(estimator, y.shape[0]):
-        options = StochasticOptions.for_steps(estimator.optimizer_maxiter)
-        batches = local_batches(X, y, options.batch_size, rng)
-        scale = np.std(X, axis=0)
-        learned = learn_stochastic(
-            model.kernel_, likelihood, Z, y.shape[0], scale, latent_noise, learn_theta, learn_z, batches, options,
-            search.report_step,
-        )  # fmt: skip
-        model.kernel_.theta = learned.kernel.theta
-        model.likelihood, model.Z = learned.likelihood, learned.Z
-        search.warm = SiteStart(*row_sites(learned, X, y, latent_noise))  # the final EP starts at the tied site
-        learn = False
-    model.fit(X, y, (lambda: rng) if learn else None, estimator.optimizer_subset)
-    return model
+) -> tuple[_LatentModel, FitReport]:
+    """The FITC ``model`` of a classifier or regressor as ``plan`` says, fitted: from ``plan.Z``, with the
+    hyperparameters (and ``Z``) learned by L-BFGS-B, a callable or the stochastic search."""
+    fitted = model(_SparsePriors(latent_noise), kernel, likelihood, rule, search, Z=plan.Z, learn_z=plan.learn_z,
+                   **options)  # fmt: skip
+    if plan.learns:
+        as_sparse_kernel(kernel, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+    if not plan.stochastic:
+        return fitted, fitted.fit(X, y, plan.rng if plan.learns else None, plan.subset)
+    steps = StochasticOptions.for_steps(plan.maxiter)
+    batches = local_batches(X, y, steps.batch_size, plan.rng)
+    learned = learn_stochastic(
+        kernel, likelihood, plan.Z, y.shape[0], np.std(X, axis=0), latent_noise, plan.learn_theta, plan.learn_z,
+        batches, steps, search.report_step,
+    )  # fmt: skip
+    fitted.kernel_.theta = learned.kernel.theta
+    fitted.likelihood, fitted.Z = learned.likelihood, learned.Z
+    return fitted, fitted.fit(X, y, start=Sites(*row_sites(learned, X, y, latent_noise)))
 
 
 # ------------------------------------------------------------------ joint multi-class
+def _itself(result: MulticlassResult) -> MulticlassResult:
+    return result  # (infer_multiclass starts from a result's sites)
+
+
 class _JointModel:
     """One model of ``C`` latent functions with a shared kernel (:func:`relaxep.multiclass.infer_multiclass`).
 
@@ -315,28 +294,28 @@ class _JointModel:
         noise: float,
         max_sweeps: int = 200,
         tol: float = 1e-4,
+        warm_start: bool = True,
     ) -> None:
         self.kernel_, self.likelihood, self.n_classes, self.search = kernel, likelihood, n_classes, search
         self.noise, self.max_sweeps, self.tol = float(noise), max_sweeps, tol
+        self.warm = WarmStarts(warm_start, keep=_itself)
 
     def _run(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
+        """A run of nested EP from the warm start (reports a status, never warns)."""
         tol = self.tol if tol is None else tol
-
-        def run(init: MulticlassResult | None) -> MulticlassResult:  # (reports a status, never warns)
-            return infer_multiclass(
-                K, y, self.likelihood, n_classes=self.n_classes, max_sweeps=self.max_sweeps, tol=tol, init=init
-            )
-
-        # sites from the search's subset do not fit the whole training set
-        return self.search.run(run, lambda init: init.sites is None or init.sites[0].shape[0] == y.size)
+        n_classes, max_sweeps = self.n_classes, self.max_sweeps
+        return self.warm.run(
+            infer_multiclass, K, y, self.likelihood, n_classes=n_classes, max_sweeps=max_sweeps, tol=tol
+        )
 
     def evidence(self, theta: Array, eval_gradient: bool, X: Any, y: NDArray, tol: float | None = None) -> Any:
         K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), X, self.noise, eval_gradient)
         result = self._run(K, y, tol)
-        gradient = (lambda: multiclass_evidence_gradient(result, dK)) if eval_gradient else None
+        gradient = partial(multiclass_evidence_gradient, result, dK) if eval_gradient else None
         return scored(result.status, result.log_evidence, gradient, theta)
 
-    def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> None:
+    def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> FitReport:
+        bounds: tuple[str, ...] = ()
         if learn:
             Xo, yo = X, y
             if subset is not None and int(subset) < y.size:
@@ -344,16 +323,14 @@ class _JointModel:
                 seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
                 Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
             search_tol = max(float(self.tol), 1e-2)
-            best = self.search.maximise(
-                lambda theta, g: self.evidence(theta, g, Xo, yo, search_tol),
-                self.kernel_.theta,
-                self.kernel_.bounds,
-                check_random_state(random_state),
-                options=self.OPTIONS,
-            )
+            evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
+            hyper = HyperVector(self.kernel_)
+            best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
             if best is not None:
                 self.kernel_.theta = best
-            warn_at_bounds(self.kernel_, stacklevel=5)  # the user's call of GPClassifier.fit
+            if yo.size != y.size:
+                self.warm.reset()  # its sites belong to the subset
+            bounds = at_bounds(self.kernel_)
         self.X, self.y = X, y
         self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
         result = self._run(self.prior_.kernel, y)
@@ -361,19 +338,15 @@ class _JointModel:
             raise DivergenceError(
                 f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {self.likelihood!r}"
             )
-        if result.status != "converged":
-            warn_unconverged(result.status, result.n_sweeps, result.trace, stacklevel=5)
         self.result_ = result
+        return FitReport(result.status, result.n_sweeps, result.trace, None, bounds)
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         if not clone_kernel:
             self.kernel_.theta = theta
-        saved = self.search.warm
-        try:  # the value as infer_multiclass reports it (not scored: a nan stays nan)
+        with self.warm.held():  # the value as infer_multiclass reports it (not scored: a nan stays nan)
             K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), self.X, self.noise, eval_gradient)
             result = self._run(K, self.y)
-        finally:
-            self.search.warm = saved
         lml = np.float64(result.log_evidence)
         return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml
 

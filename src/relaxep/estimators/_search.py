@@ -1,14 +1,14 @@
 r"""The search for the hyperparameters that maximise the EP evidence, written once for every model.
 
 :class:`_EvidenceSearch` holds the policies the estimators share: the optimiser and its restarts
-(scikit-learn's ``optimizer(obj_func, theta0, bounds)`` convention, L-BFGS-B by default), the
-warm start of each inference run from the last converged one with a cold retry where the warm
-start diverges, and the rule that a run that diverged or whose evidence is not finite (``-inf``
-or ``nan``) scores :math:`-\infty` with a zero gradient: away from a fixed point EP's evidence
-formula is not an evidence (it can exceed the fixed points' values), so an unconverged run is a
-region the optimiser must leave, not a value it may climb.  :func:`warn_unconverged` is the one
-non-convergence warning of every fit; :func:`warn_at_bounds` scikit-learn's warning for
-hyperparameters at a bound.
+(scikit-learn's ``optimizer(obj_func, theta0, bounds)`` convention, L-BFGS-B by default) over a
+:class:`~relaxep.estimators._hyper.HyperVector`, its progress reports, and the rule that a run
+that diverged or whose evidence is not finite (``-inf`` or ``nan``) scores :math:`-\infty` with a
+zero gradient: away from a fixed point EP's evidence formula is not an evidence (it can exceed the
+fixed points' values), so an unconverged run is a region the optimiser must leave, not a value it
+may climb.  The warm starts between runs are the models' (:class:`~relaxep.inference.warm.WarmStarts`).
+A model reports how its fit went (:class:`FitReport`: the non-convergence message of every fit and
+scikit-learn's for hyperparameters at a bound); the estimator's ``fit`` warns.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._plan import check_maxiter
 
-__all__ = ["SearchStep", "_EvidenceSearch", "scored", "warn_at_bounds", "warn_unconverged"]
+__all__ = ["FitReport", "SearchStep", "_EvidenceSearch", "at_bounds", "scored"]
 
 #: what an evidence evaluation returns: the value and, if asked, its gradient in the optimiser's vector
 Evidence = Callable[[Array, bool], tuple[float, Array | None]]
@@ -77,33 +79,62 @@ def scored(status: str, log_evidence: float, gradient: Callable[[], Array] | Non
     return log_evidence, (gradient() if gradient is not None else None)
 
 
-def warn_unconverged(
-    status: str, n_sweeps: int, trace: Any = (), n_skipped: int | None = None, stacklevel: int = 3
-) -> None:
-    """The ``ConvergenceWarning`` of a final fit that ended otherwise than ``"converged"`` (and did not diverge)."""
-    last = f"last change {trace[-1]:.3g}" if len(trace) else "no sweep completed"
-    skipped = "" if n_skipped is None else f", {n_skipped} site visits skipped"
-    warnings.warn(
-        f"inference did not converge: status {status!r} after {n_sweeps} sweeps ({last}{skipped}). "
-        "Consider damping, more max_sweeps or a larger tol.",
-        ConvergenceWarning,
-        stacklevel=stacklevel,
-    )
+@dataclass(frozen=True)
+class FitReport:
+    """How a model's final fit went, for the estimator to warn about (models report, estimators warn).
+
+    Attributes
+    ----------
+    status : str
+        The final run's status (:mod:`relaxep.inference.result`).
+    n_sweeps : int
+    trace : ndarray
+        Its convergence statistic after each sweep.
+    n_skipped : int or None
+        Site visits it skipped (``None``: not counted).
+    at_bounds : tuple of str
+        scikit-learn's message for each learned log-hyperparameter that ended at a bound.
+    """
+
+    status: str
+    n_sweeps: int = 0
+    trace: Any = ()
+    n_skipped: int | None = None
+    at_bounds: tuple[str, ...] = ()
+
+    @property
+    def warnings(self) -> list[str]:
+        """The ``ConvergenceWarning`` messages of this fit: hyperparameters at a bound, then non-convergence."""
+        messages = list(self.at_bounds)
+        if self.status not in ("converged", "diverged"):
+            last = f"last change {self.trace[-1]:.3g}" if len(self.trace) else "no sweep completed"
+            skipped = "" if self.n_skipped is None else f", {self.n_skipped} site visits skipped"
+            messages.append(
+                f"inference did not converge: status {self.status!r} after {self.n_sweeps} sweeps ({last}{skipped}). "
+                "Consider damping, more max_sweeps or a larger tol."
+            )
+        return messages
 
 
-def warn_at_bounds(kernel: Kernel, stacklevel: int = 3) -> None:
-    """A ``ConvergenceWarning`` for each learned log-hyperparameter that ended at one of its bounds.
+def warn_unconverged(status: str, n_sweeps: int, trace: Any = (), stacklevel: int = 3) -> None:
+    """The non-convergence warning of :class:`FitReport` (Dask's estimator)."""
+    for message in FitReport(status, n_sweeps, trace).warnings:
+        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
+
+
+def at_bounds(kernel: Kernel) -> tuple[str, ...]:
+    """scikit-learn's message for each learned log-hyperparameter of ``kernel`` (or a likelihood) at a bound.
 
     "At a bound": within 1e-4 of the bounds' log-width of it (or ``np.isclose`` in log space,
     scikit-learn's test, which is tight near a bound of 1 and loose near 1e5).  On a flat evidence
     the optimiser stops a few 1e-5 of a log-unit inside a bound it started on.  The wording is
     scikit-learn's, so that code filtering its warnings filters ours.
     """
-    theta, bounds = kernel.theta, kernel.bounds
+    theta, bounds = kernel.theta, np.reshape(kernel.bounds, (-1, 2))
     slack = 1e-4 * (bounds[:, 1] - bounds[:, 0])
     at_lower = np.isclose(theta, bounds[:, 0]) | (theta - bounds[:, 0] <= slack)
     at_upper = np.isclose(theta, bounds[:, 1]) | (bounds[:, 1] - theta <= slack)
-    index = 0
+    messages, index = [], 0
     for hyperparameter in kernel.hyperparameters:
         if hyperparameter.fixed:
             continue
@@ -111,14 +142,25 @@ def warn_at_bounds(kernel: Kernel, stacklevel: int = 3) -> None:
         for dim in range(hyperparameter.n_elements):
             for hit, side, advice in ((at_lower, "lower", "Decreasing"), (at_upper, "upper", "Increasing")):
                 if hit[index]:
-                    warnings.warn(
+                    messages.append(
                         f"The optimal value found for dimension {dim} of parameter {hyperparameter.name} "
                         f"is close to the specified {side} bound {limits[dim, 0 if side == 'lower' else 1]}. "
-                        f"{advice} the bound and calling fit again may find a better value.",
-                        ConvergenceWarning,
-                        stacklevel=stacklevel,
+                        f"{advice} the bound and calling fit again may find a better value."
                     )
             index += 1
+    return tuple(messages)
+
+
+class _Objective:
+    """What the optimiser minimises: minus the evidence at ``x`` (and its gradient), each evaluation reported."""
+
+    def __init__(self, evidence: Evidence, search: _EvidenceSearch) -> None:
+        self.evidence, self.search, self.start = evidence, search, 0
+
+    def __call__(self, x: Array, eval_gradient: bool = True) -> Any:
+        lml, grad = self.evidence(x, eval_gradient)
+        self.search._report(self.start, x, lml)
+        return (-lml, -grad) if eval_gradient else -lml
 
 
 class _Backtracking:
@@ -152,17 +194,16 @@ class _Backtracking:
 
 
 class _EvidenceSearch:
-    """Restarts of the optimiser, warm starts with a cold retry, the ``-inf`` policy (module docstring).
+    """Restarts of the optimiser and the ``-inf`` policy (module docstring), with progress reports.
 
     Parameters
     ----------
     optimizer : "fmin_l_bfgs_b" or callable
+        ``"auto"`` is resolved before (:func:`~relaxep.estimators._plan.resolve_optimizer`).
     n_restarts : int
         Extra starts, uniform within the (finite) hyperparameter bounds in log space.
     maxiter : int or None
         L-BFGS-B's iterations (``None``: scipy's default).
-    warm_start : bool
-        Start each run from the last converged result (:meth:`run`).
     backtrack : bool
         L-BFGS-B sees a failed run as a finite value above every one seen (:class:`_Backtracking`);
         the regressor's search (a likelihood's scale has gradients of order ``n``).  Off for the
@@ -179,84 +220,29 @@ class _EvidenceSearch:
         optimizer: Any,
         n_restarts: int = 0,
         maxiter: int | None = None,
-        warm_start: bool = True,
         backtrack: bool = False,
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
     ):
-        if maxiter is not None and (
-            isinstance(maxiter, bool) or not isinstance(maxiter, numbers.Integral) or maxiter < 1
-        ):
-            raise ValueError(f"optimizer_maxiter must be None or an integer >= 1, got {maxiter!r}")
-        self.optimizer, self.n_restarts, self.maxiter, self.warm_start = optimizer, n_restarts, maxiter, warm_start
+        self.optimizer, self.n_restarts, self.maxiter = optimizer, n_restarts, check_maxiter(maxiter)
         self.backtrack = backtrack
         check_progress_options(verbose, callback)
         self.verbose, self.callback = int(verbose), callback
         self.evaluations, self.best = 0, -np.inf
-        self.warm: Any = None  # the last converged result
-
-    # ------------------------------------------------------------ runs
-    def run(self, run: Callable[[Any], Any], usable: Callable[[Any], bool] | None = None) -> Any:
-        """``run(init)`` from the last converged result (with ``warm_start``; ``usable(init)`` may refuse it).
-
-        A warm start that diverges is retried from zero sites; a converged result becomes the
-        next warm start.
-        """
-        init = self.warm if self.warm_start else None
-        if init is not None and usable is not None and not usable(init):
-            init = None
-        result = run(init)
-        if result.status == "diverged" and init is not None:
-            result = run(None)
-        if result.status == "converged":
-            self.warm = result
-        return result
-
-    def evaluate_at(self, evidence: Evidence, x: Array, eval_gradient: bool) -> tuple[float, Array | None]:
-        """``evidence(x, eval_gradient)`` leaving the warm start as it was (``log_marginal_likelihood(theta)``)."""
-        saved = self.warm
-        try:
-            return evidence(x, eval_gradient)
-        finally:
-            self.warm = saved
 
     # ------------------------------------------------------------ search
     def maximise(
-        self,
-        evidence: Evidence,
-        theta: Array,
-        theta_bounds: Array,
-        rng: np.random.RandomState,
-        pack: Callable[[Array], Array] | None = None,
-        n_extra: int = 0,
-        options: dict | None = None,
+        self, evidence: Evidence, hyper: HyperVector, rng: np.random.RandomState, options: dict | None = None
     ) -> Array | None:
-        """The optimiser's best end point from ``theta`` and ``n_restarts`` starts drawn uniformly (in
-        log space) within ``theta_bounds``; ``None`` if no start gave a finite value.
-
-        ``pack`` maps a start's hyperparameters to the optimiser's vector, whose last ``n_extra``
-        entries are unbounded (the sparse fit appends the inducing inputs); ``options`` go to L-BFGS-B.
-        """
-
-        start = [0]
-
-        def obj_func(x: Array, eval_gradient: bool = True) -> Any:
-            lml, grad = evidence(x, eval_gradient)
-            self._report(start[0], x, lml)
-            return (-lml, -grad) if eval_gradient else -lml
-
-        bounds = np.vstack([theta_bounds, np.full((n_extra, 2), np.nan)]) if n_extra else theta_bounds
-        starts = [theta]
-        if self.n_restarts > 0:
-            if not np.all(np.isfinite(theta_bounds)):
-                raise ValueError("multiple optimizer restarts need finite hyperparameter bounds")
-            starts += [rng.uniform(theta_bounds[:, 0], theta_bounds[:, 1]) for _ in range(self.n_restarts)]
+        """The optimiser's best end point from ``hyper``'s start and ``n_restarts`` starts drawn uniformly (in
+        log space) within its bounds; ``None`` if no start gave a finite value.  ``options`` go to L-BFGS-B."""
+        objective = _Objective(evidence, self)
         best, best_value = None, np.inf
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
-            for k, theta0 in enumerate(starts):
-                start[0] = k
-                x, value = self.optimise(obj_func, theta0 if pack is None else pack(theta0), bounds, options)
+            for k, x0 in enumerate(hyper.starts(self.n_restarts, rng)):
+                objective.start = k
+                x, value = self.optimise(objective, x0, hyper.bounds, options)
                 if value < best_value:
                     best, best_value = x, value
         return best
@@ -285,7 +271,7 @@ class _EvidenceSearch:
         self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None
     ) -> tuple[Array, float]:
         """One run of the optimiser from ``x0``: its end point and value (the start where L-BFGS-B ends worse)."""
-        if isinstance(self.optimizer, str) and self.optimizer in ("auto", "fmin_l_bfgs_b"):
+        if isinstance(self.optimizer, str) and self.optimizer == "fmin_l_bfgs_b":
             lower = np.where(np.isnan(bounds[:, 0]), -np.inf, bounds[:, 0])
             upper = np.where(np.isnan(bounds[:, 1]), np.inf, bounds[:, 1])
             x0 = np.clip(x0, lower, upper)  # as L-BFGS-B itself starts
@@ -304,10 +290,4 @@ class _EvidenceSearch:
         if callable(self.optimizer):
             x, value = self.optimizer(obj_func, x0, bounds)
             return np.asarray(x, dtype=float), float(value)
-        if isinstance(self.optimizer, str) and self.optimizer == "stochastic":
-            raise ValueError(
-                "optimizer='stochastic' learns sparse models only: pass inducing_points= or another optimizer"
-            )
-        raise ValueError(
-            f"unknown optimizer {self.optimizer!r}: use 'auto', 'fmin_l_bfgs_b', 'stochastic', a callable or None"
-        )
+        raise ValueError(f"unknown optimizer {self.optimizer!r}: use 'fmin_l_bfgs_b' or a callable")

@@ -21,14 +21,14 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 from relaxep.errors import KernelNotPositiveDefiniteError
+from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._plan import resolve_optimizer
 from relaxep.inference.stochastic_ep import Step, Sums, TiedSites, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import inducing_factor
 from relaxep.posterior.sparse_gradient import as_sparse_kernel
 
 __all__ = [
-    "STOCHASTIC_FROM",
-    "SiteStart",
     "StochasticOptions",
     "learn_stochastic",
     "local_batches",
@@ -37,35 +37,11 @@ __all__ = [
     "tied_start",
 ]
 
-#: ``optimizer="auto"`` learns a sparse model stochastically from this many training rows (measured:
-#: benchmarks/results/sparse.md); below it, L-BFGS-B on the full EP evidence
-STOCHASTIC_FROM = 20_000
-
 
 def stochastic_search(estimator: Any, n: int) -> bool:
-    """Whether a sparse fit learns stochastically: ``optimizer="stochastic"``, or ``"auto"`` on at least
-    :data:`STOCHASTIC_FROM` rows with neither ``optimizer_subset`` nor restarts asked for."""
-    optimizer = estimator.optimizer
-    restarts = getattr(estimator, "n_restarts_optimizer", 0)  # (DaskGPClassifier has none)
-    if isinstance(optimizer, str) and optimizer == "stochastic":
-        if restarts:
-            raise ValueError("n_restarts_optimizer: optimizer='stochastic' has no restarts; set it to 0")
-        return True
-    auto = isinstance(optimizer, str) and optimizer == "auto"
-    plain = estimator.optimizer_subset is None and not restarts
-    return auto and plain and n >= STOCHASTIC_FROM
-
-
-@dataclass(frozen=True)
-class SiteStart:
-    """Sites to start inference from (what :func:`~relaxep.infer` reads of its ``init``)."""
-
-    site_precision: Array
-    site_mean_precision: Array
-
-    @property
-    def relaxation(self) -> Array:
-        return np.zeros_like(self.site_precision)
+    """Whether Dask's sparse fit learns stochastically (:func:`~relaxep.estimators._plan.resolve_optimizer`)."""
+    method = resolve_optimizer(estimator.optimizer, sparse=True, n=n, subset=estimator.optimizer_subset, n_restarts=0)
+    return method == "stochastic"
 
 
 @dataclass(frozen=True)
@@ -159,18 +135,17 @@ def learn_stochastic(
     ``evaluate(step)`` gives a minibatch's :class:`Sums` (:func:`local_batches`, or a map over Dask's shards);
     ``report(step, x, log_evidence_estimate)`` every ``report_every`` steps."""
     M, dim = Z.shape
-    k, n_lik = kernel.theta.size, likelihood.theta.size
-    bounds = np.vstack([np.reshape(kernel.bounds, (-1, 2)), np.reshape(likelihood.bounds, (-1, 2))])
-    x = np.concatenate([kernel.theta, likelihood.theta, Z.ravel()])
+    hyper = HyperVector(kernel, likelihood, Z)
+    n_theta, bounds, x = hyper.n_theta, hyper.theta_bounds, hyper.x0
     scale = np.where(np.asarray(scale) > 0, scale, 1.0)
-    free = np.concatenate([np.full(k + n_lik, 1.0 if learn_theta else 0.0), np.full(M * dim, 1.0 if learn_z else 0.0)])
-    adam = _Adam(options.learning_rate * free * np.concatenate([np.ones(k + n_lik), np.tile(scale, M)]))
+    free = np.concatenate([np.full(n_theta, 1.0 if learn_theta else 0.0), np.full(M * dim, 1.0 if learn_z else 0.0)])
+    adam = _Adam(options.learning_rate * free * np.concatenate([np.ones(n_theta), np.tile(scale, M)]))
     learning = learn_theta or learn_z
     sites = TiedSites.zero(M, n)
     ema, trace = np.nan, []
     step, previous = 0, x
     for step in range(1, options.max_steps + 1):
-        kern_t, lik_t, Z_t = _split(kernel, likelihood, x, k, n_lik, M, dim)
+        kern_t, lik_t, Z_t = hyper.split(x)
         try:
             K_uu, L_uu, _ = inducing_factor(kern_t, Z_t)  # SparsePrior's K_uu (its jitter) and factor
             _, S_c, m_c, g_cav = sites.gaussian(n - 1.0)
@@ -190,14 +165,14 @@ def learn_stochastic(
         sites.lam = (1.0 - eps) * sites.lam + eps * 0.5 * (sums.lam + sums.lam.T) / b
         sites.eta = (1.0 - eps) * sites.eta + eps * sums.eta / b
         if wants_gradient:
-            grad = np.concatenate([sums.g_theta, sums.g_lik if n_lik else np.zeros(0), sums.g_z.ravel()]) / b
-            x = adam.step(x, grad, _annealed(step, options))
-            x[: k + n_lik] = np.clip(x[: k + n_lik], bounds[:, 0], bounds[:, 1])
+            g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
+            x = adam.step(x, hyper.pack(np.concatenate([sums.g_theta, g_lik]), sums.g_z) / b, _annealed(step, options))
+            x[:n_theta] = np.clip(x[:n_theta], bounds[:, 0], bounds[:, 1])
         if step % options.report_every == 0:
             trace.append(ema)
             if report is not None:
                 report(step, x.copy(), n * ema)
-    kern_t, lik_t, Z_t = _split(kernel, likelihood, x, k, n_lik, M, dim)
+    kern_t, lik_t, Z_t = hyper.split(x)
     return Learned(kern_t, lik_t, Z_t, sites, step, np.asarray(trace))
 
 
@@ -207,14 +182,6 @@ def _annealed(step: int, options: StochasticOptions) -> float:
     if step <= start:
         return 1.0
     return 1.0 - 0.9 * (step - start) / max(options.max_steps - start, 1.0)
-
-
-def _split(
-    kernel: Kernel, likelihood: Likelihood, x: Array, k: int, n_lik: int, M: int, dim: int
-) -> tuple[Kernel, Likelihood, Array]:
-    kern = kernel.clone_with_theta(x[:k])
-    lik = likelihood.clone_with_theta(x[k : k + n_lik]) if n_lik else likelihood
-    return kern, lik, x[k + n_lik :].reshape(M, dim)
 
 
 def tied_start(learned: Learned, noise: float) -> Step:

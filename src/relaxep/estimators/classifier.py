@@ -12,38 +12,38 @@ EP evidence (:mod:`relaxep.estimators._search`), or left to ``GridSearchCV``.
 from __future__ import annotations
 
 import numbers
+import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel, Kernel
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.estimators._models import _DensePriors, _JointModel, _LatentModel, _OneVsRest, fit_sparse_model
-from relaxep.estimators._search import SearchStep, _EvidenceSearch
+from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
+from relaxep.estimators._models import _BinaryModel, _DensePriors, _JointModel, _OneVsRest, fit_sparse_model
+from relaxep.estimators._plan import SparseFit, resolve_optimizer
+from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
-from relaxep.likelihoods import Likelihood, NoisyProbit
+from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
 from relaxep.multiclass import MulticlassLikelihood, MultinomialProbit
 from relaxep.sites import SiteRule
 
-__all__ = ["GPClassifier", "input_format"]
+__all__ = ["GPClassifier"]
 
 
-def input_format(kernel: Kernel | None) -> dict[str, Any]:
-    """How far to validate ``X``: a float matrix for vector kernels, as given for structured ones.
-
-    A kernel on sequences, strings or graphs (``requires_vector_input`` false, e.g. a string
-    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.
-    """
-    if kernel is None or kernel.requires_vector_input:
-        return {"dtype": np.float64, "ensure_2d": True}
-    return {"dtype": None, "ensure_2d": False}
+_BINARY = "NoisyProbit, Probit, Logistic, NoisyStep or another relaxep BinaryLikelihood"
+_LIKELIHOODS = (
+    f"None or a relaxep likelihood instance: binary ({_BINARY}) or, with more than two classes, "
+    "MultinomialProbit() or RobustMax()"
+)
 
 
 class GPClassifier(ClassifierMixin, BaseEstimator):
@@ -208,12 +208,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
         """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
-        if self.kernel is not None and not isinstance(self.kernel, Kernel):
-            raise TypeError(
-                f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels), got {self.kernel!r}"
-            )
-        if isinstance(self.kernel, CompoundKernel):
-            raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
+        check_kernel(self.kernel)
+        check_likelihood(self.likelihood, _LIKELIHOODS, (Likelihood, MulticlassLikelihood))
+        check_rule(self.rule)
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
         check_classification_targets(y)
         classes = np.unique(y)
@@ -234,48 +231,64 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if classes.size > 2 and self.multi_class == "one_vs_rest":
             params = self.get_params(deep=False)
             model = _OneVsRest(lambda: type(self)(**params), self.n_jobs)
-            model.fit(X, np.searchsorted(classes, y), classes.size)
+            model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
+            report = None
         else:
             self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-            search = _EvidenceSearch(
-                self.optimizer,
-                self.n_restarts_optimizer,
-                self.optimizer_maxiter,
-                self.warm_start,
-                verbose=self.verbose,
-                callback=self.callback,
-            )
-            model = self._fit_joint(y, search) if classes.size > 2 else self._fit_binary(y, search)
+            if classes.size > 2:
+                model, report = self._fit_joint(y)
+            else:
+                model, report = self._fit_binary(y)
             self.result_ = model.result_
             self.log_marginal_likelihood_value_ = model.result_.log_evidence
         self.kernel_ = model.kernel_
         self.model_ = model
+        for message in () if report is None else report.warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _fit_binary(self, y: NDArray, search: _EvidenceSearch) -> _LatentModel:
+    def _search(self, optimizer: Any) -> _EvidenceSearch:
+        return _EvidenceSearch(
+            optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, verbose=self.verbose, callback=self.callback
+        )
+
+    def _fit_binary(self, y: NDArray) -> tuple[_BinaryModel, FitReport]:
         X = self.X_train_
-        labels = np.where(y == self.classes_[1], 1.0, -1.0)
+        y_binary = np.where(y == self.classes_[1], 1.0, -1.0)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
-        options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol)
+        if not isinstance(likelihood, BinaryLikelihood):
+            raise TypeError(f"likelihood must be a binary likelihood ({_BINARY}) with two classes, got {likelihood!r}")
+        options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start)
         rule = "auto" if self.rule is None else self.rule
         if self.inducing_points is None:
-            model = _LatentModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
-            learn = self.optimizer is not None and self.kernel_.n_dims > 0
-            model.fit(X, labels, self._rng if learn else None)
-            return model
-        learn_theta = self.optimizer is not None and self.kernel_.n_dims > 0
-        model = fit_sparse_model(self, likelihood, rule, search, X, labels, self.jitter, learn_theta, **options)
+            optimizer = resolve_optimizer(
+                self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
+            )
+            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, self._search(optimizer),
+                                 **options)  # fmt: skip
+            learn = optimizer is not None and self.kernel_.n_dims > 0
+            return model, model.fit(X, y_binary, self._rng() if learn else None)
+        plan = SparseFit.plan(
+            X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=self.kernel_.n_dims,
+        )  # fmt: skip
+        search = self._search(plan.method)
+        model, report = fit_sparse_model(
+            plan, _BinaryModel, self.kernel_, likelihood, rule, search, X, y_binary, self.jitter, **options
+        )
         self.inducing_points_ = model.Z
-        return model
+        return model, report  # type: ignore[return-value]
 
-    def _fit_joint(self, y: NDArray, search: _EvidenceSearch) -> _JointModel:
+    def _fit_joint(self, y: NDArray) -> tuple[_JointModel, FitReport]:
         likelihood = MultinomialProbit() if self.likelihood is None else self.likelihood
         if not isinstance(likelihood, MulticlassLikelihood):
             raise TypeError(
                 "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
-                f"(relaxep.multiclass.MultinomialProbit or RobustMax), got {likelihood!r}; "
+                f"(relaxep.MultinomialProbit or relaxep.RobustMax), got {likelihood!r}; "
                 "use multi_class='one_vs_rest' for a binary likelihood"
             )
         if self.rule is not None and not (isinstance(self.rule, str) and self.rule == "auto"):
@@ -285,12 +298,16 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         n_classes = self.classes_.size
         if self.optimizer_subset is not None and int(self.optimizer_subset) < n_classes:
             raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
-        model = _JointModel(
-            self.kernel_, likelihood, n_classes, search, noise=self.jitter, max_sweeps=self.max_sweeps, tol=self.tol
+        optimizer = resolve_optimizer(
+            self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
         )
-        learn = self.optimizer is not None and self.kernel_.n_dims > 0
-        model.fit(self.X_train_, np.searchsorted(self.classes_, y), self.random_state, self.optimizer_subset, learn)
-        return model
+        model = _JointModel(
+            self.kernel_, likelihood, n_classes, self._search(optimizer), noise=self.jitter,
+            max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
+        )  # fmt: skip
+        learn = optimizer is not None and self.kernel_.n_dims > 0
+        y_index = np.searchsorted(self.classes_, y)
+        return model, model.fit(self.X_train_, y_index, self.random_state, self.optimizer_subset, learn)
 
     def _rng(self) -> np.random.RandomState:
         try:
@@ -302,10 +319,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
         check_positive_int(self.max_sweeps, "max_sweeps")
         check_positive_number(self.tol, "tol")
-        if isinstance(self.n_restarts_optimizer, bool) or not isinstance(self.n_restarts_optimizer, numbers.Integral):
-            raise TypeError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
-        if self.n_restarts_optimizer < 0:
-            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {self.n_restarts_optimizer!r}")
+        check_restarts(self.n_restarts_optimizer)
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
             raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
         if not (np.isfinite(self.jitter) and self.jitter >= 0.0):

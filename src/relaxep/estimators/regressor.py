@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
@@ -26,10 +27,12 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from relaxep._memory import check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.estimators._checks import check_kernel, check_restarts, check_rule, input_format
 from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
-from relaxep.estimators._search import SearchStep, _EvidenceSearch
-from relaxep.estimators.classifier import input_format
+from relaxep.estimators._plan import SparseFit, resolve_optimizer
+from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Gaussian, Likelihood
@@ -159,9 +162,9 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPRegressor:
         """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``."""
-        if self.kernel is not None and not isinstance(self.kernel, Kernel):
-            raise TypeError(f"kernel must be a scikit-learn Kernel, got {self.kernel!r}")
+        check_kernel(self.kernel)
         likelihood = self._check_likelihood()
+        check_rule(self.rule)
         self._check_parameters()
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_))
@@ -181,41 +184,36 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = np.copy(X) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
-        search = _EvidenceSearch(
-            self.optimizer,
-            self.n_restarts_optimizer,
-            self.optimizer_maxiter,
-            self.warm_start,
-            backtrack=True,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
-        if self.n_restarts_optimizer > 0 and self.optimizer is not None and n_learned > 0:
-            lik_bounds = np.zeros((0, 2)) if likelihood is None else likelihood.bounds
-            if not np.all(np.isfinite(np.vstack([self.kernel_.bounds, lik_bounds]))):
-                raise ValueError(
-                    "Multiple optimizer restarts (n_restarts_optimizer>0) requires that all bounds are finite."
-                )
-        learn = self.optimizer is not None and n_learned > 0
-        rng = check_random_state(self.random_state)
+        if self.optimizer is not None and n_learned > 0:
+            HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         if exact and self.inducing_points is None:
-            model: Any = _ExactModel(self.kernel_, alpha, likelihood, search)
-            model.fit(self.X_train_, self.y_train_, rng if learn else None)
+            optimizer = resolve_optimizer(
+                self.optimizer, sparse=False, n=y.shape[0], subset=None, n_restarts=self.n_restarts_optimizer
+            )
+            model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search(optimizer))
+            learn = optimizer is not None and n_learned > 0
+            report = model.fit(self.X_train_, self.y_train_, check_random_state(self.random_state) if learn else None)
             self.L_, self.alpha_ = model.L_, model.alpha_
         else:
-            model = self._fit_latent(likelihood, alpha, search, rng, learn)
+            model, report = self._fit_latent(likelihood, alpha, n_learned)
         self.kernel_ = model.kernel_
         self.likelihood_ = model.likelihood
         self.result_ = model.result_
         self.log_marginal_likelihood_value_ = float(model.result_.log_evidence)
         self.model_ = model
+        for message in report.warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _fit_latent(
-        self, likelihood: Likelihood | None, alpha: Any, search: _EvidenceSearch, rng: Any, learn: bool
-    ) -> _LatentModel:
+    def _search(self, optimizer: Any) -> _EvidenceSearch:
+        return _EvidenceSearch(
+            optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, backtrack=True, verbose=self.verbose,
+            callback=self.callback,
+        )  # fmt: skip
+
+    def _fit_latent(self, likelihood: Likelihood | None, alpha: Any, n_learned: int) -> tuple[_LatentModel, FitReport]:
         if likelihood is None:
             raise ValueError("inducing_points: the sparse model needs a likelihood (Gaussian(noise) or StudentT())")
         y = self.y_train_
@@ -232,19 +230,29 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         # given up after 10 sweeps without progress, and the final fit has the whole cascade
         search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
         options = dict(
-            schedule=self.schedule,
-            max_sweeps=self.max_sweeps,
-            tol=self.tol,
-            search_rule=search_rule,
-            search_stall_window=10,
-        )
+            schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, search_rule=search_rule,
+            search_stall_window=10, warm_start=self.warm_start,
+        )  # fmt: skip
         if self.inducing_points is None:
+            optimizer = resolve_optimizer(
+                self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
+            )
+            search = self._search(optimizer)
             model = _LatentModel(_DensePriors(alpha), self.kernel_, likelihood, rule, search, **options)
-            model.fit(self.X_train_, y, (lambda: rng) if learn else None)
-            return model
-        model = fit_sparse_model(self, likelihood, rule, search, self.X_train_, y, alpha, learn, **options)
+            learn = optimizer is not None and n_learned > 0
+            return model, model.fit(self.X_train_, y, check_random_state(self.random_state) if learn else None)
+        plan = SparseFit.plan(
+            self.X_train_, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
+        )  # fmt: skip
+        model, report = fit_sparse_model(
+            plan, _LatentModel, self.kernel_, likelihood, rule, self._search(plan.method), self.X_train_, y, alpha,
+            **options,
+        )  # fmt: skip
         self.inducing_points_ = model.Z
-        return model
+        return model, report
 
     def _check_likelihood(self) -> Likelihood | None:
         lik = self.likelihood
@@ -252,8 +260,9 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             return None
         if not isinstance(lik, Likelihood) or isinstance(lik, BinaryLikelihood) or lik.latent_dim != 1:
             raise TypeError(
-                f"likelihood must be a regression likelihood (Gaussian, StudentT, Laplace or a Likelihood "
-                f"of real targets), got {lik!r}"
+                f"likelihood must be None or a regression likelihood instance (Gaussian(), StudentT(), Laplace() "
+                f"or a Likelihood of real targets){' (pass an instance, not a name)' if isinstance(lik, str) else ''}, "
+                f"got {lik!r}"
             )
         return lik
 
@@ -272,9 +281,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _check_parameters(self) -> None:
         check_positive_int(self.max_sweeps, "max_sweeps")
         check_positive_number(self.tol, "tol")
-        n = self.n_restarts_optimizer
-        if isinstance(n, bool) or not isinstance(n, numbers.Integral) or n < 0:
-            raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {n!r}")
+        check_restarts(self.n_restarts_optimizer)
         if self.n_targets is not None and (
             isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
         ):

@@ -1,0 +1,68 @@
+"""The estimators' parameter checks at the door: each names the parameter as the user spells it and says
+what it accepts, before any work (scikit-learn's convention: checked in ``fit``, not in ``__init__``)."""
+
+from __future__ import annotations
+
+import numbers
+from typing import Any
+
+import numpy as np
+from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
+
+from relaxep.inference import InferenceMethod
+from relaxep.likelihoods import Likelihood
+from relaxep.sites import SiteRule
+
+__all__ = ["check_kernel", "check_likelihood", "check_restarts", "check_rule", "input_format"]
+
+
+def input_format(kernel: Kernel | None) -> dict[str, Any]:
+    """How far to validate ``X``: a float matrix for vector kernels, as given for structured ones.
+
+    A kernel on sequences, strings or graphs (``requires_vector_input`` false, e.g. a string
+    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.
+    """
+    if kernel is None or kernel.requires_vector_input:
+        return {"dtype": np.float64, "ensure_2d": True}
+    return {"dtype": None, "ensure_2d": False}
+
+
+def check_kernel(kernel: object) -> None:
+    """``kernel``: ``None`` or one scikit-learn ``Kernel`` (not a ``CompoundKernel``, which holds one per output)."""
+    if kernel is not None and not isinstance(kernel, Kernel):
+        raise TypeError(
+            f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels, e.g. "
+            f"ConstantKernel(1.0) * RBF(1.0)) or None, got {kernel!r}"
+        )
+    if isinstance(kernel, CompoundKernel):
+        raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
+
+
+def check_likelihood(likelihood: object, accepted: str, kinds: tuple[type, ...] = (Likelihood,)) -> None:
+    """``likelihood``: ``None`` or an instance of one of ``kinds``; ``accepted`` names the classes in the message
+    (a string such as ``"probit"`` is refused with the class to pass instead)."""
+    if likelihood is None or isinstance(likelihood, kinds):
+        return
+    hint = " (pass an instance, not a name)" if isinstance(likelihood, str) else ""
+    raise TypeError(f"likelihood must be {accepted}{hint}, got {likelihood!r}")
+
+
+def check_rule(rule: object) -> None:
+    """``rule``: ``None``, ``"auto"``, a site rule or an inference method."""
+    if rule is None or isinstance(rule, SiteRule | InferenceMethod):
+        return
+    if isinstance(rule, str) and rule == "auto":
+        return
+    raise TypeError(
+        "rule must be None, 'auto', a relaxep SiteRule instance (EP(), PowerEP(u), RelaxedEP(c), "
+        f"FractionalEP(f)) or an InferenceMethod (ConvergentEP(), DoubleLoopEP(), ...), got {rule!r}"
+    )
+
+
+def check_restarts(n_restarts: object) -> int:
+    """``n_restarts_optimizer``: an integer >= 0 (a ``TypeError`` for another type, a ``ValueError`` below 0)."""
+    if isinstance(n_restarts, bool | np.bool_) or not isinstance(n_restarts, numbers.Integral):
+        raise TypeError(f"n_restarts_optimizer must be an integer >= 0, got {n_restarts!r}")
+    if n_restarts < 0:
+        raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {n_restarts!r}")
+    return int(n_restarts)

@@ -1,0 +1,125 @@
+r"""The plan of a fit: which search learns the hyperparameters (``optimizer="auto"`` resolved once) and, for a
+sparse fit, where the inducing inputs start and what is learned on which rows.
+
+Each estimator builds and validates its plan in ``fit``, from its parameters; the models below
+read the plan, never the estimator.
+"""
+
+from __future__ import annotations
+
+import numbers
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from sklearn.utils.validation import check_random_state
+
+from relaxep._typing import Array
+from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
+
+__all__ = ["STOCHASTIC_FROM", "SparseFit", "resolve_optimizer"]
+
+#: ``optimizer="auto"`` learns a sparse model stochastically from this many training rows (measured:
+#: benchmarks/results/sparse.md); below it, L-BFGS-B on the full EP evidence
+STOCHASTIC_FROM = 20_000
+
+_NAMES = ("auto", "fmin_l_bfgs_b", "stochastic")
+
+
+def resolve_optimizer(optimizer: Any, *, sparse: bool, n: int, subset: int | None, n_restarts: int) -> Any:
+    """``optimizer`` with ``"auto"`` resolved: ``"stochastic"`` for sparse fits on at least
+    :data:`STOCHASTIC_FROM` rows with neither ``optimizer_subset`` nor restarts, else ``"fmin_l_bfgs_b"``;
+    ``None`` and callables unchanged.  Refuses unknown names and ``"stochastic"`` where it cannot run."""
+    if optimizer is None or callable(optimizer):
+        return optimizer
+    if not isinstance(optimizer, str) or optimizer not in _NAMES:
+        raise ValueError(
+            f"unknown optimizer {optimizer!r}: use 'auto', 'fmin_l_bfgs_b', 'stochastic', a callable or None"
+        )
+    if optimizer == "stochastic":
+        if not sparse:
+            raise ValueError(
+                "optimizer='stochastic' learns sparse models only: pass inducing_points= or another optimizer"
+            )
+        if n_restarts:
+            raise ValueError("n_restarts_optimizer: optimizer='stochastic' has no restarts; set it to 0")
+        return "stochastic"
+    if optimizer == "auto" and sparse and subset is None and not n_restarts and n >= STOCHASTIC_FROM:
+        return "stochastic"
+    return "fmin_l_bfgs_b"
+
+
+def check_maxiter(maxiter: Any) -> int | None:
+    """``optimizer_maxiter``: ``None`` or an integer >= 1."""
+    if maxiter is not None and (isinstance(maxiter, bool) or not isinstance(maxiter, numbers.Integral) or maxiter < 1):
+        raise ValueError(f"optimizer_maxiter must be None or an integer >= 1, got {maxiter!r}")
+    return None if maxiter is None else int(maxiter)
+
+
+@dataclass(frozen=True)
+class SparseFit:
+    """How a sparse (FITC) model is fitted, decided once by the estimator.
+
+    Attributes
+    ----------
+    Z : ndarray of shape (M, d)
+        The initial inducing inputs (given, or placed by ``inducing_init``).
+    learn_theta : bool
+        Learn the kernel's and the likelihood's hyperparameters.
+    learn_z : bool
+        Learn the inducing inputs with them.
+    method : {"fmin_l_bfgs_b", "stochastic"}, callable or None
+        The search (``optimizer`` with ``"auto"`` resolved); ``None``: nothing is learned.
+    subset : int or None
+        Learn on this many random rows (L-BFGS-B or a callable), then fit on all.
+    maxiter : int or None
+        L-BFGS-B's iterations or the stochastic search's steps (``None``: the default).
+    rng : RandomState
+        The fit's private generator (placement, subset, minibatches, restarts).
+    """
+
+    Z: Array
+    learn_theta: bool
+    learn_z: bool
+    method: Any
+    subset: int | None
+    maxiter: int | None
+    rng: np.random.RandomState
+
+    @property
+    def learns(self) -> bool:
+        return self.method is not None and (self.learn_theta or self.learn_z)
+
+    @property
+    def stochastic(self) -> bool:
+        return self.learns and isinstance(self.method, str) and self.method == "stochastic"
+
+    @classmethod
+    def plan(
+        cls,
+        X: Array,
+        *,
+        inducing_points: Any,
+        inducing_init: str,
+        learn_inducing_points: Any,
+        optimizer: Any,
+        optimizer_subset: Any,
+        optimizer_maxiter: Any,
+        n_restarts: int,
+        random_state: Any,
+        n_learned: int,
+    ) -> SparseFit:
+        """The plan from an estimator's parameters (each validated and named), ``n_learned`` hyperparameters."""
+        spec = check_inducing_points(inducing_points, X.shape[1])
+        check_sparse_options(learn_inducing_points, optimizer_subset)
+        method = resolve_optimizer(optimizer, sparse=True, n=X.shape[0], subset=optimizer_subset, n_restarts=n_restarts)
+        # a private generator: random_state=None must not draw from numpy's global one
+        try:
+            rng = np.random.RandomState() if random_state is None else check_random_state(random_state)
+        except ValueError as exc:
+            raise ValueError(f"random_state: {exc}") from None
+        Z = initial_inducing_points(X, spec, inducing_init, rng)
+        learn_z = bool(learn_inducing_points) and method is not None
+        subset = None if optimizer_subset is None else int(optimizer_subset)
+        learn_theta = method is not None and n_learned > 0
+        return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng)
