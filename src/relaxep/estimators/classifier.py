@@ -369,9 +369,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         floor :math:`\epsilon` it lies within :math:`\pm\log((1-\epsilon)/\epsilon)`).  Multi-class:
         the log predictive probabilities, shape ``(n, C)``, whose argmax is :meth:`predict`.
 
-        Since version 0.3 (a behaviour change): it was the latent posterior mean, which need
-        not rank as the probabilities do (they also depend on the latent variance); that is
-        :meth:`latent_mean_and_variance`'s first output.
+        .. versionchanged:: 0.3
+           It was the latent posterior mean, which need not rank as the probabilities do (they
+           also depend on the latent variance); that is :meth:`latent_mean_and_variance`'s first output.
         """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, **input_format(self.kernel_))
