@@ -389,7 +389,7 @@ class _RefusingPosterior(DensePosterior):
 
 class _RefusingPrior(DensePrior):
     def posterior(self, site_precision=None, site_mean_precision=None, marginals_only=False):
-        return _RefusingPosterior(self.kernel, site_precision, site_mean_precision, marginals_only=marginals_only)
+        return _RefusingPosterior(self.K, site_precision, site_mean_precision, marginals_only=marginals_only)
 
 
 def test_stuck_fires_when_only_the_refused_site_is_left_and_not_before():

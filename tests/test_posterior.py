@@ -131,3 +131,26 @@ def test_whole_runs_equal_the_dense_runs(name, lik, rule, schedule):
     np.testing.assert_allclose(got.mean, want.mean, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(got.marginal_var, want.marginal_var, rtol=1e-7)
     assert got.log_evidence == pytest.approx(want.log_evidence, rel=1e-8)
+
+
+def test_each_prior_lives_beside_its_posterior_and_the_old_names_still_answer():
+    from relaxep.posterior import base, dense, prior, sparse
+
+    assert DensePrior is dense.DensePrior is prior.DensePrior and Prior is base.Prior is prior.Prior
+    assert SparsePrior is sparse.SparsePrior and prior.kernel_matrix is dense.kernel_matrix
+    X = np.random.default_rng(0).normal(size=(6, 2))
+    dense_prior, K = _dense(X)
+    assert dense_prior.K is K or np.array_equal(dense_prior.K, K)
+    with pytest.warns(DeprecationWarning, match=r"use \.K; removed in 0\.4"):
+        assert dense_prior.kernel is dense_prior.K
+
+
+def test_sparse_cross_kernel_is_a_deprecated_name_of_cross_covariance():
+    from sklearn.gaussian_process.kernels import RBF
+
+    X = np.random.default_rng(1).normal(size=(8, 2))
+    sparse_prior = SparsePrior.from_kernel(RBF(1.0), X, X[:3], noise=0.1)
+    with pytest.warns(DeprecationWarning, match="use .cross_covariance; removed in 0.4"):
+        old = sparse_prior.cross_kernel(X[:4])
+    for a, b in zip(old, sparse_prior.cross_covariance(X[:4]), strict=True):
+        np.testing.assert_array_equal(a, b)

@@ -77,7 +77,7 @@ def test_fitc_posterior_is_the_dense_posterior_of_q_plus_g(negative):
     q_sf = KERNEL(Xs, Z) @ np.linalg.solve(k_uu, KERNEL(Z, X))
     k_ss = KERNEL.diag(Xs) + NOISE
     W = np.linalg.solve(K, q_sf.T)
-    mean, var = post.predict_latent(*prior.cross_kernel(Xs))
+    mean, var = post.predict_latent(*prior.cross_covariance(Xs))
     np.testing.assert_allclose(mean, W.T @ mu, rtol=1e-7, atol=1e-9)
     np.testing.assert_allclose(var, k_ss - np.einsum("ij,ij->j", W, (K - A) @ W), rtol=1e-7, atol=1e-9)
 

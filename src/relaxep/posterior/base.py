@@ -1,4 +1,5 @@
-r"""The posterior protocol every representation implements (GPML's init / update / marginals triple).
+r"""The protocols every representation implements: the posterior (GPML's init / update / marginals
+triple) and the prior that makes it.
 
 Naming, stated once for the package: the prior is :math:`N(f | 0, K)`; site :math:`i` has
 natural parameters :math:`\tau_i` (``site_precision``) and :math:`\nu_i`
@@ -8,11 +9,12 @@ natural parameters :math:`\tau_i` (``site_precision``) and :math:`\nu_i`
 :math:`i` is :math:`N(h_i, \lambda_i)`, the marginal with the site (or a fraction of it)
 divided out.
 
-A representation (dense today, sparse and block-diagonal later) holds this state and offers
-what an inference method needs: the marginals and cavities, a one-site update, bulk site
-changes followed by a refresh, a sequential sweep it may run its own way, :math:`\log Z_q`
-for the evidence, and predictions from the prior's cross-covariances.  The schedules and
-inference methods speak only this protocol.
+A representation (dense, :mod:`relaxep.posterior.dense`, or sparse, :mod:`relaxep.posterior.sparse`)
+holds this state and offers what an inference method needs: the marginals and cavities, a one-site
+update, bulk site changes followed by a refresh, a sequential sweep it may run its own way,
+:math:`\log Z_q` for the evidence, and predictions from the prior's cross-covariances.  Its
+:class:`Prior` stands for :math:`N(f | 0, K)` at the training inputs and makes the posterior for
+given sites.  The schedules and inference methods speak only these two protocols.
 """
 
 from __future__ import annotations
@@ -20,13 +22,15 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
 from relaxep._typing import Array
 
-__all__ = ["Posterior", "SiteProposer", "SweepStats", "cavity", "is_proper"]
+__all__ = ["Posterior", "Prior", "SiteProposer", "SweepStats", "cavity", "is_proper"]
+
+T = TypeVar("T")
 
 #: ``propose(i, cavity_mean, cavity_var, tau_i, nu_i, marginal_var_i) -> (tau, nu)``: a new site for site ``i``
 SiteProposer = Callable[[int, float, float, float, float, float], tuple[float, float]]
@@ -181,3 +185,48 @@ class Posterior(ABC):
     def _update_viewed_site(self, i: int, precision: float, mean_precision: float, handle: Any) -> bool:
         """:meth:`update_site`, given :meth:`_site_view`'s ``handle`` (a representation can reuse its work)."""
         return self.update_site(i, precision, mean_precision)
+
+
+class Prior(ABC):
+    """A Gaussian process prior at the training inputs, able to make its posterior."""
+
+    @property
+    @abstractmethod
+    def n(self) -> int:
+        """Number of training points (sites)."""
+
+    @abstractmethod
+    def posterior(
+        self,
+        site_precision: Array | None = None,
+        site_mean_precision: Array | None = None,
+        marginals_only: bool = False,
+    ) -> Posterior:
+        """The posterior for these sites (flat sites, i.e. the prior, when omitted)."""
+
+    def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
+        """Only the posterior mean for these sites (a representation may do this more cheaply)."""
+        return self.posterior(site_precision, site_mean_precision, marginals_only=True).mean
+
+    #: rows of ``X_test`` per block of :meth:`predict_at` (``None``: all at once)
+    test_block: int | None = None
+
+    def cross_covariance(self, X_test: Any) -> tuple[Array, Array]:
+        r"""What the posterior's ``predict_latent`` takes at ``X_test``: the covariances :math:`K_*` of
+        the test inputs to the inputs the representation conditions on, and the prior test variances
+        :math:`k_{**}` plus the prior's noise.  Only for a prior built from a kernel."""
+        raise NotImplementedError(
+            f"this {type(self).__name__} was not built from a kernel (from_kernel): pass K_* and k_** yourself"
+        )
+
+    def predict_at(self, predict: Callable[[Array, Array], T], X_test: Any) -> T:
+        r"""``predict(K_*, k_**)`` at ``X_test`` (:meth:`cross_covariance`), in blocks of :attr:`test_block`
+        rows (memory :math:`O(\text{block} \times M)` for a sparse prior), the blocks' outputs (arrays
+        or tuples of arrays) concatenated."""
+        rows = self.test_block
+        if rows is None:
+            return predict(*self.cross_covariance(X_test))
+        parts = [predict(*self.cross_covariance(X_test[s : s + rows])) for s in range(0, X_test.shape[0], rows)]
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(column) for column in zip(*parts, strict=True))  # type: ignore[return-value]
+        return np.concatenate(parts)  # type: ignore[return-value]

@@ -1,4 +1,4 @@
-r"""The dense Gaussian posterior of EP-style inference.
+r"""The dense representation: the prior :math:`N(0, K)` (:class:`DensePrior`) and its Gaussian posterior.
 
 The approximate posterior of the latent vector :math:`f` is
 
@@ -11,37 +11,120 @@ The approximate posterior of the latent vector :math:`f` is
 (legal EP sites), :math:`A = (I + K T)^{-1} K` by an LU solve.  Both survive a singular
 ``K`` (the linear kernel).
 
-This module knows nothing of likelihoods or rules; it holds the state ``(A, mu, tau, nu)``
-and implements the :class:`~relaxep.posterior.base.Posterior` protocol: the rank-one site
-update, the sequential sweep in BLAS-3 blocks, the refresh from the sites, :math:`\log Z_q`
-and predictions.
+This module knows nothing of likelihoods or rules.  :class:`DensePrior` checks ``K`` once and
+makes posteriors; :class:`DensePosterior` holds the state ``(A, mu, tau, nu)`` and implements the
+:class:`~relaxep.posterior.base.Posterior` protocol: the rank-one site update, the sequential sweep
+in BLAS-3 blocks, the refresh from the sites, :math:`\log Z_q` and predictions.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import linalg
-from scipy.linalg import lapack
 from scipy.linalg.blas import dgemm, dger
 
+from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
-from relaxep._validation import NOT_PSD_ADVICE
+from relaxep._validation import NOT_PSD_ADVICE, check_kernel_matrix, cholesky_factor
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.posterior._dense_linalg import (
-    DIRECT_BELOW,
     TINY,
     b_matrix,
-    covariance_from_inverse,
+    blocked_sweep,
+    covariance_plus,
+    kernel_matrix,
     marginals_from_inverse,
     posterior_mean,
+    single_factors,
     triangular_inverse,
     woodbury_negative_sites,
 )
-from relaxep.posterior.base import Posterior, SiteProposer, SweepStats, cavity, is_proper
+from relaxep.posterior.base import Posterior, Prior, SiteProposer, SweepStats
 
-__all__ = ["DensePosterior", "posterior_mean"]
+__all__ = ["DensePosterior", "DensePrior", "kernel_matrix", "posterior_mean"]
+
+
+class DensePrior(Prior):
+    """:math:`N(0, K)` with ``K`` a dense ``n x n`` matrix, checked once here.
+
+    ``K`` must be finite, square, symmetric, with a positive diagonal and positive
+    semi-definite (its Cholesky factor exists with a relative jitter of 1e-10; a singular
+    ``K`` such as the linear kernel's is fine; ``check_psd=False`` skips this factorisation,
+    as the hyperparameter search's gradient evaluations do).  It is not copied and never written.
+
+    Raises
+    ------
+    ValueError, TypeError
+        For a matrix that is not a covariance; :class:`~relaxep.KernelNotPositiveDefiniteError`
+        (a ``ValueError``) when it is indefinite.
+    """
+
+    #: set by :meth:`from_kernel`: the covariance function, the training inputs, the noise on the diagonal
+    #: and :math:`\partial K/\partial\theta` (with ``eval_gradient``)
+    covariance_function: Any = None
+    X: Any = None
+    noise: float = 0.0
+    kernel_gradient: Array | None = None
+
+    def __init__(self, K: ArrayLike, check_psd: bool = True) -> None:
+        n = int(np.shape(K)[0]) if np.ndim(K) == 2 else 0
+        # beside K: its factor, the posterior covariance and a work array
+        check_memory(dense_bytes(n, 3), f"dense inference on n = {n} points (beside K)", FIT_REMEDY)
+        #: the ``n x n`` prior covariance
+        self.K = check_kernel_matrix(K)
+        if check_psd:
+            cholesky_factor(self.K, relative_jitter=1e-10)
+
+    @classmethod
+    def from_kernel(
+        cls, kernel: Any, X: Any, noise: float = 0.0, eval_gradient: bool = False, check_psd: bool = True
+    ) -> DensePrior:
+        r"""The prior :math:`N(0, k(X, X) + \sigma^2 I)` of a scikit-learn kernel (:func:`kernel_matrix`).
+
+        ``noise`` :math:`\sigma^2` is latent noise (the estimator's ``jitter``); it is added to the test
+        variances of :meth:`cross_covariance` too.  ``check_psd``: as in the constructor.  With
+        ``eval_gradient`` the prior keeps :attr:`kernel_gradient` for
+        :meth:`~relaxep.posterior.DensePosterior.evidence_gradient`.
+        """
+        K, dK = kernel_matrix(kernel, X, noise, eval_gradient)
+        prior = cls(K, check_psd)
+        prior.covariance_function, prior.X, prior.noise, prior.kernel_gradient = kernel, X, float(noise), dK
+        return prior
+
+    def cross_covariance(self, X_test: Any) -> tuple[Array, Array]:
+        r""":math:`K_{*f} = k(X_*, X)` and :math:`k(x_*, x_*) + \sigma^2`."""
+        if self.covariance_function is None:
+            return super().cross_covariance(X_test)
+        k = self.covariance_function
+        return k(X_test, self.X), k.diag(X_test) + self.noise
+
+    @property
+    def kernel(self) -> Array:
+        """The matrix :attr:`K` (deprecated: ``kernel`` is the covariance function on a sparse prior;
+        use ``.K``; removed in 0.4)."""
+        warnings.warn("DensePrior.kernel is the matrix K: use .K; removed in 0.4", DeprecationWarning, stacklevel=2)
+        return self.K
+
+    @property
+    def n(self) -> int:
+        return self.K.shape[0]
+
+    def posterior(
+        self,
+        site_precision: Array | None = None,
+        site_mean_precision: Array | None = None,
+        marginals_only: bool = False,
+    ) -> DensePosterior:
+        return DensePosterior(self.K, site_precision, site_mean_precision, marginals_only=marginals_only)
+
+    def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
+        """One Cholesky and solves (:func:`~relaxep.posterior.dense.posterior_mean`), no inverse."""
+        return posterior_mean(self.K, np.asarray(site_precision, float), np.asarray(site_mean_precision, float))
 
 
 class DensePosterior(Posterior):
@@ -178,51 +261,13 @@ class DensePosterior(Posterior):
         """
         if block_size <= 1:
             return super().apply_sequential(order, propose, fraction)
-        order = np.asarray(order, dtype=np.intp)
-        skipped: list[int] = []
-        improper = nonfinite = 0
-        tau_all, nu_all, mean = self.site_precision, self.site_mean_precision, self.mean
         cov0 = self.cov  # applies any earlier deferred corrections first; not written below
-        vectors = np.empty((self.n, len(order)), order="F")
-        coefs = np.empty(len(order))
-        used = 0
-        for start in range(0, len(order), block_size):
-            block = order[start : start + block_size]
-            panel = np.asfortranarray(cov0[:, block])  # fancy indexing copies
-            if used:
-                corrections = vectors[:, :used] * coefs[:used]
-                panel = dgemm(-1.0, corrections, vectors[block, :used], beta=1.0, c=panel, trans_b=1, overwrite_c=1)
-            new_tau = tau_all[block].copy()
-            new_nu = nu_all[block].copy()
-            for t, j in enumerate(block):
-                a_jj = panel[j, t]
-                tau_j, nu_j = new_tau[t], new_nu[t]
-                cav_mean, cav_var = cavity(mean[j], a_jj, tau_j, nu_j, fraction)
-                if not is_proper(cav_var):
-                    skipped.append(int(j))
-                    improper += 1
-                    continue
-                tau_new, nu_new = propose(int(j), cav_mean, cav_var, tau_j, nu_j, a_jj)
-                if not (np.isfinite(tau_new) and np.isfinite(nu_new)):
-                    skipped.append(int(j))
-                    nonfinite += 1
-                    continue
-                d_tau, d_nu = tau_new - tau_j, nu_new - nu_j
-                denom = 1.0 + d_tau * a_jj
-                if not (denom > 0.0 and np.isfinite(denom)):
-                    skipped.append(int(j))
-                    continue
-                col = panel[:, t].copy()
-                mean += ((d_nu - d_tau * mean[j]) / denom) * col
-                k = d_tau / denom
-                panel = dger(-k, col, col[block], a=panel, overwrite_a=True)
-                vectors[:, used] = col
-                coefs[used] = k
-                used += 1
-                new_tau[t], new_nu[t] = tau_new, nu_new
-            self.set_sites(block, new_tau, new_nu)
-        self._defer_downdate(vectors[:, :used], coefs[:used])
-        return SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
+        tau, nu, order = self.site_precision, self.site_mean_precision, np.asarray(order, dtype=np.intp)
+        vectors, coefs, stats = blocked_sweep(
+            cov0, self.mean, tau, nu, order, propose, fraction, block_size, self.set_sites
+        )
+        self._defer_downdate(vectors, coefs)
+        return stats
 
     # ------------------------------------------------------------- refresh
     def refresh(self, marginals_only: bool = False) -> None:
@@ -264,7 +309,7 @@ class DensePosterior(Posterior):
             return
         tau_plus = np.maximum(tau, 0.0)
         sw = np.sqrt(tau_plus)
-        single = self._single_factors(K, sw) if self.coarse and marginals_only else None
+        single = single_factors(K, sw) if self.coarse and marginals_only else None
         if single is not None:
             chol, linv = single
         else:
@@ -295,16 +340,7 @@ class DensePosterior(Posterior):
         self._chol, self._log_det, self._has_negative = chol, log_det, bool(negative.size)
         if marginals_only:
             return
-        # Sites change little between sweeps: when the last refresh found too many weak
-        # sites for the inverse, go straight to K - V^T V instead of paying for potri first.
-        cov = None
-        if not self._many_weak_sites:
-            cov, self._many_weak_sites = covariance_from_inverse(K, chol, sw)
-        if cov is None:
-            v = linalg.solve_triangular(chol, sw[:, None] * K, lower=True, check_finite=False)
-            cov = K - v.T @ v
-            share = tau_plus * np.diagonal(cov)
-            self._many_weak_sites = np.count_nonzero(share < DIRECT_BELOW) > n // 4
+        cov, self._many_weak_sites = covariance_plus(K, chol, sw, tau_plus, self._many_weak_sites)
         if correction is not None:
             cov += correction.T @ correction  # A = A+ + A+_N C^-1 A+_N^T
             cov = 0.5 * (cov + cov.T)
@@ -315,20 +351,6 @@ class DensePosterior(Posterior):
             return
         self.cov = np.asfortranarray(cov)
         self.mean = self.cov @ nu
-
-    def _single_factors(self, K: Array, sw: Array) -> tuple[Array, Array] | None:
-        r""":math:`B`'s Cholesky factor and its inverse computed in single precision (LAPACK ``spotrf``,
-        ``strtri``: 1.4-1.8x faster than double at n = 1000-2000), returned in double, for sweeps far
-        from the fixed point (:attr:`~relaxep.posterior.base.Posterior.coarse`), where a relative
-        error of about :math:`10^{-5}` in the marginals does not matter: convergence is only ever
-        declared on double-precision sweeps.  ``None`` where single precision has no factor."""
-        chol, info = lapack.spotrf(b_matrix(K, sw, np.float32), lower=1, clean=1, overwrite_a=1)
-        if info != 0:
-            return None
-        linv, info = lapack.strtri(chol, lower=1)
-        if info != 0:
-            return None
-        return chol.astype(np.float64), linv.astype(np.float64)
 
     def _invalidate(self) -> None:
         self._chol = self._lu = self._log_det = None

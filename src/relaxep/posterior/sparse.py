@@ -36,6 +36,7 @@ triangular multiply per chunk for the marginals.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -64,8 +65,7 @@ from relaxep.posterior._sparse_linalg import (  # noqa: F401
     symmetric_from_lower,
 )
 from relaxep.posterior._sparse_linalg import cholesky_kuu as _cholesky_kuu
-from relaxep.posterior.base import Posterior, SiteProposer, SweepStats
-from relaxep.posterior.prior import Prior
+from relaxep.posterior.base import Posterior, Prior, SiteProposer, SweepStats
 
 __all__ = ["SparsePosterior", "SparsePrior"]
 
@@ -172,16 +172,6 @@ class SparsePrior(Prior):
         """The FITC posterior for these sites (it always keeps only the marginals, so ``marginals_only`` is moot)."""
         return SparsePosterior(self, site_precision, site_mean_precision)
 
-    def cross_kernel(self, X_test: ArrayLike) -> tuple[Array, Array]:
-        r""":math:`K_{*u}` and the prior test variances :math:`k_{**}` (+ latent noise): what
-        :meth:`SparsePosterior.predict_latent` takes.  Only for a prior built from a kernel."""
-        if self.kernel is None:
-            raise ValueError("this SparsePrior was built from matrices: pass K_*u and k_** yourself")
-        X_test = _check_inputs(X_test, "X_test")
-        return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
-            self.kernel.diag(X_test), dtype=float
-        ) + self.latent_noise
-
     @classmethod
     def from_kernel(cls, kernel: Any, X: ArrayLike, Z: ArrayLike, noise: float = 0.0, **options: Any) -> SparsePrior:
         r"""The FITC prior of a scikit-learn kernel with inducing inputs ``Z`` and latent noise ``noise``
@@ -194,8 +184,23 @@ class SparsePrior(Prior):
         return self.chunk_size
 
     def cross_covariance(self, X_test: ArrayLike) -> tuple[Array, Array]:
-        r""":math:`K_{*u}` and :math:`k_{**}` + latent noise (:meth:`cross_kernel`)."""
-        return self.cross_kernel(X_test)
+        r""":math:`K_{*u}` and the prior test variances :math:`k_{**}` (+ latent noise): what
+        :meth:`SparsePosterior.predict_latent` takes.  Only for a prior built from a kernel."""
+        if self.kernel is None:
+            raise ValueError("this SparsePrior was built from matrices: pass K_*u and k_** yourself")
+        X_test = _check_inputs(X_test, "X_test")
+        return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
+            self.kernel.diag(X_test), dtype=float
+        ) + self.latent_noise
+
+    def cross_kernel(self, X_test: ArrayLike) -> tuple[Array, Array]:
+        """:meth:`cross_covariance` (deprecated name; removed in 0.4)."""
+        warnings.warn(
+            "SparsePrior.cross_kernel is cross_covariance: use .cross_covariance; removed in 0.4",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        return self.cross_covariance(X_test)
 
     def dense_covariance(self) -> Array:
         """The ``n x n`` FITC covariance :math:`Q + G` (for tests and small problems only)."""
