@@ -382,3 +382,13 @@ def test_the_old_module_path_of_the_likelihoods_warns():
 
     with pytest.warns(FutureWarning, match="relaxep.likelihoods.multiclass"):
         assert old.RobustMax is RobustMax
+
+
+def test_the_multiclass_likelihoods_are_exported_at_the_root_and_from_likelihoods():
+    import relaxep
+    import relaxep.likelihoods as likelihoods
+    import relaxep.multiclass as face
+
+    for name in ("MulticlassLikelihood", "MultinomialProbit", "RobustMax"):
+        assert name in relaxep.__all__ and name in likelihoods.__all__
+        assert getattr(relaxep, name) is getattr(likelihoods, name) is getattr(face, name)

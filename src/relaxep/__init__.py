@@ -23,7 +23,19 @@ from relaxep.inference import (
     infer,
 )
 from relaxep.inference.schedules import Blocked, Parallel, Sequential
-from relaxep.likelihoods import Gaussian, Laplace, Likelihood, Logistic, NoisyProbit, NoisyStep, Probit, StudentT
+from relaxep.likelihoods import (
+    Gaussian,
+    Laplace,
+    Likelihood,
+    Logistic,
+    MulticlassLikelihood,
+    MultinomialProbit,
+    NoisyProbit,
+    NoisyStep,
+    Probit,
+    RobustMax,
+    StudentT,
+)
 from relaxep.posterior import DensePrior, Prior, SparsePrior
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
@@ -49,6 +61,8 @@ __all__ = [
     "Likelihood",
     "Logistic",
     "MemoryLimitError",
+    "MulticlassLikelihood",
+    "MultinomialProbit",
     "NoisyProbit",
     "NoisyStep",
     "Parallel",
@@ -56,6 +70,7 @@ __all__ = [
     "Prior",
     "Probit",
     "RelaxedEP",
+    "RobustMax",
     "Sequential",
     "SiteRule",
     "SiteUpdates",

@@ -5,6 +5,7 @@ from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.folded import BinaryLikelihood
 from relaxep.likelihoods.gaussian import Gaussian
 from relaxep.likelihoods.laplace import Laplace
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
 
@@ -14,10 +15,13 @@ __all__ = [
     "Laplace",
     "Likelihood",
     "Logistic",
+    "MulticlassLikelihood",
+    "MultinomialProbit",
     "NoisyProbit",
     "NoisyStep",
     "Probit",
     "QuadratureLikelihood",
+    "RobustMax",
     "StudentT",
     "TiltedLogZ",
 ]
