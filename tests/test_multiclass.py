@@ -392,3 +392,10 @@ def test_the_multiclass_likelihoods_are_exported_at_the_root_and_from_likelihood
     for name in ("MulticlassLikelihood", "MultinomialProbit", "RobustMax"):
         assert name in relaxep.__all__ and name in likelihoods.__all__
         assert getattr(relaxep, name) is getattr(likelihoods, name) is getattr(face, name)
+
+
+def test_the_old_module_path_of_the_inference_warns():
+    import relaxep.multiclass.inference as old
+
+    with pytest.warns(FutureWarning, match="relaxep.inference.multiclass"):
+        assert old.infer_multiclass is infer_multiclass

@@ -1,4 +1,5 @@
-"""Inference methods (site updates, double-loop EP, the automatic cascade), ``infer`` and its result."""
+"""Inference methods (site updates, double-loop EP, the automatic cascade), ``infer`` and its result;
+``infer_multiclass``, joint multi-class EP."""
 
 from relaxep.inference.auto import Auto
 from relaxep.inference.convergent import ConvergentEP
@@ -6,6 +7,7 @@ from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.driver import as_method, infer
 from relaxep.inference.evidence import evidence_gradient, log_evidence
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.multiclass import MulticlassResult, infer_multiclass
 from relaxep.inference.result import Attempt, InferenceResult
 from relaxep.inference.site_updates import SiteUpdates, SweepOptions
 
@@ -17,11 +19,13 @@ __all__ = [
     "DoubleLoopEP",
     "InferenceMethod",
     "InferenceResult",
+    "MulticlassResult",
     "RunOptions",
     "SiteUpdates",
     "SweepOptions",
     "as_method",
     "evidence_gradient",
     "infer",
+    "infer_multiclass",
     "log_evidence",
 ]

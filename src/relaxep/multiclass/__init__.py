@@ -1,10 +1,10 @@
-"""Multi-class GP classification by joint EP.
+"""Multi-class GP classification by joint EP: a face over the likelihoods and the inference (no code here).
 
 * :mod:`relaxep.likelihoods.multiclass`: the multinomial probit and the robust max
   (multi-class label noise), with tilted moments by an inner EP (re-exported here);
-* :mod:`~relaxep.multiclass.inference`: :func:`infer_multiclass`, which runs nested EP
+* :mod:`relaxep.inference.multiclass`: :func:`infer_multiclass`, which runs nested EP
   (Riihimaki, Jylanki & Vehtari 2013) for the multinomial probit or dense EP on the label
-  differences for the robust max, and the EP evidence's gradient.
+  differences for the robust max, and the EP evidence's gradient (re-exported here).
 
 The two posteriors live in :mod:`relaxep.posterior.multiclass` (``NestedPosterior``,
 ``RobustMaxPosterior``), the damped parallel loop that runs both and :class:`MulticlassResult`
@@ -13,8 +13,8 @@ in :mod:`relaxep.inference.damped_parallel`.
 :class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``).
 """
 
+from relaxep.inference.multiclass import MulticlassResult, evidence_gradient, infer_multiclass
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
-from relaxep.multiclass.inference import MulticlassResult, evidence_gradient, infer_multiclass
 
 __all__ = [
     "MulticlassLikelihood",
