@@ -35,7 +35,7 @@ import numpy as np
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
-from relaxep.inference.result import InferenceResult, make_result, warm_posterior
+from relaxep.inference.result import InferenceResult
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
@@ -44,9 +44,7 @@ __all__ = [
     "ConvergenceMonitor",
     "InferenceMethod",
     "RunOptions",
-    "make_result",
     "marginal_change",
-    "warm_posterior",
 ]
 
 CRITERIA = ("marginals", "alpha", "relative")

@@ -47,11 +47,10 @@ from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
 from relaxep.errors import ImproperPosteriorError
 
-# the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded); importable from here
-from relaxep.posterior._sparse_linalg import (  # noqa: F401
+# the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded)
+from relaxep.posterior._sparse_linalg import (
     CHUNK,
     KUU_JITTER,
-    add_weighted_gram,
     chunks,
     conditional_variances,
     factor_b,
@@ -62,7 +61,6 @@ from relaxep.posterior._sparse_linalg import (  # noqa: F401
     shard_marginals,
     solve_rows,
     sparse_prior_rows,
-    symmetric_from_lower,
 )
 from relaxep.posterior._sparse_linalg import cholesky_kuu as _cholesky_kuu
 from relaxep.posterior.base import Posterior, Prior, SiteProposer, SweepStats

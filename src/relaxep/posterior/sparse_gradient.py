@@ -36,7 +36,8 @@ from scipy import linalg
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, Product
 
 from relaxep._typing import Array
-from relaxep.posterior.sparse import SparsePosterior, add_weighted_gram, chunks, symmetric_from_lower
+from relaxep.posterior._sparse_linalg import add_weighted_gram, chunks, symmetric_from_lower
+from relaxep.posterior.sparse import SparsePosterior
 
 __all__ = ["SparseKernel", "as_sparse_kernel", "kernel_vjp", "sparse_evidence_gradient"]
 
