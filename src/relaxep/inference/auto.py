@@ -8,8 +8,8 @@ as :math:`R` has set no new minimum in ``stall_window`` sweeps (oscillation, not
 convergence).  The default stages are EP, :class:`~relaxep.inference.ConvergentEP` (descent on
 the EC free energy: a few factorisations an outer iteration) and, should that stall,
 :class:`~relaxep.inference.DoubleLoopEP` (Newton on :math:`2n \times 2n` systems, slow but the
-last resort).  Damped EP, the former second stage, is left out: where plain EP oscillates it
-mostly oscillated too, at the cost of another stall window (:doc:`the benchmark tables </benchmarks>`).
+last resort).  Damped EP is not a stage: where plain EP oscillates it mostly oscillates too, at
+the cost of another stall window (:doc:`the benchmark tables </benchmarks>`).
 
 For a heavy-tailed likelihood (``likelihood.heavy_tailed``: the Student-t) the default cascade
 tries double-loop EP before convergent EP: there convergent EP's line search solves the

@@ -62,7 +62,7 @@ def relaxed_objective(
     :math:`c\, b \lambda` (a dimensionless precision ratio), which makes ``c``
     independent of the kernel amplitude.
     """
-    if penalty not in ("absolute", "scale_free"):  # (until 0.2 this argument was the bool scale_free)
+    if penalty not in ("absolute", "scale_free"):
         raise ValueError(f"penalty must be 'absolute' or 'scale_free', got {penalty!r}")
     mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
     cost = relaxation * cavity_var if penalty == "scale_free" else relaxation
