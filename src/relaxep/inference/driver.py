@@ -11,7 +11,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 from threadpoolctl import threadpool_limits
 
-from relaxep._validation import check_positive_int, check_positive_number
+from relaxep._validation import check_positive_int, check_positive_number, check_unit_interval
 from relaxep.inference.auto import Auto
 from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult
@@ -186,11 +186,11 @@ def _old_schedule_options(
     )
     name = as_schedule(schedule)
     if block_size is not None:
-        blocked = Blocked(block_size)
+        blocked = Blocked(check_positive_int(block_size, "block_size"))
         if isinstance(name, Blocked):
             schedule = blocked
     if parallel_step is not None:
-        parallel = Parallel(parallel_step)
+        parallel = Parallel(check_unit_interval(parallel_step, "parallel_step"))
         if isinstance(name, Parallel):
             schedule = parallel
     return schedule

@@ -189,9 +189,9 @@ class AdaptiveStep:
     doubled (up to its initial value) after :data:`RECOVER_AFTER` sweeps in a row without one.
 
     A reversal: the proposed change points back at the last one, cosine below :math:`-1/2`.
-    The step never falls below ``min_step``.  Two reversals early in a run (the first overshoots)
-    used to halve the step for good, and the run then converged at half speed: at n = 2000 with
-    10% flipped labels in 15 sweeps instead of 9 (``benchmarks/results/defaults.md``).
+    The step never falls below ``min_step``.  Doubling back matters: two reversals early in a run
+    (the first overshoots) halve the step, and a run kept at half the step converges at half speed
+    (at n = 2000 with 10% flipped labels, 15 sweeps instead of 9; ``benchmarks/results/defaults.md``).
     """
 
     def __init__(self, step: float, min_step: float) -> None:
@@ -226,8 +226,9 @@ class Parallel(Schedule):
 
     The proposals :math:`(\tau^*, \nu^*)` (:func:`parallel_proposals`) are applied with step :math:`s`:
     :math:`\tau \leftarrow \tau + s (\tau^* - \tau)` (likewise :math:`\nu`); if the resulting
-    posterior is improper or not finite, :math:`s` is halved (for the rest of the run) and the
-    step retried, down to ``min_step`` (then :class:`~relaxep.ImproperPosteriorError`).  Sites
+    posterior is improper or not finite, :math:`s` is halved and the step retried, down to
+    ``min_step`` (then :class:`~relaxep.ImproperPosteriorError`); a halved step stays so until
+    :class:`AdaptiveStep` doubles it back (with ``damp_oscillation`` only).  Sites
     with improper cavities keep their parameters.  Only the marginals are refreshed each sweep;
     until a sweep first moves them by less than :data:`COARSE_ABOVE` (and for at most
     :data:`COARSE_SWEEPS` sweeps), the refresh may factorise in
@@ -245,7 +246,7 @@ class Parallel(Schedule):
     refreshes: ClassVar[bool] = True
 
     def __init__(self, step: float = 1.0, min_step: float = 1.0 / 1024, damp_oscillation: bool = True) -> None:
-        check_unit_interval(step, "parallel step")
+        check_unit_interval(step, "step")
         check_unit_interval(min_step, "min_step")
         if not isinstance(damp_oscillation, bool | np.bool_):
             raise TypeError(f"damp_oscillation must be a bool, got {damp_oscillation!r}")
