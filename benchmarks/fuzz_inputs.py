@@ -77,8 +77,10 @@ def _cases(tmp: Path) -> list:
             lambda r: (
                 _ok_result(r)
                 and np.allclose(
-                    r.predict_proba(1e10 * K[:3], 1e10 * np.diag(K)[:3]),
-                    infer(K, Y, NoisyStep(0.1), EP(damping=0.5)).predict_proba(K[:3], np.diag(K)[:3]),
+                    NoisyStep(0.1).predict(*r.predict_latent(1e10 * K[:3], 1e10 * np.diag(K)[:3])),
+                    NoisyStep(0.1).predict(
+                        *infer(K, Y, NoisyStep(0.1), EP(damping=0.5)).predict_latent(K[:3], np.diag(K)[:3])
+                    ),
                     atol=1e-6,
                 )
             ),
@@ -135,17 +137,13 @@ def _cases(tmp: Path) -> list:
         args = dict(likelihood=Probit(), rule=EP())
         args.update(kw)
         cases.append(case(f"infer: {name}", lambda args=args: infer(K, Y, **args), (word,)))
-    cases.append(
-        case("predict_proba: negative prior variances", lambda: FIT.predict_proba(K[:3], -np.ones(3)), ("k_star_diag",))
-    )
-    cases.append(
-        case("predict_proba: K_star of the wrong width", lambda: FIT.predict_proba(K[:3, :10], np.ones(3)), ("K_star",))
-    )
-    cases.append(
-        case(
-            "predict_proba: NaN in K_star", lambda: FIT.predict_proba(np.full((3, 30), np.nan), np.ones(3)), ("K_star",)
-        )
-    )
+    predict_cases = {
+        "negative prior variances": ((K[:3], -np.ones(3)), "k_star_diag"),
+        "K_star of the wrong width": ((K[:3, :10], np.ones(3)), "K_star"),
+        "NaN in K_star": ((np.full((3, 30), np.nan), np.ones(3)), "K_star"),
+    }
+    for name, (args, word) in predict_cases.items():
+        cases.append(case(f"predict_latent: {name}", lambda args=args: FIT.predict_latent(*args), (word,)))
     ctor = {
         "NoisyStep(-0.1)": lambda: NoisyStep(-0.1),
         "NoisyStep(0.5)": lambda: NoisyStep(0.5),

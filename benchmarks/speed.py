@@ -51,7 +51,7 @@ def _measure(fn, repeats):
 def relaxep_fit(X, y, X_test, schedule, tol=1e-6):
     kernel = RBF(LENGTH_SCALE)
     res = infer(kernel(X), y, Probit(), EP(), schedule=schedule, tol=tol, max_sweeps=100)
-    p = res.predict_proba(kernel(X_test, X), np.ones(len(X_test)))
+    p = np.clip(res.likelihood.predict(*res.predict_latent(kernel(X_test, X), np.ones(len(X_test)))), 0.0, 1.0)
     return res.mean, res.n_sweeps, p, res.status
 
 

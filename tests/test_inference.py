@@ -194,7 +194,7 @@ def test_predictions_are_probabilities_and_agree_with_the_training_posterior():
         mean, var = res.predict_latent(K, np.diag(K))
         np.testing.assert_allclose(mean, res.mean, atol=1e-7)
         np.testing.assert_allclose(var, np.diag(res.cov), atol=1e-7)
-        p = res.predict_proba(K, np.diag(K))
+        p = lik.predict(mean, var)
         assert np.all((p >= 0) & (p <= 1))
 
 
@@ -456,8 +456,8 @@ def test_the_default_criterion_does_not_depend_on_the_kernel_amplitude(scale):
     assert base.converged and scaled.converged and base.n_sweeps == scaled.n_sweeps > 3
     np.testing.assert_allclose(scaled.trace, base.trace, rtol=1e-6, atol=1e-12)
     np.testing.assert_allclose(
-        scaled.predict_proba(scale * X_star, scale * np.diag(K)[:5]),
-        base.predict_proba(X_star, np.diag(K)[:5]),
+        lik.predict(*scaled.predict_latent(scale * X_star, scale * np.diag(K)[:5])),
+        lik.predict(*base.predict_latent(X_star, np.diag(K)[:5])),
         rtol=1e-9,
         atol=1e-12,
     )
@@ -481,7 +481,19 @@ def test_prediction_refuses_negative_prior_variances():
     K, y = curved_problem(20, 1)
     res = infer(K, y, Probit(), EP())
     with pytest.raises(ValueError, match="k_star_diag"):
-        res.predict_proba(K[:3], np.array([1.0, -0.5, 1.0]))
+        res.predict_latent(K[:3], np.array([1.0, -0.5, 1.0]))
+
+
+def test_the_binary_heads_of_a_result_are_deprecated_and_answer_as_before():
+    K, y = curved_problem(20, 1)
+    res = infer(K, y, Probit(), EP())
+    mean, var = res.predict_latent(K[:3], np.diag(K)[:3])
+    with pytest.warns(FutureWarning, match=r"predict_proba is binary-only and is removed in 0\.4"):
+        p = res.predict_proba(K[:3], np.diag(K)[:3])
+    np.testing.assert_array_equal(p, np.clip(Probit().predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0))
+    with pytest.warns(FutureWarning, match=r"predict_log_odds is binary-only and is removed in 0\.4"):
+        d = res.predict_log_odds(K[:3], np.diag(K)[:3])
+    np.testing.assert_array_equal(d, Probit().predict_log_odds(mean, np.maximum(var, 1e-300)))
 
 
 def test_a_sparse_matrix_is_refused_with_a_type_error_that_says_what_to_do():

@@ -67,5 +67,5 @@ def test_results_are_finite_and_the_posterior_is_a_covariance(problem):
         assert np.isfinite(res.log_evidence)
         assert np.all(np.isfinite(res.site_precision)) and np.all(np.isfinite(res.alpha))
         assert res.trace[-1] < 1e-3
-    p = res.predict_proba(K, np.diag(K))
+    p = res.likelihood.predict(*res.predict_latent(K, np.diag(K)))
     assert np.all((p >= 0) & (p <= 1))

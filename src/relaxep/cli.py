@@ -26,7 +26,7 @@ def demo(
 
     from relaxep import EP, NoisyStep, PowerEP, RelaxedEP, infer
     from relaxep.datasets import make_synthetic
-    from relaxep.experiments.methods import JITTER, error_rate
+    from relaxep.experiments.methods import JITTER, binary_proba, error_rate
 
     X, y, _ = make_synthetic(n_train // 2, flip_rate, random_state=seed)
     X_test, y_test, _ = make_synthetic(n_test // 2, 0.0, random_state=seed + 1)
@@ -54,7 +54,7 @@ def demo(
         start = time.perf_counter()
         res = infer(K, y, likelihood, rule, max_sweeps=max_sweeps, tol=1e-3)
         elapsed = time.perf_counter() - start
-        err = error_rate(res.predict_proba(K_star, k_diag), y_test)
+        err = error_rate(binary_proba(res, K_star, k_diag), y_test)
         rows.append(dict(method=name, status=res.status, sweeps=res.n_sweeps, time=elapsed, error=err))
         print(f"{name:<18} {res.status:<11} {res.n_sweeps:>6} {res.n_skipped:>7} {elapsed:>8.2f} {err:>10.3%}")
     return rows

@@ -25,6 +25,7 @@ from relaxep.sites import EP, SiteRule
 
 __all__ = [
     "JITTER",
+    "binary_proba",
     "build",
     "error_rate",
     "fit_and_score",
@@ -98,6 +99,12 @@ def paper_methods(
     return methods
 
 
+def binary_proba(res: InferenceResult, K_star: Array, k_star_diag: Array) -> Array:
+    """:math:`P(y_* = +1)` at test points: a binary run's likelihood predictive at its latent predictive."""
+    mean, var = res.predict_latent(K_star, k_star_diag)
+    return np.clip(res.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+
+
 def error_rate(proba: Array, y_test: Array) -> float:
     """0/1 loss of the decision ``p(y* = +1) >= 1/2`` against labels in {-1, +1}."""
     return float(np.mean(np.where(proba >= 0.5, 1.0, -1.0) != y_test))
@@ -140,7 +147,7 @@ def fit_and_score(
         "trace": [float(r) for r in res.trace],
     }
     if K_star is not None:
-        row["test_error"] = error_rate(res.predict_proba(K_star, k_star_diag), y_test)
+        row["test_error"] = error_rate(binary_proba(res, K_star, k_star_diag), y_test)
     return row, res
 
 
@@ -193,7 +200,7 @@ def select_length_scale(
         for train, test in folds:
             K = kernel(X[train]) + jitter * np.eye(len(train))
             res = infer(K, y[train], likelihood, EP(damping=0.5), max_sweeps=max_sweeps, tol=1e-3, criterion="alpha")
-            p = res.predict_proba(kernel(X[test], X[train]), np.full(len(test), 1.0 + jitter))
+            p = binary_proba(res, kernel(X[test], X[train]), np.full(len(test), 1.0 + jitter))
             p_obs = np.where(y[test] > 0, p, 1.0 - p)
             total += -np.sum(np.log(np.clip(p_obs, 1e-300, None)))
         scores.append(total / len(y))

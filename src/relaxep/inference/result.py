@@ -27,6 +27,7 @@ Every run ends with one status, each with one meaning:
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -161,20 +162,37 @@ class InferenceResult:
         return self.posterior.predict_latent(ks, kd)
 
     def predict_proba(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> Array:
-        r""":math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df` at test points.
+        r""":math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df` at test points (binary likelihoods).
 
-        NoisyStep: :math:`\epsilon + (1-2\epsilon)\Phi(\mu_*/s_*)`; probit:
-        :math:`\Phi(\mu_*/\sqrt{1 + s^2_*})`; logistic by quadrature.
+        .. deprecated:: 0.3
+            Removed in 0.4 (a result may be a regression's): use the estimator's ``predict_proba``, or
+            ``result.likelihood.predict(*result.predict_latent(K_star, k_star_diag))``.
         """
+        _binary_head("predict_proba")
         mean, var = self.predict_latent(cross_kernel, test_diag)
         return np.clip(self.likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
 
     def predict_log_odds(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> Array:
-        r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at test points (binary likelihoods' ``predict_log_odds``)."""
+        r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at test points (binary likelihoods' ``predict_log_odds``).
+
+        .. deprecated:: 0.3
+            Removed in 0.4: use the estimator's ``decision_function``, or the likelihood's
+            ``predict_log_odds`` at :meth:`predict_latent`.
+        """
+        _binary_head("predict_log_odds")
         if not hasattr(self.likelihood, "predict_log_odds"):
             raise TypeError(f"{type(self.likelihood).__name__} is not a binary likelihood: it has no log-odds")
         mean, var = self.predict_latent(cross_kernel, test_diag)
         return self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))
+
+
+def _binary_head(name: str) -> None:
+    warnings.warn(
+        f"InferenceResult.{name} is binary-only and is removed in 0.4; use the estimator's "
+        "predict_proba/decision_function, or likelihood.predict(...) on predict_latent",
+        FutureWarning,
+        stacklevel=3,
+    )
 
 
 def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:

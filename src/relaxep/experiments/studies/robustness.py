@@ -22,7 +22,7 @@ import numpy as np
 
 from relaxep.datasets import make_problem, problem_grid, synthetic_problems
 from relaxep.experiments import plotting
-from relaxep.experiments.methods import build, error_rate, method
+from relaxep.experiments.methods import binary_proba, build, error_rate, method
 from relaxep.experiments.runner import Cell
 from relaxep.experiments.study import Study, StudyContext, Tables
 from relaxep.experiments.tables import md_table, write_csv
@@ -114,7 +114,7 @@ def _fit_cell(spec: dict[str, Any], m: dict[str, Any], max_sweeps: int, truth: d
         nan=bool(not np.all(np.isfinite(res.mean))),
         sweeps=sum(a.n_sweeps for a in res.attempts) if res.attempts else int(res.n_sweeps),
         time_s=elapsed,
-        test_error=error_rate(res.predict_proba(K_star, k_diag), y_test),
+        test_error=error_rate(binary_proba(res, K_star, k_diag), y_test),
         stage=repr(res.rule) if res.attempts else m["label"],
         inner_newton=int(res.n_inner),
     )
