@@ -2,7 +2,8 @@
 
 Ground truth: scikit-learn's own ``check_decision_proba_consistency``; the predictive's log-odds
 from its closed forms (probit, noisy step) or adaptive quadrature (logistic) at the latent
-moments; the normal tail by ``scipy.stats.norm.sf`` where ``1 - p`` would round to zero.
+moments; the normal tail by ``scipy.stats.norm.sf`` where ``1 - p`` would round to zero.  Below
+the estimators, a run's result predicts through its likelihood at ``predict_latent``.
 """
 
 import math
@@ -18,7 +19,8 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils.estimator_checks import check_decision_proba_consistency
 
-from relaxep import GPClassifier, Logistic, NoisyProbit, NoisyStep, Probit
+from problems import curved_problem
+from relaxep import EP, GPClassifier, Logistic, NoisyProbit, NoisyStep, Probit, infer
 from relaxep.multiclass import MultinomialProbit, RobustMax
 
 BINARY = [Probit(), Logistic(), NoisyStep(0.1), NoisyProbit(0.05)]
@@ -145,3 +147,33 @@ def test_binary_predict_is_the_argmax_of_proba_and_the_sign_of_the_score(lik):
     assert np.all(np.argsort(d, kind="stable") == np.argsort(proba[:, 1], kind="stable")) or np.all(
         np.diff(proba[np.argsort(d), 1]) >= 0
     )
+
+
+def test_predictions_are_probabilities_and_agree_with_the_training_posterior():
+    K, y = curved_problem(50, 2)
+    for lik in (NoisyStep(0.1), Probit(), Logistic()):
+        res = infer(K, y, lik, EP())
+        mean, var = res.predict_latent(K, np.diag(K))
+        np.testing.assert_allclose(mean, res.mean, atol=1e-7)
+        np.testing.assert_allclose(var, np.diag(res.cov), atol=1e-7)
+        p = lik.predict(mean, var)
+        assert np.all((p >= 0) & (p <= 1))
+
+
+def test_prediction_refuses_negative_prior_variances():
+    K, y = curved_problem(20, 1)
+    res = infer(K, y, Probit(), EP())
+    with pytest.raises(ValueError, match="k_star_diag"):
+        res.predict_latent(K[:3], np.array([1.0, -0.5, 1.0]))
+
+
+def test_the_binary_heads_of_a_result_are_deprecated_and_answer_as_before():
+    K, y = curved_problem(20, 1)
+    res = infer(K, y, Probit(), EP())
+    mean, var = res.predict_latent(K[:3], np.diag(K)[:3])
+    with pytest.warns(FutureWarning, match=r"predict_proba is binary-only and is removed in 0\.4"):
+        p = res.predict_proba(K[:3], np.diag(K)[:3])
+    np.testing.assert_array_equal(p, np.clip(Probit().predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0))
+    with pytest.warns(FutureWarning, match=r"predict_log_odds is binary-only and is removed in 0\.4"):
+        d = res.predict_log_odds(K[:3], np.diag(K)[:3])
+    np.testing.assert_array_equal(d, Probit().predict_log_odds(mean, np.maximum(var, 1e-300)))

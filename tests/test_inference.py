@@ -10,7 +10,6 @@ from oracles import exact_linear_step_posterior, lik_fn, orthant_log_evidence, t
 from problems import TOY_X, TOY_Y, curved_problem, rbf
 from relaxep import (
     EP,
-    Blocked,
     DensePrior,
     DoubleLoopEP,
     FractionalEP,
@@ -18,7 +17,6 @@ from relaxep import (
     KernelNotPositiveDefiniteError,
     Logistic,
     NoisyStep,
-    Parallel,
     PowerEP,
     Probit,
     RelaxedEP,
@@ -187,17 +185,6 @@ def test_divergence_is_reported_with_the_last_proper_posterior():
     assert np.all(np.isfinite(res.site_precision))
 
 
-def test_predictions_are_probabilities_and_agree_with_the_training_posterior():
-    K, y = curved_problem(50, 2)
-    for lik in (NoisyStep(0.1), Probit(), Logistic()):
-        res = infer(K, y, lik, EP())
-        mean, var = res.predict_latent(K, np.diag(K))
-        np.testing.assert_allclose(mean, res.mean, atol=1e-7)
-        np.testing.assert_allclose(var, np.diag(res.cov), atol=1e-7)
-        p = lik.predict(mean, var)
-        assert np.all((p >= 0) & (p <= 1))
-
-
 def test_random_order_reaches_the_same_fixed_point():
     K, y = curved_problem(40, 4)
     fixed = infer(K, y, Probit(), EP(), tol=1e-10)
@@ -302,36 +289,6 @@ def test_a_prior_object_and_its_matrix_give_the_same_run():
     b = infer(DensePrior(K), y, Probit(), EP(), tol=1e-9)
     np.testing.assert_array_equal(a.mean, b.mean)
     assert a.log_evidence == b.log_evidence
-
-
-def test_old_schedule_keywords_still_work_and_say_so():
-    K, y = curved_problem(30, 7)
-    new = infer(K, y, Probit(), EP(), schedule=Blocked(8), tol=1e-9)
-    with pytest.warns(FutureWarning, match="Blocked"):
-        old = infer(K, y, Probit(), EP(), schedule="blocked", block_size=8, tol=1e-9)
-    np.testing.assert_array_equal(old.mean, new.mean)
-
-
-@pytest.mark.parametrize(
-    "options, name",
-    [
-        ({"parallel_step": 0}, "parallel_step"),
-        ({"parallel_step": 1.5, "schedule": "parallel"}, "parallel_step"),
-        ({"block_size": 0}, "block_size"),
-        ({"schedule": Parallel(step=1.0), "block_size": -2}, "block_size"),
-    ],
-)
-def test_an_old_schedule_keyword_out_of_range_is_named_as_the_user_spelled_it(options, name):
-    K, y = curved_problem(10, 7)
-    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=rf"^{name} must"):
-        infer(K, y, Probit(), EP(), **options)
-
-
-def test_a_schedule_argument_out_of_range_is_named_as_the_schedule_spells_it():
-    with pytest.raises(ValueError, match=r"^step must lie in \(0, 1\], got 0"):
-        Parallel(step=0)
-    with pytest.raises(ValueError, match=r"^block_size must be an integer >= 1"):
-        Blocked(block_size=0)
 
 
 def test_blas_threads_is_applied_and_restored():
@@ -475,25 +432,6 @@ def test_a_run_that_did_not_converge_reports_no_evidence():
     ok = infer(K, y, Probit(), EP())
     assert ok.converged and ok.log_evidence < 0.0
     del rng
-
-
-def test_prediction_refuses_negative_prior_variances():
-    K, y = curved_problem(20, 1)
-    res = infer(K, y, Probit(), EP())
-    with pytest.raises(ValueError, match="k_star_diag"):
-        res.predict_latent(K[:3], np.array([1.0, -0.5, 1.0]))
-
-
-def test_the_binary_heads_of_a_result_are_deprecated_and_answer_as_before():
-    K, y = curved_problem(20, 1)
-    res = infer(K, y, Probit(), EP())
-    mean, var = res.predict_latent(K[:3], np.diag(K)[:3])
-    with pytest.warns(FutureWarning, match=r"predict_proba is binary-only and is removed in 0\.4"):
-        p = res.predict_proba(K[:3], np.diag(K)[:3])
-    np.testing.assert_array_equal(p, np.clip(Probit().predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0))
-    with pytest.warns(FutureWarning, match=r"predict_log_odds is binary-only and is removed in 0\.4"):
-        d = res.predict_log_odds(K[:3], np.diag(K)[:3])
-    np.testing.assert_array_equal(d, Probit().predict_log_odds(mean, np.maximum(var, 1e-300)))
 
 
 def test_a_sparse_matrix_is_refused_with_a_type_error_that_says_what_to_do():

@@ -5,7 +5,7 @@ import pytest
 from scipy.linalg import solve_triangular
 from sklearn.gaussian_process.kernels import RBF
 
-from problems import wavy_problem
+from problems import curved_problem, wavy_problem
 from relaxep import (
     EP,
     Blocked,
@@ -231,3 +231,33 @@ def test_a_halved_parallel_step_doubles_back_once_the_reversals_stop():
     assert halved.size and np.any(parallel.step_sizes[halved[0] :] == 1.0)
     np.testing.assert_allclose(parallel.mean, sequential.mean, rtol=1e-7, atol=1e-9)
     assert parallel.log_evidence == pytest.approx(sequential.log_evidence, rel=1e-10)
+
+
+def test_old_schedule_keywords_still_work_and_say_so():
+    K, y = curved_problem(30, 7)
+    new = infer(K, y, Probit(), EP(), schedule=Blocked(8), tol=1e-9)
+    with pytest.warns(FutureWarning, match="Blocked"):
+        old = infer(K, y, Probit(), EP(), schedule="blocked", block_size=8, tol=1e-9)
+    np.testing.assert_array_equal(old.mean, new.mean)
+
+
+@pytest.mark.parametrize(
+    "options, name",
+    [
+        ({"parallel_step": 0}, "parallel_step"),
+        ({"parallel_step": 1.5, "schedule": "parallel"}, "parallel_step"),
+        ({"block_size": 0}, "block_size"),
+        ({"schedule": Parallel(step=1.0), "block_size": -2}, "block_size"),
+    ],
+)
+def test_an_old_schedule_keyword_out_of_range_is_named_as_the_user_spelled_it(options, name):
+    K, y = curved_problem(10, 7)
+    with pytest.warns(FutureWarning), pytest.raises(ValueError, match=rf"^{name} must"):
+        infer(K, y, Probit(), EP(), **options)
+
+
+def test_a_schedule_argument_out_of_range_is_named_as_the_schedule_spells_it():
+    with pytest.raises(ValueError, match=r"^step must lie in \(0, 1\], got 0"):
+        Parallel(step=0)
+    with pytest.raises(ValueError, match=r"^block_size must be an integer >= 1"):
+        Blocked(block_size=0)
