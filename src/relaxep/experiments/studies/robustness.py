@@ -57,12 +57,12 @@ class BestEvidence(InferenceMethod):
     def run(
         self,
         prior: Prior,
-        labels: np.ndarray,
+        y: np.ndarray,
         likelihood: Likelihood,
         options: RunOptions,
         init: InferenceResult | None = None,
     ) -> InferenceResult:
-        runs = [as_method(c).run(prior, labels, likelihood, options) for c in self.candidates]
+        runs = [as_method(c).run(prior, y, likelihood, options) for c in self.candidates]
         converged = [r for r in runs if r.converged and np.isfinite(r.log_evidence)]
         best = max(converged, key=lambda r: r.log_evidence) if converged else min(runs, key=lambda r: r.trace[-1])
         return replace(best, attempts=tuple(Attempt(r.method, r.status, r.n_sweeps) for r in runs))
