@@ -17,7 +17,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
-from relaxep.inference.schedules import AdaptiveStep, SiteUpdater, parallel_proposals
+from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, SiteUpdater, parallel_proposals
 from relaxep.inference.stochastic_ep import Step, Sums, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import (
@@ -248,6 +248,7 @@ class ShardedFITC:
         step = AdaptiveStep(1.0, self.min_step)
         monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
         status, last_skipped, sweep = "max_sweeps", 0, 0
+        coarse_left = COARSE_SWEEPS  # Parallel's count of the first sweeps that may not end a run
         while True:
             propose = sweep < self.max_sweeps
             summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
@@ -258,8 +259,11 @@ class ShardedFITC:
                 break
             n_improper = sum(s["n_improper"] for s in summary)
             if sweep:  # the statistic of the posterior after the last sweep (the largest over the shards)
-                monitor.add(max(s["stat"] for s in summary))
-                if monitor.below_tol() and last_skipped == 0 and n_improper == 0:
+                moved = max(s["stat"] for s in summary)
+                monitor.add(moved)
+                # as Parallel.sweep: a sweep whose refresh may be single precision in one process ends no run
+                coarse, coarse_left = coarse_left > 0, (coarse_left - 1 if moved > COARSE_ABOVE else 0)
+                if monitor.below_tol() and not coarse and last_skipped == 0 and n_improper == 0:
                     status = "converged"
                     break
             if not propose:
