@@ -38,7 +38,7 @@ from relaxep.likelihoods import Likelihood
 from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_multiclass
 from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
-from relaxep.posterior.prior import kernel_matrix
+from relaxep.posterior.dense import kernel_matrix
 from relaxep.posterior.sparse_gradient import as_sparse_kernel, sparse_evidence_gradient
 
 __all__ = [
@@ -333,7 +333,7 @@ class _JointModel:
             bounds = at_bounds(self.kernel_)
         self.X, self.y = X, y
         self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
-        result = self._run(self.prior_.kernel, y)
+        result = self._run(self.prior_.K, y)
         if result.status == "diverged":
             raise DivergenceError(
                 f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {self.likelihood!r}"

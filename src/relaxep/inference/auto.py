@@ -33,6 +33,7 @@ from relaxep.inference.method import InferenceMethod, RunOptions
 from relaxep.inference.result import Attempt, InferenceResult
 from relaxep.inference.schedules import Schedule
 from relaxep.inference.site_updates import SweepOptions
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 from relaxep.sites import EP, SiteRule
@@ -100,12 +101,7 @@ class Auto(InferenceMethod):
         return stage
 
     def run(
-        self,
-        prior: Prior,
-        y: Array,
-        likelihood: Likelihood,
-        options: RunOptions,
-        init: InferenceResult | None = None,
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
         stages = HEAVY_TAILED_STAGES if self.stages == DEFAULT_STAGES and likelihood.heavy_tailed else self.stages
         methods = [m for m in map(self._method, stages) if m.supports(prior, likelihood)]

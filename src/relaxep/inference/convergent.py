@@ -55,6 +55,7 @@ from relaxep.inference.free_energy import (
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.start import reachable_start
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
@@ -91,12 +92,7 @@ class ConvergentEP(InferenceMethod):
         self.max_newton = max_newton
 
     def run(
-        self,
-        prior: Prior,
-        y: Array,
-        likelihood: Likelihood,
-        options: RunOptions,
-        init: InferenceResult | None = None,
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
         if not self.supports(prior, likelihood):
             raise TypeError(f"ConvergentEP needs tilted cumulants, which {likelihood!r} does not provide")

@@ -76,6 +76,7 @@ from relaxep.inference.free_energy import (
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.start import reachable_start
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePosterior, DensePrior, Prior, as_prior
 
@@ -364,12 +365,7 @@ class DoubleLoopEP(InferenceMethod):
         return isinstance(prior, DensePrior) and scalar
 
     def run(
-        self,
-        prior: Prior,
-        y: Array,
-        likelihood: Likelihood,
-        options: RunOptions,
-        init: InferenceResult | None = None,
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
         if not isinstance(prior, DensePrior):
             raise TypeError(

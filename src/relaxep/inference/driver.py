@@ -17,6 +17,7 @@ from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult
 from relaxep.inference.schedules import Blocked, Parallel, Schedule, as_schedule
 from relaxep.inference.site_updates import SweepOptions
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.posterior import Posterior, Prior, as_prior
 from relaxep.sites import EP, SiteRule
@@ -67,7 +68,7 @@ def infer(
     criterion: Literal["marginals", "alpha", "relative"] = "marginals",
     random_state: int | np.random.Generator | None = None,
     on_improper: Literal["skip", "raise"] = "skip",
-    init: InferenceResult | None = None,
+    init: InferenceResult | Sites | None = None,
     callback: Callable[[int, Posterior], None] | None = None,
     require_both_classes: bool = True,
     blas_threads: int | None = None,
@@ -124,8 +125,9 @@ def infer(
     on_improper : {"skip", "raise"}
         An improper cavity is skipped and counted (default), or raises
         :class:`~relaxep.ImproperPosteriorError`.
-    init : InferenceResult, optional
-        Warm start from these sites (same ``n``); ignored when they make the posterior
+    init : InferenceResult or Sites, optional
+        Warm start from these sites (a result's :attr:`~relaxep.InferenceResult.sites`, or a
+        :class:`~relaxep.inference.warm.Sites`; same ``n``); ignored when they make the posterior
         improper under this ``K``.
     callback : callable, optional
         ``callback(sweep, posterior)`` after each sweep's site updates and before the
@@ -169,7 +171,16 @@ def infer(
         check_positive_int(blas_threads, "blas_threads")
     limits = threadpool_limits(limits=blas_threads, user_api="blas") if blas_threads is not None else nullcontext()
     with limits:
-        return method.run(prior, y, likelihood, options, init)
+        return method.run(prior, y, likelihood, options, _start(init))
+
+
+def _start(init: object) -> Sites | None:
+    """``init`` as the sites to start from: a :class:`Sites`, or a result's ``sites``."""
+    if init is None or isinstance(init, Sites):
+        return init
+    if isinstance(init, InferenceResult):
+        return init.sites
+    raise TypeError(f"init must be None, an InferenceResult or a relaxep.inference.warm.Sites, got {init!r}")
 
 
 def _old_schedule_options(

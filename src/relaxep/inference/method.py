@@ -36,6 +36,7 @@ import numpy as np
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep.inference.result import InferenceResult
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
@@ -146,12 +147,7 @@ class InferenceMethod(ParamsMixin, ABC):
 
     @abstractmethod
     def run(
-        self,
-        prior: Prior,
-        y: Array,
-        likelihood: Likelihood,
-        options: RunOptions,
-        init: InferenceResult | None = None,
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
         """Run to convergence or until ``options`` stop it; ``init`` warm-starts from its sites."""
 

@@ -37,6 +37,7 @@ from numpy.typing import ArrayLike
 from relaxep._typing import Array, Status
 from relaxep.errors import ImproperPosteriorError
 from relaxep.inference.evidence import log_evidence
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Posterior, Prior
 
@@ -49,7 +50,7 @@ class RunsInference(Protocol):
     import the methods)."""
 
     def run(
-        self, prior: Prior, y: Array, likelihood: Likelihood, options: Any, init: InferenceResult | None = None
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: Any, init: Sites | None = None
     ) -> InferenceResult: ...
 
 
@@ -147,6 +148,11 @@ class InferenceResult:
         """``status == "converged"``."""
         return self.status == "converged"
 
+    @property
+    def sites(self) -> Sites:
+        """The sites of this result, to start another run from (``infer(..., init=result.sites)``)."""
+        return Sites(self.site_precision, self.site_mean_precision, self.relaxation)
+
     def predict_latent(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> tuple[Array, Array]:
         r"""Latent mean and variance at test points from ``K_star`` (``m x n``) and ``k_star_diag`` (``m``)."""
         ks = np.asarray(cross_kernel, dtype=float)
@@ -195,7 +201,7 @@ def _binary_head(name: str) -> None:
     )
 
 
-def warm_posterior(prior: Prior, init: InferenceResult | None) -> Posterior | None:
+def warm_posterior(prior: Prior, init: Sites | None) -> Posterior | None:
     """The posterior at ``init``'s sites, or ``None`` (no ``init``, or its sites do not fit this prior)."""
     if init is None:
         return None

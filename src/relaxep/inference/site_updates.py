@@ -18,6 +18,7 @@ from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteErro
 from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.schedules import Schedule, SiteUpdater, as_schedule
+from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 from relaxep.posterior.base import is_proper
@@ -110,12 +111,7 @@ class SiteUpdates(InferenceMethod):
         return EP() if self.rule is None else self.rule
 
     def run(
-        self,
-        prior: Prior,
-        y: Array,
-        likelihood: Likelihood,
-        options: RunOptions,
-        init: InferenceResult | None = None,
+        self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
         n = prior.n
         rng = np.random.default_rng(self.random_state)

@@ -7,7 +7,7 @@ tens.  :class:`Sites` is that start (what :func:`~relaxep.infer` reads of its ``
 every model that runs inference repeatedly owns (the dense and sparse latent models, the joint
 multi-class model and the sharded FITC model of Dask):
 
-1. start warm, from the last kept start (where one is kept and fits the run);
+1. start warm, from the last kept start (where one is kept);
 2. where the warm run diverged, run again from zero sites (cold);
 3. keep the start of a run that converged.
 
@@ -65,10 +65,9 @@ class Sites:
         """The number of sites."""
         return int(self.site_precision.shape[0])
 
-    @classmethod
-    def of(cls, result: Any) -> Sites:
-        """The sites of a result (anything with ``site_precision``, ``site_mean_precision`` and ``relaxation``)."""
-        return cls(result.site_precision, result.site_mean_precision, getattr(result, "relaxation", None))
+
+def _sites_of(result: Any) -> Any:
+    return result.sites
 
 
 class WarmStarts:
@@ -79,23 +78,17 @@ class WarmStarts:
     enabled : bool
         ``False``: every run starts cold and nothing is kept (``warm_start=False`` of the estimators).
     keep : callable
-        What to keep of a converged result (default: its :class:`Sites`); the start the next run receives.
-    fits : callable or None
-        ``fits(start)``: whether a kept start suits the next run (e.g. as many sites as rows);
-        ``None``: always.
+        What to keep of a converged result (default: its ``sites``, a :class:`Sites` for an
+        :class:`~relaxep.InferenceResult`); the start the next run receives.
     """
 
-    def __init__(
-        self, enabled: bool = True, keep: Callable[[Any], Any] = Sites.of, fits: Callable[[Any], bool] | None = None
-    ) -> None:
-        self.enabled, self.keep, self.fits = bool(enabled), keep, fits
+    def __init__(self, enabled: bool = True, keep: Callable[[Any], Any] = _sites_of) -> None:
+        self.enabled, self.keep = bool(enabled), keep
         self.start: Any = None
 
     def run(self, infer: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         """``infer(*args, init=start, **kwargs)`` under the policy; returns the result of the run that counts."""
         init = self.start if self.enabled else None
-        if init is not None and self.fits is not None and not self.fits(init):
-            init = None
         result = infer(*args, init=init, **kwargs)
         if result.status == "diverged" and init is not None:
             result = infer(*args, init=None, **kwargs)
