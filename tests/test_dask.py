@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import RBF, Matern
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-from relaxep import EP, GPClassifier, PowerEP, Probit
+from relaxep import EP, ConvergentEP, Gaussian, GPClassifier, PowerEP, Probit
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -51,7 +51,7 @@ def test_dask_fit_equals_the_single_process_fit(client, data, kwargs):
     ref = GPClassifier(**common).fit(X, y)
     Xd, yd = da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400)  # 4 shards on 2 workers
     got = DaskGPClassifier(client=client, **common).fit(Xd, yd, gather_sites=True)
-    assert got.status_ == ref.result_.status == "converged"
+    assert got.result_.status == ref.result_.status == "converged"
     np.testing.assert_allclose(got.inducing_points_, ref.inducing_points_, atol=1e-10)
     np.testing.assert_allclose(got.kernel_.theta, ref.kernel_.theta, atol=1e-10)
     if "optimizer_maxiter" in kwargs:  # the learned cases did learn
@@ -63,7 +63,7 @@ def test_dask_fit_equals_the_single_process_fit(client, data, kwargs):
     np.testing.assert_array_equal(got.predict(da.from_array(Xt, chunks=150)).compute(), ref.predict(Xt))
     np.testing.assert_allclose(got.site_precision_, ref.result_.site_precision, rtol=1e-6, atol=1e-9)
     assert got.log_marginal_likelihood_value_ == pytest.approx(ref.log_marginal_likelihood_value_, rel=1e-9)
-    assert got.n_sweeps_ == ref.result_.n_sweeps
+    assert got.result_.n_sweeps == ref.result_.n_sweeps
 
 
 def test_dask_refuses_what_it_cannot_run(client, data):
@@ -113,10 +113,123 @@ def test_dask_stochastic_search_maps_minibatches_over_the_shards(client, data):
     ref = GPClassifier(**common, learn_inducing_points=False).fit(X, y)
     Xd, yd = da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400)
     got = DaskGPClassifier(client=client, optimizer="stochastic", optimizer_maxiter=60, **common).fit(Xd, yd)
-    assert got.status_ == "converged"
+    assert got.result_.status == "converged"
     assert np.abs(got.kernel_.theta).max() > 0.1 and not np.allclose(got.inducing_points_, ref.inducing_points_)
 
     def log_loss(p):
         return float(-np.mean(np.log(p[np.arange(yt.size), (yt == "b").astype(int)])))
 
     assert log_loss(got.predict_proba(Xt)) < log_loss(ref.predict_proba(Xt)) + 0.01
+
+
+# ------------------------------------------------------------------ the predictions are GPClassifier's
+KERNEL = C(2.0) * RBF(1.0)
+
+
+@pytest.fixture(scope="module")
+def fixed_pair(client, data):
+    """The same fixed-hyperparameter sparse fit twice: on the shards and in one process (EP, parallel schedule,
+    the same inducing inputs, jitter and tol); test rows with ties appended: 1000 units from every training
+    and inducing input, so ``K_*u`` underflows to 0, the predictive mean is exactly 0 and P = 0.5 exactly."""
+    X, y, Xt = data
+    Z = np.random.default_rng(3).normal(size=(10, 3))
+    common = dict(optimizer=None, inducing_points=Z, jitter=1e-6, tol=1e-4)
+    ref = GPClassifier(KERNEL, Probit(), rule=EP(), schedule="parallel", **common).fit(X, y)
+    Xd, yd = da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400)
+    got = DaskGPClassifier(client, KERNEL, Probit(), **common).fit(Xd, yd)
+    ties = 1000.0 + np.random.default_rng(4).normal(size=(3, 3))
+    return got, ref, np.vstack([Xt, ties]), len(Xt)
+
+
+def test_dask_predictions_equal_gpclassifiers_ties_included(fixed_pair):
+    got, ref, Xt, n_plain = fixed_pair
+    d_ref = ref.decision_function(Xt)
+    d = got.decision_function(da.from_array(Xt, chunks=150))
+    assert isinstance(d, da.Array) and d.shape == (Xt.shape[0],)  # lazy for a Dask array
+    d = d.compute()
+    np.testing.assert_array_equal(d[n_plain:], 0.0)  # exact ties, on both
+    np.testing.assert_array_equal(d_ref[n_plain:], 0.0)
+    np.testing.assert_allclose(d, d_ref, rtol=1e-8, atol=1e-8)
+    np.testing.assert_allclose(got.decision_function(Xt), d_ref, rtol=1e-8, atol=1e-8)  # numpy in, numpy out
+    for Xin in (Xt, da.from_array(Xt, chunks=150)):
+        np.testing.assert_allclose(np.asarray(got.predict_proba(Xin)), ref.predict_proba(Xt), rtol=1e-8, atol=1e-10)
+        np.testing.assert_allclose(np.asarray(got.predict_log_proba(Xin)), ref.predict_log_proba(Xt), rtol=1e-8)
+        labels = np.asarray(got.predict(Xin))
+        np.testing.assert_array_equal(labels, ref.predict(Xt))
+        assert (labels[n_plain:] == got.classes_[0]).all()  # a tie gives classes_[0] (p >= 0.5 gave classes_[1])
+    assert isinstance(got.predict_proba(da.from_array(Xt, chunks=150)), da.Array)
+    assert isinstance(got.predict(da.from_array(Xt, chunks=150)), da.Array)
+    assert got.predict_proba(Xt)[n_plain:, 1].tolist() == [0.5] * (len(Xt) - n_plain)
+
+
+def test_dask_decision_function_ranks_as_predict_proba(fixed_pair):
+    got, _, Xt, n_plain = fixed_pair
+    d, p1 = got.decision_function(Xt[:n_plain]), got.predict_proba(Xt[:n_plain])[:, 1]
+    order = np.argsort(d, kind="stable")
+    assert np.all(np.diff(p1[order]) >= 0.0)
+    np.testing.assert_array_equal(order, np.argsort(p1, kind="stable"))
+    np.testing.assert_array_equal(d > 0.0, p1 > 0.5)
+
+
+def test_dask_result_is_a_sharded_result(fixed_pair):
+    import dataclasses
+
+    from relaxep.inference.sharded import ShardedResult
+
+    got, ref, _, _ = fixed_pair
+    result = got.result_
+    assert isinstance(result, ShardedResult) and result.converged and result.status == "converged"
+    assert isinstance(result.trace, np.ndarray) and result.n_sweeps == len(result.trace) == ref.result_.n_sweeps
+    assert result.log_evidence == got.log_marginal_likelihood_value_
+    assert result.log_evidence == pytest.approx(ref.result_.log_evidence, rel=1e-9)
+    assert result.chol_inv.shape == (10, 10) and result.m.shape == (10,)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        result.status = "max_sweeps"
+    diverged = ShardedResult.diverged([0.5, 2.0])
+    assert not diverged.converged and np.isnan(diverged.log_evidence) and diverged.chol_inv is None
+    assert diverged.n_sweeps == 2
+
+
+def test_dask_deprecated_attributes_warn_and_still_answer(fixed_pair):
+    got = fixed_pair[0]
+    for name, field in [("status_", "status"), ("n_sweeps_", "n_sweeps"), ("trace_", "trace")]:
+        with pytest.warns(FutureWarning, match=rf"use result_\.{field} instead; removed in 0\.4"):
+            value = getattr(got, name)
+        np.testing.assert_array_equal(value, getattr(got.result_, field))
+    assert not hasattr(DaskGPClassifier(), "status_")  # unfitted: absent, as other fitted attributes
+
+
+class _NoCluster:
+    """A client that fails on any use: the parameters are checked before any Dask work."""
+
+    def __getattr__(self, name):
+        raise AssertionError(f"the cluster was used ({name}) before the parameters were checked")
+
+
+@pytest.mark.parametrize(
+    ("params", "error", "match"),
+    [
+        ({"likelihood": "probit"}, TypeError, r"likelihood must be None or a binary .*Probit\(\).*not a name"),
+        ({"likelihood": Gaussian()}, TypeError, "likelihood must be None or a binary"),
+        ({"kernel": "rbf"}, TypeError, "kernel must be a scikit-learn Kernel"),
+        ({"rule": "auto"}, TypeError, "rule must be a SiteRule .*'auto' and inference methods .*one process"),
+        ({"rule": ConvergentEP()}, TypeError, "rule must be a SiteRule"),
+        ({"kernel": C(1.0) * Matern(1.0)}, TypeError, "kernel: learning a sparse GP's kernel"),
+        ({"max_sweeps": 0}, ValueError, "max_sweeps"),
+    ],
+    ids=["likelihood-str", "likelihood-regression", "kernel-str", "rule-auto", "rule-method", "kernel-no-gradient",
+         "max_sweeps"],
+)  # fmt: skip
+def test_dask_refuses_bad_parameters_before_any_dask_work(data, params, error, match):
+    X, y, _ = data
+    with pytest.raises(error, match=match):
+        DaskGPClassifier(client=_NoCluster(), **params).fit(X, y)
+
+
+def test_dask_defaults_are_gpclassifiers_but_the_documented_ones():
+    """Every parameter both estimators take has GPClassifier's default, except the two the class docstring
+    gives a reason for (a cluster is for sparse fits; the evidence is learned on a subset on the client)."""
+    ours, theirs = DaskGPClassifier().get_params(), GPClassifier().get_params()
+    differ = {k for k in ours.keys() & theirs.keys() if ours[k] != theirs[k]}
+    assert differ == {"inducing_points", "optimizer_subset"}
+    assert ours["optimizer"] == "auto" and ours["rule"] is None  # None: EP() (GPClassifier's None: "auto")

@@ -56,5 +56,5 @@ def test_a_worker_killed_mid_fit_leaves_the_predictions_unchanged():
         elapsed = time.perf_counter() - start
     assert "error" not in outcome, outcome.get("error")
     assert elapsed > 2.0
-    assert model.status_ == reference.result_.status == "converged"
+    assert model.result_.status == reference.result_.status == "converged"
     np.testing.assert_allclose(model.predict_proba(Xt), reference.predict_proba(Xt), atol=1e-8)

@@ -2,7 +2,8 @@ r"""Sparse EP beyond one machine: ``DaskGPClassifier`` on Dask arrays whose row 
 
 Following the conventions of LightGBM's and XGBoost's Dask estimators: ``client=None`` uses
 the default client (``distributed.default_client()``); ``fit`` takes Dask arrays (numpy is
-accepted and scattered), ``predict_proba`` returns a Dask array for a Dask array.
+accepted and scattered), ``decision_function``, ``predict_proba``, ``predict_log_proba`` and ``predict``
+return a lazy Dask array for a Dask array.
 
 The posterior is the FITC posterior of :mod:`relaxep.posterior.sparse` with the parallel
 schedule of :class:`~relaxep.inference.schedules.Parallel`, reorganised so that nothing of size
@@ -30,7 +31,8 @@ single-process sweep; one sweep is
 
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates
 are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` with the same
-site rule (summation order aside): the fit equals the single-process one.  Learning the
+site rule (summation order aside): the fit equals the single-process one, and so do the predictions
+(the same log-odds, through the likelihood's ``predict_log_odds``, and the same class at a tie).  Learning the
 kernel and the inducing inputs either runs on the client on ``optimizer_subset`` rows drawn
 from the cluster (the single-process code on the same rows), or, with
 ``optimizer_subset=None``, on all shards: each evaluation of the evidence rebuilds the shards'
@@ -47,11 +49,14 @@ Pointing it at an existing cluster::
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
+from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted, check_random_state
@@ -59,22 +64,61 @@ from sklearn.utils.validation import check_is_fitted, check_random_state
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._inducing import check_inducing_points, flat, initial_inducing_points, split_parameters
+from relaxep.estimators._checks import check_kernel, check_likelihood
+from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._models import _LatentModel, _SparsePriors
+from relaxep.estimators._plan import resolve_optimizer
 from relaxep.estimators._search import _EvidenceSearch, scored, warn_unconverged
-from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, stochastic_search, tied_start
-from relaxep.inference.sharded import ShardedFITC, predict_block
-from relaxep.likelihoods import Likelihood, NoisyProbit
-from relaxep.posterior.sparse_gradient import (
-    as_sparse_kernel,
-)
+from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
+from relaxep.inference.sharded import ShardedFITC, ShardedResult, log_odds_block
+from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
+from relaxep.posterior.sparse_gradient import as_sparse_kernel
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["DaskGPClassifier"]
 
+_LIKELIHOODS = (
+    "None or a binary relaxep likelihood instance (relaxep.likelihoods.BinaryLikelihood: Probit(), Logistic(), "
+    "NoisyProbit(eps, scale) or NoisyStep(eps))"
+)
 
-def _label(p1: Array, classes: Array) -> Array:
-    return classes[(p1 >= 0.5).astype(int)]
+
+def _label(d: Array, classes: Array) -> Array:
+    """``classes[1]`` where the log-odds are positive, else ``classes[0]`` (a tie gives ``classes[0]``)."""
+    return classes[(d > 0.0).astype(int)]
+
+
+def _proba(d: Array) -> Array:
+    """``[expit(-d), expit(d)]``: each probability to full relative precision in its own tail."""
+    return np.column_stack([expit(-d), expit(d)])
+
+
+def _log_proba(d: Array) -> Array:
+    return np.column_stack([log_expit(-d), log_expit(d)])
+
+
+def _two_columns(d: Any, columns: Callable[[Array], Array]) -> Any:
+    """``columns(d)``, block by block for a Dask array (a lazy ``(n, 2)`` Dask array)."""
+    if isinstance(d, np.ndarray):
+        return columns(d)
+    return d.map_blocks(columns, new_axis=1, chunks=(d.chunks[0], (2,)), dtype=float)
+
+
+def _deprecated(name: str, field: str) -> property:
+    """A fitted attribute that became ``result_.<field>`` (a ``FutureWarning``; removed in 0.4)."""
+
+    def get(self: DaskGPClassifier) -> Any:
+        result = self.result_  # (unfitted: AttributeError, so hasattr is False)
+        warnings.warn(
+            f"DaskGPClassifier.{name} is deprecated since 0.3: use result_.{field} instead; removed in 0.4",
+            FutureWarning,
+            stacklevel=2,
+        )
+        return getattr(result, field)
+
+    get.__doc__ = f"Deprecated since 0.3 (removed in 0.4): ``result_.{field}``."
+    return property(get)
 
 
 # ------------------------------------------------------------------ the estimator
@@ -85,43 +129,68 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
     ----------
     client : distributed.Client or None
         ``None``: ``distributed.default_client()``.
-    kernel, likelihood, jitter, max_sweeps, tol, random_state
-        As :class:`~relaxep.GPClassifier`.
-    rule : SiteRule, default ``EP()``
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        As :class:`~relaxep.GPClassifier`; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
+    likelihood : BinaryLikelihood, default ``NoisyProbit(eps=0.01, scale=1.0)``
+        As :class:`~relaxep.GPClassifier`, binary likelihoods only (``Probit()``, ``Logistic()``,
+        ``NoisyProbit(eps, scale)``, ``NoisyStep(eps)``).
+    rule : SiteRule or None, default None (``EP()``)
         A site rule (``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(f)``), run with the
-        parallel schedule; ``"auto"`` and inference methods are single-process only.
+        parallel schedule on the shards.  The one default that differs from ``GPClassifier``'s
+        (``"auto"``): ``"auto"`` and inference methods (``ConvergentEP()``, ``DoubleLoopEP()``) are
+        refused with a ``TypeError``.  ``"auto"`` is EP with convergent fallback stages, and those
+        stages are inference methods that update one posterior held in one process; the shards
+        run parallel site updates, so ``"auto"`` here could only mean EP without its fallback.
+        Where EP does not converge, damp it (``EP(damping=0.5)``) or relax it (``RelaxedEP(c)``),
+        or fit ``GPClassifier`` on one machine.
     inducing_points : int or array of shape (M, d), default 200
-    learn_inducing_points, inducing_init, optimizer, optimizer_maxiter
+    learn_inducing_points, inducing_init, max_sweeps, tol, jitter, random_state
         As :class:`~relaxep.GPClassifier`.
+    optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
+        As :class:`~relaxep.GPClassifier`: ``"auto"`` is ``"stochastic"`` with
+        ``optimizer_subset=None`` on 20 000 rows or more, else ``"fmin_l_bfgs_b"`` (so with the
+        default ``optimizer_subset`` L-BFGS-B on the subset).  ``None`` skips learning.
     optimizer_subset : int or None, default 20000
         Rows gathered from the cluster to learn the kernel and inducing inputs on (the
-        evidence optimisation runs on the client); ``None``: learn on all shards (module
-        docstring): by L-BFGS-B on the full evidence, or with ``optimizer="stochastic"`` (``"auto"``
-        from 20 000 rows) by the stochastic search, each step one map over the shards' minibatches
-        (each shard draws its share of the 1000 rows and sends back ``M x M`` sums).
-        ``optimizer=None`` skips learning.
+        evidence optimisation runs on the client; ``GPClassifier``'s default is ``None``, all
+        rows in one process); ``None``: learn on all shards (module docstring): by L-BFGS-B on
+        the full evidence, or with ``optimizer="stochastic"`` (``"auto"`` from 20 000 rows) by the
+        stochastic search, each step one map over the shards' minibatches (each shard draws its
+        share of the 1000 rows and sends back ``M x M`` sums).
+    optimizer_maxiter : int or None
+        As :class:`~relaxep.GPClassifier`.
+    min_step : float, default 1/1024
+        The parallel schedule's smallest step.
 
     Attributes
     ----------
     classes_, kernel_, inducing_points_, log_marginal_likelihood_value_
-    status_ : str
-        ``"converged"``, ``"max_sweeps"`` or ``"diverged"`` (raised as :class:`~relaxep.DivergenceError`).
-    n_sweeps_ : int
+    result_ : ShardedResult
+        The final run on the shards: ``status`` (``"converged"`` or ``"max_sweeps"``; a
+        ``"diverged"`` run raises :class:`~relaxep.DivergenceError`), ``converged``, ``trace``,
+        ``n_sweeps``, ``log_evidence`` and the ``M x M`` factor the predictions use.
+    status_, n_sweeps_, trace_
+        Deprecated since 0.3 (a ``FutureWarning``; removed in 0.4): ``result_.status``,
+        ``result_.n_sweeps``, ``result_.trace``.
     site_precision_, site_mean_precision_ : ndarray
         Gathered from the shards (only with ``fit(..., gather_sites=True)``).
     """
+
+    status_ = _deprecated("status_", "status")
+    n_sweeps_ = _deprecated("n_sweeps_", "n_sweeps")
+    trace_ = _deprecated("trace_", "trace")
 
     def __init__(
         self,
         client: Any = None,
         kernel: Kernel | None = None,
-        likelihood: Likelihood | None = None,
+        likelihood: BinaryLikelihood | None = None,
         rule: SiteRule | None = None,
         inducing_points: int | ArrayLike = 200,
         learn_inducing_points: bool = True,
         inducing_init: str = "kmeans",
-        optimizer: str | None = "fmin_l_bfgs_b",
-        optimizer_subset: int = 20_000,
+        optimizer: str | Callable | None = "auto",
+        optimizer_subset: int | None = 20_000,
         optimizer_maxiter: int | None = None,
         max_sweeps: int = 200,
         tol: float = 1e-4,
@@ -152,17 +221,38 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
 
         return default_client()
 
-    def fit(self, X: Any, y: Any, gather_sites: bool = False) -> DaskGPClassifier:
-        """Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered."""
-        import dask.array as da
-
-        client = self._client()
+    def _check_parameters(self) -> tuple[SiteRule, BinaryLikelihood]:
+        """The rule and the likelihood (defaults filled in), and the kernel, checked before any Dask work."""
         rule = EP() if self.rule is None else self.rule
         if not isinstance(rule, SiteRule):
-            raise TypeError(f"rule must be a SiteRule (the parallel schedule runs it), got {rule!r}")
+            raise TypeError(
+                "rule must be a SiteRule (EP(), PowerEP(u), RelaxedEP(c) or FractionalEP(f)), run by parallel site "
+                f"updates on the shards; got {rule!r}: 'auto' and inference methods such as ConvergentEP update "
+                "one posterior in one process (use GPClassifier for them)"
+            )
+        check_likelihood(self.likelihood, _LIKELIHOODS, (BinaryLikelihood,))
+        check_kernel(self.kernel)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
-        if not isinstance(likelihood, Likelihood):
-            raise TypeError(f"likelihood must be a relaxep Likelihood, got {likelihood!r}")
+        return rule, likelihood
+
+    def fit(self, X: Any, y: Any, gather_sites: bool = False) -> DaskGPClassifier:
+        """Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n, d)
+        y : dask or numpy array of shape (n,)
+            Labels of exactly two classes.
+        gather_sites : bool, default False
+            Gather the sites from the shards (``site_precision_``, ``site_mean_precision_``; ``O(n)``).
+
+        Returns
+        -------
+        self
+        """
+        import dask.array as da
+
+        rule, likelihood = self._check_parameters()
         max_sweeps = check_positive_int(self.max_sweeps, "max_sweeps")
         tol = check_positive_number(self.tol, "tol")
         X = X if isinstance(X, da.Array) else da.from_array(np.asarray(X, dtype=float), chunks=(10_000, -1))
@@ -171,25 +261,31 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError(f"X must be 2-d and chunked along rows only, got chunks {X.chunks}")
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
+        n, d = X.shape
+        spec = check_inducing_points(self.inducing_points, d)
+        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        learn_z = bool(self.learn_inducing_points)
+        # "auto": stochastic with optimizer_subset=None from 20 000 rows, else L-BFGS-B (GPClassifier's rule)
+        method = resolve_optimizer(self.optimizer, sparse=True, n=n, subset=self.optimizer_subset, n_restarts=0)
+        learn = method is not None and (kernel.n_dims > 0 or learn_z)
+        if learn:
+            as_sparse_kernel(kernel, d)  # refuses, before any work, a kernel it has no gradient for
+        client = self._client()
         X = X.astype(float)
         y = y.rechunk(X.chunks[0])
         classes = np.unique(da.unique(y).compute())
         if classes.size != 2:
             raise ValueError(f"DaskGPClassifier needs labels of exactly two classes, got {classes.size}")
         self.classes_ = classes
-        n, d = X.shape
-        spec = check_inducing_points(self.inducing_points, d)
         rng = check_random_state(self.random_state)
-        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        self.kernel_ = kernel
         Z = initial_inducing_points(_Rows(X), spec, self.inducing_init, rng)
         shards = ShardedFITC(
             client, X, y, classes, float(self.jitter), rule, likelihood, max_sweeps, tol, float(self.min_step)
         )
-        search = _EvidenceSearch(self.optimizer, 0, self.optimizer_maxiter)  # restarts, -inf policy, optimiser
-        learn_z = bool(self.learn_inducing_points)
-        if self.optimizer is not None and (self.kernel_.n_dims > 0 or learn_z):
-            as_sparse_kernel(self.kernel_, d)  # refuses, before any work, a kernel it has no gradient for
-            if stochastic_search(self, n):
+        search = _EvidenceSearch(method, 0, self.optimizer_maxiter)  # restarts, -inf policy, optimiser
+        if learn:
+            if method == "stochastic":
                 Z, likelihood = self._learn_stochastic(shards, likelihood, Z, learn_z, rng)
             elif self.optimizer_subset is not None and self.optimizer_subset < n:
                 # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
@@ -206,15 +302,15 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         self.inducing_points_ = np.array(Z)
         shards.set_prior(self.kernel_, self.inducing_points_)
         run = shards.infer()
-        if run["status"] == "diverged":
+        if run.status == "diverged":
             raise DivergenceError(f"{rule!r} diverged on the shards; try damping or RelaxedEP")
-        self.status_, self.n_sweeps_, self.trace_ = run["status"], len(run["trace"]), np.asarray(run["trace"])
-        self.log_marginal_likelihood_value_ = run["log_evidence"]
-        self._L_uu, self._chol_inv, self._m, self._likelihood = shards.L_uu, run["chol_inv"], run["m"], likelihood
+        self.result_: ShardedResult = run
+        self.log_marginal_likelihood_value_ = run.log_evidence
+        self._L_uu, self._likelihood, self._noise = shards.L_uu, likelihood, float(self.jitter)
         if gather_sites:
             self.site_precision_, self.site_mean_precision_ = shards.sites()
-        if run["status"] != "converged":
-            warn_unconverged(run["status"], self.n_sweeps_, run["trace"])
+        if not run.converged:
+            warn_unconverged(run.status, run.n_sweeps, run.trace)
         return self
 
     def _learn_stochastic(
@@ -241,11 +337,10 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         """Maximise the sparse EP evidence over all shards (the search of ``GPClassifier``'s sparse model, each
         evaluation rebuilding the shards' prior, running EP on them and mapping the gradient); sets
         ``kernel_.theta`` and returns the inducing inputs."""
-        split = split_parameters(self.kernel_, Z0.shape, learn_z)
+        hyper = HyperVector(self.kernel_, None, Z0 if learn_z else None)  # (the shards' likelihood is fixed)
 
         def evidence(x: Array, eval_gradient: bool) -> tuple[float, Any]:
-            theta, Z = split(x)
-            kernel = self.kernel_.clone_with_theta(theta)
+            kernel, _, Z = hyper.split(x)
             try:
                 shards.set_prior(kernel, Z0 if Z is None else Z)
             except KernelNotPositiveDefiniteError:
@@ -254,45 +349,72 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
 
             def gradient() -> Array:
                 g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
-                return flat(g_theta, g_z if learn_z else None)
+                return hyper.pack(g_theta, g_z)
 
-            return scored(run["status"], run.get("log_evidence", np.nan), gradient if eval_gradient else None, x)
+            return scored(run.status, run.log_evidence, gradient if eval_gradient else None, x)
 
-        best = search.maximise(
-            evidence,
-            self.kernel_.theta,
-            self.kernel_.bounds,
-            rng,
-            pack=lambda theta0: flat(theta0, Z0 if learn_z else None),
-            n_extra=Z0.size if learn_z else 0,
-        )
+        best = search.maximise(evidence, hyper, rng)
         if best is None:
             return Z0
-        theta, Z = split(best)
-        self.kernel_.theta = theta
+        kernel, _, Z = hyper.split(best)
+        self.kernel_.theta = kernel.theta
         return Z0 if Z is None else np.array(Z)
 
-    def predict_proba(self, X: Any) -> Any:
-        """Class probabilities (columns in ``classes_`` order); a Dask array for a Dask array."""
+    # ------------------------------------------------------------ predict
+    def _test_rows(self, X: Any) -> Any:
+        """``X`` as floats: a Dask array in one column chunk, or a numpy array; ``d`` columns either way."""
         import dask.array as da
 
-        check_is_fitted(self, "_chol_inv")
-        args = (self.kernel_, self.inducing_points_, self._L_uu, self._chol_inv, self._m, float(self.jitter))
-        if isinstance(X, da.Array):
-            block = partial(predict_block, kernel=args[0], Z=args[1], L_uu=args[2], chol_inv=args[3], m=args[4])
-            p1 = X.astype(float).map_blocks(block, noise=args[5], likelihood=self._likelihood, drop_axis=1, dtype=float)
-            return da.stack([1.0 - p1, p1], axis=1)
-        p1 = predict_block(np.asarray(X, dtype=float), *args, self._likelihood)
-        return np.column_stack([1.0 - p1, p1])
+        check_is_fitted(self, "result_")
+        d = self.inducing_points_.shape[1]
+        X = X.astype(float).rechunk({1: -1}) if isinstance(X, da.Array) else np.asarray(X, dtype=float)
+        if X.ndim != 2 or X.shape[1] != d:
+            raise ValueError(f"X must have shape (n, {d}) (the training inputs' {d} features), got {X.shape}")
+        return X
+
+    def decision_function(self, X: Any) -> Any:
+        r"""The log-odds of the predictive, :math:`\log P(y_* = c_1) - \log P(y_* = c_0)`, as ``GPClassifier``'s.
+
+        The likelihood's ``predict_log_odds`` at FITC's predictive mean and variance
+        (:func:`~relaxep.inference.sharded.log_odds_block`), computed in log space; positive where
+        :meth:`predict` gives ``classes_[1]``, and ranking test points as :meth:`predict_proba` does.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n, d)
+
+        Returns
+        -------
+        dask or numpy array of shape (n,)
+            A lazy Dask array (one block per row chunk of ``X``) for a Dask array, else a numpy array.
+        """
+        X = self._test_rows(X)
+        result = self.result_
+        block = partial(
+            log_odds_block, kernel=self.kernel_, Z=self.inducing_points_, L_uu=self._L_uu,
+            chol_inv=result.chol_inv, m=result.m, noise=self._noise, likelihood=self._likelihood,
+        )  # fmt: skip
+        if isinstance(X, np.ndarray):
+            return block(X)
+        return X.map_blocks(block, drop_axis=1, dtype=float)
+
+    def predict_log_proba(self, X: Any) -> Any:
+        """Log class probabilities (columns in ``classes_`` order): ``[log_expit(-d), log_expit(d)]`` of the
+        log-odds ``d`` (:meth:`decision_function`); a Dask array for a Dask array."""
+        return _two_columns(self.decision_function(X), _log_proba)
+
+    def predict_proba(self, X: Any) -> Any:
+        """Class probabilities (columns in ``classes_`` order): ``[expit(-d), expit(d)]`` of the log-odds ``d``
+        (:meth:`decision_function`), as ``GPClassifier``'s; a Dask array for a Dask array."""
+        return _two_columns(self.decision_function(X), _proba)
 
     def predict(self, X: Any) -> Any:
-        """``classes_[1]`` where ``predict_proba[:, 1] >= 0.5``."""
-        p = self.predict_proba(X)[:, 1]
-        import dask.array as da
-
-        if isinstance(p, da.Array):
-            return p.map_blocks(_label, classes=self.classes_, dtype=self.classes_.dtype)
-        return self.classes_[(p >= 0.5).astype(int)]
+        """``classes_[1]`` where :meth:`decision_function` is positive, else ``classes_[0]`` (a probability
+        of exactly 0.5 gives ``classes_[0]``, as ``GPClassifier``); a Dask array for a Dask array."""
+        d = self.decision_function(X)
+        if isinstance(d, np.ndarray):
+            return _label(d, self.classes_)
+        return d.map_blocks(_label, classes=self.classes_, dtype=self.classes_.dtype)
 
 
 class _Rows:

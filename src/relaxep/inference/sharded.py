@@ -9,6 +9,7 @@ The algorithm, sweep by sweep, is in :mod:`relaxep.estimators.dask`.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -37,7 +38,7 @@ from relaxep.posterior.sparse_gradient import (
 )
 from relaxep.sites import SiteRule
 
-__all__ = ["ShardedFITC", "predict_block"]
+__all__ = ["ShardedFITC", "ShardedResult", "log_odds_block"]
 
 
 # ------------------------------------------------------------------ the shards' work
@@ -168,14 +169,73 @@ def _second(pair: tuple) -> Any:
     return pair[1]
 
 
-def predict_block(
+def log_odds_block(
     X: Array, kernel: Kernel, Z: Array, L_uu: Array, chol_inv: Array, m: Array, noise: float, likelihood: Likelihood
 ) -> Array:
-    """P(y = +1) at the rows ``X``: FITC's test conditional (:func:`predict_rows`, as
-    ``SparsePosterior.predict_latent``) and the likelihood's predictive (as ``InferenceResult.predict_proba``)."""
+    r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at the rows ``X``.
+
+    FITC's test conditional (:func:`predict_rows`, as ``SparsePosterior.predict_latent``) and the binary
+    likelihood's ``predict_log_odds`` at it, as ``InferenceResult.predict_log_odds`` (``GPClassifier``'s
+    ``decision_function``).
+
+    Parameters
+    ----------
+    X : ndarray of shape (m, d)
+        Test inputs (one Dask block).
+    kernel : Kernel
+    Z : ndarray of shape (M, d)
+        The inducing inputs.
+    L_uu, chol_inv, m : ndarray
+        The Cholesky factor of ``K_uu``, :math:`L_B^{-1}` and the inducing mean (:class:`ShardedResult`).
+    noise : float
+        Latent noise added to the test variances.
+    likelihood : BinaryLikelihood
+
+    Returns
+    -------
+    ndarray of shape (m,)
+    """
     k_diag = np.asarray(kernel.diag(X), dtype=float) + noise
     mean, var = predict_rows(L_uu, m, chol_inv, np.asarray(kernel(X, Z), dtype=float), k_diag)
-    return np.clip(likelihood.predict(mean, np.maximum(var, 1e-300)), 0.0, 1.0)
+    return likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))
+
+
+@dataclass(frozen=True)
+class ShardedResult:
+    r"""The outcome of one run of parallel EP over the shards (:meth:`ShardedFITC.infer`).
+
+    Attributes
+    ----------
+    status : {"converged", "max_sweeps", "diverged"}
+    trace : ndarray
+        The convergence statistic after each sweep (the largest over the shards).
+    n_sweeps : int
+        ``len(trace)``, as :class:`~relaxep.inference.InferenceResult` counts them.
+    log_evidence : float
+        The EP log evidence at the last sites; ``nan`` where the run diverged.
+    chol, chol_inv, m : ndarray or None
+        :math:`L_B` (the Cholesky factor of :math:`B = I + \sum_s C_s`), :math:`L_B^{-1}` and the inducing
+        mean :math:`m = B^{-1}b`, all ``M x M`` or ``M``; ``None`` where the run diverged.
+    """
+
+    status: str
+    trace: Array
+    n_sweeps: int
+    log_evidence: float
+    chol: Array | None = field(default=None, repr=False)
+    chol_inv: Array | None = field(default=None, repr=False)
+    m: Array | None = field(default=None, repr=False)
+
+    @property
+    def converged(self) -> bool:
+        """``status == "converged"``."""
+        return self.status == "converged"
+
+    @classmethod
+    def diverged(cls, trace: Any = ()) -> ShardedResult:
+        """A diverged run: its trace so far, no evidence and no factor."""
+        trace = np.asarray(trace, dtype=float)
+        return cls("diverged", trace, len(trace), float("nan"))
 
 
 # ------------------------------------------------------------------ the sharded posterior
@@ -225,24 +285,24 @@ class ShardedFITC:
             return None
         return chol, chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
 
-    def infer(self) -> dict:
+    def infer(self) -> ShardedResult:
         """One run as ``GPClassifier._infer`` does it (warm start, fallback, keep)."""
         warm = self.has_warm
         run = self._run(warm)
-        if run["status"] == "diverged" and warm:
+        if run.status == "diverged" and warm:
             run = self._run(False)
-        if run["status"] == "converged":
+        if run.converged:
             self.states = self._map(_shard_keep)
             self.has_warm = True
         return run
 
-    def _run(self, warm: bool) -> dict:
+    def _run(self, warm: bool) -> ShardedResult:
         """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards."""
         self.states = self._map(_shard_start, warm)
         factor = self._sums(None)
         if factor is None:
             if not warm:
-                return {"status": "diverged"}
+                return ShardedResult.diverged()
             return self._run(False)  # the warm sites do not fit this prior: start afresh
         self.states = self._map(_shard_accept)
         step = AdaptiveStep(1.0, self.min_step)
@@ -280,13 +340,16 @@ class ShardedFITC:
             self.states = self._map(_shard_accept)
             last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
             sweep += 1
+        if status == "diverged":
+            return ShardedResult.diverged(monitor.trace)
         chol, chol_inv, m, log_det = factor
         evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
-        return dict(status=status, trace=monitor.trace, chol=chol, chol_inv=chol_inv, m=m, log_evidence=evidence)
+        trace = np.asarray(monitor.trace, dtype=float)
+        return ShardedResult(status, trace, len(trace), evidence, chol, chol_inv, m)
 
-    def gradient(self, kern: SparseKernel, run: dict) -> tuple[Array, Array]:
+    def gradient(self, kern: SparseKernel, run: ShardedResult) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
-        pieces = gradient_broadcast(self.L_uu, run["chol"], run["m"])
+        pieces = gradient_broadcast(self.L_uu, run.chol, run.m)
         parts = self.client.gather(self._map(_shard_gradient, kern, self.Z, pieces))
         return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
 
