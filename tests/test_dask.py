@@ -233,3 +233,19 @@ def test_dask_defaults_are_gpclassifiers_but_the_documented_ones():
     differ = {k for k in ours.keys() & theirs.keys() if ours[k] != theirs[k]}
     assert differ == {"inducing_points", "optimizer_subset"}
     assert ours["optimizer"] == "auto" and ours["rule"] is None  # None: EP() (GPClassifier's None: "auto")
+
+
+def test_dask_non_convergence_warning_names_the_callers_file(client, data):
+    """Models report, estimators warn: the warning of a fit stopped at max_sweeps points at this line."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+
+    X, y, _ = data
+    clf = DaskGPClassifier(client=client, kernel=C(2.0) * RBF(1.0), optimizer=None, inducing_points=8, max_sweeps=1)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        clf.fit(da.from_array(X, chunks=(400, 3)), da.from_array(y, chunks=400))
+    ours = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+    assert clf.result_.status == "max_sweeps" and np.isnan(clf.result_.log_evidence)
+    assert ours and all(w.filename == __file__ for w in ours)

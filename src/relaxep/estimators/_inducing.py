@@ -1,4 +1,4 @@
-r"""Inducing inputs for the sparse fit: their initial placement and the evidence over (kernel, inducing inputs).
+r"""Inducing inputs for the sparse fit: their checks and their initial placement.
 
 Shared by :class:`~relaxep.GPClassifier` and :class:`relaxep.DaskGPClassifier`.
 """
@@ -6,11 +6,9 @@ Shared by :class:`~relaxep.GPClassifier` and :class:`relaxep.DaskGPClassifier`.
 from __future__ import annotations
 
 import numbers
-from collections.abc import Callable
 
 import numpy as np
 from sklearn.cluster import KMeans
-from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 
@@ -18,9 +16,7 @@ __all__ = [
     "INITS",
     "check_inducing_points",
     "check_sparse_options",
-    "flat",
     "initial_inducing_points",
-    "split_parameters",
 ]
 
 #: the ways to place the initial inducing inputs
@@ -76,18 +72,3 @@ def initial_inducing_points(
     sub = X[gen.choice(n, min(n, 20 * M), replace=False)]
     seed = int(gen.integers(2**31 - 1))
     return KMeans(n_clusters=M, n_init=1, max_iter=50, random_state=seed).fit(sub).cluster_centers_.copy()
-
-
-def split_parameters(kernel: Kernel, Z_shape: tuple[int, int], learn_z: bool) -> Callable[[Array], tuple[Array, Array]]:
-    """``x -> (theta, Z_or_None)``: the optimiser's vector is ``theta`` then, if learned, ``Z`` row by row."""
-    k = kernel.theta.size
-
-    def split(x: Array) -> tuple[Array, Array]:
-        return x[:k], (x[k:].reshape(Z_shape) if learn_z else None)
-
-    return split
-
-
-def flat(theta: Array, Z: Array | None) -> Array:
-    """The optimiser's vector for ``theta`` and ``Z`` (``None``: ``Z`` is not learned)."""
-    return np.concatenate([np.asarray(theta, float)] + ([] if Z is None else [np.asarray(Z, float).ravel()]))

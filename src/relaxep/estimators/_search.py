@@ -116,12 +116,6 @@ class FitReport:
         return messages
 
 
-def warn_unconverged(status: str, n_sweeps: int, trace: Any = (), stacklevel: int = 3) -> None:
-    """The non-convergence warning of :class:`FitReport` (Dask's estimator)."""
-    for message in FitReport(status, n_sweeps, trace).warnings:
-        warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel)
-
-
 def at_bounds(kernel: Kernel) -> tuple[str, ...]:
     """scikit-learn's message for each learned log-hyperparameter of ``kernel`` (or a likelihood) at a bound.
 

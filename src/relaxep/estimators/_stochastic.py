@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 from scipy import linalg
@@ -22,7 +21,6 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._plan import resolve_optimizer
 from relaxep.inference.stochastic_ep import Step, Sums, TiedSites, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import inducing_factor
@@ -33,15 +31,8 @@ __all__ = [
     "learn_stochastic",
     "local_batches",
     "row_sites",
-    "stochastic_search",
     "tied_start",
 ]
-
-
-def stochastic_search(estimator: Any, n: int) -> bool:
-    """Whether Dask's sparse fit learns stochastically (:func:`~relaxep.estimators._plan.resolve_optimizer`)."""
-    method = resolve_optimizer(estimator.optimizer, sparse=True, n=n, subset=estimator.optimizer_subset, n_restarts=0)
-    return method == "stochastic"
 
 
 @dataclass(frozen=True)

@@ -58,18 +58,18 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
-from sklearn.utils.validation import check_is_fitted, check_random_state
+from sklearn.utils.validation import check_is_fitted
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._checks import check_kernel, check_likelihood
 from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._models import _LatentModel, _SparsePriors
-from relaxep.estimators._plan import resolve_optimizer
-from relaxep.estimators._search import _EvidenceSearch, scored, warn_unconverged
+from relaxep.estimators._plan import SparseFit
+from relaxep.estimators._search import FitReport, _EvidenceSearch, scored
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
 from relaxep.inference.sharded import ShardedFITC, ShardedResult, log_odds_block
 from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
@@ -262,13 +262,14 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         if y.ndim != 1 or y.shape[0] != X.shape[0]:
             raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
         n, d = X.shape
-        spec = check_inducing_points(self.inducing_points, d)
         kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-        learn_z = bool(self.learn_inducing_points)
-        # "auto": stochastic with optimizer_subset=None from 20 000 rows, else L-BFGS-B (GPClassifier's rule)
-        method = resolve_optimizer(self.optimizer, sparse=True, n=n, subset=self.optimizer_subset, n_restarts=0)
-        learn = method is not None and (kernel.n_dims > 0 or learn_z)
-        if learn:
+        plan = SparseFit.plan(
+            _Rows(X), inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter, n_restarts=0,
+            random_state=self.random_state, n_learned=kernel.n_dims,
+        )  # fmt: skip
+        if plan.learns:
             as_sparse_kernel(kernel, d)  # refuses, before any work, a kernel it has no gradient for
         client = self._client()
         X = X.astype(float)
@@ -277,28 +278,26 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         if classes.size != 2:
             raise ValueError(f"DaskGPClassifier needs labels of exactly two classes, got {classes.size}")
         self.classes_ = classes
-        rng = check_random_state(self.random_state)
         self.kernel_ = kernel
-        Z = initial_inducing_points(_Rows(X), spec, self.inducing_init, rng)
+        Z = plan.Z
         shards = ShardedFITC(
             client, X, y, classes, float(self.jitter), rule, likelihood, max_sweeps, tol, float(self.min_step)
         )
-        search = _EvidenceSearch(method, 0, self.optimizer_maxiter)  # restarts, -inf policy, optimiser
-        if learn:
-            if method == "stochastic":
-                Z, likelihood = self._learn_stochastic(shards, likelihood, Z, learn_z, rng)
-            elif self.optimizer_subset is not None and self.optimizer_subset < n:
-                # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
-                idx = np.sort(rng.choice(n, int(self.optimizer_subset), replace=False))
-                X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
-                model = _LatentModel(
-                    _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search,
-                    max_sweeps=self.max_sweeps, tol=self.tol, Z=Z, learn_z=learn_z,
-                )  # fmt: skip
-                model.learn(X_sub, np.where(y_sub == classes[1], 1.0, -1.0), rng)
-                Z = model.Z
-            else:
-                Z = self._learn_on_shards(shards, search, Z, learn_z, d, rng)
+        search = _EvidenceSearch(plan.method, 0, plan.maxiter)  # the -inf policy and the optimiser
+        if plan.stochastic:
+            Z, likelihood = self._learn_stochastic(shards, likelihood, plan)
+        elif plan.learns and plan.subset is not None and plan.subset < n:
+            # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
+            idx = np.sort(plan.rng.choice(n, plan.subset, replace=False))
+            X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
+            model = _LatentModel(
+                _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search,
+                max_sweeps=self.max_sweeps, tol=self.tol, Z=Z, learn_z=plan.learn_z,
+            )  # fmt: skip
+            model.learn(X_sub, np.where(y_sub == classes[1], 1.0, -1.0), plan.rng)
+            Z = model.Z
+        elif plan.learns:
+            Z = self._learn_on_shards(shards, search, plan, d)
         self.inducing_points_ = np.array(Z)
         shards.set_prior(self.kernel_, self.inducing_points_)
         run = shards.infer()
@@ -309,56 +308,37 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         self._L_uu, self._likelihood, self._noise = shards.L_uu, likelihood, float(self.jitter)
         if gather_sites:
             self.site_precision_, self.site_mean_precision_ = shards.sites()
-        if not run.converged:
-            warn_unconverged(run.status, run.n_sweeps, run.trace)
+        for message in FitReport(run.status, run.n_sweeps, run.trace).warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _learn_stochastic(
-        self, shards: ShardedFITC, likelihood: Likelihood, Z0: Array, learn_z: bool, rng: Any
-    ) -> tuple[Array, Likelihood]:
+    def _learn_stochastic(self, shards: ShardedFITC, likelihood: Likelihood, plan: SparseFit) -> tuple[Array, Any]:
         """The stochastic search with each step one map over the shards' minibatches (back come ``M x M``
         sums); sets ``kernel_.theta``, starts the shards from the learned tied site and returns the inducing
         inputs and the likelihood."""
         n, scale = shards.feature_scale()
-        options = StochasticOptions.for_steps(self.optimizer_maxiter)
-        batches = shards.minibatches(options.batch_size, np.random.default_rng(rng.randint(2**31 - 1)))
+        options = StochasticOptions.for_steps(plan.maxiter)
+        batches = shards.minibatches(options.batch_size, np.random.default_rng(plan.rng.randint(2**31 - 1)))
         noise = float(self.jitter)
         learned = learn_stochastic(
-            self.kernel_, likelihood, Z0, n, scale, noise, self.kernel_.n_dims > 0, learn_z, batches, options
+            self.kernel_, likelihood, plan.Z, n, scale, noise, plan.learn_theta, plan.learn_z, batches, options
         )
         self.kernel_.theta = learned.kernel.theta
         shards.likelihood = learned.likelihood
         shards.start_from_tied(tied_start(learned, noise))
         return learned.Z, learned.likelihood
 
-    def _learn_on_shards(
-        self, shards: ShardedFITC, search: _EvidenceSearch, Z0: Array, learn_z: bool, d: int, rng: Any
-    ) -> Array:
+    def _learn_on_shards(self, shards: ShardedFITC, search: _EvidenceSearch, plan: SparseFit, d: int) -> Array:
         """Maximise the sparse EP evidence over all shards (the search of ``GPClassifier``'s sparse model, each
         evaluation rebuilding the shards' prior, running EP on them and mapping the gradient); sets
         ``kernel_.theta`` and returns the inducing inputs."""
-        hyper = HyperVector(self.kernel_, None, Z0 if learn_z else None)  # (the shards' likelihood is fixed)
-
-        def evidence(x: Array, eval_gradient: bool) -> tuple[float, Any]:
-            kernel, _, Z = hyper.split(x)
-            try:
-                shards.set_prior(kernel, Z0 if Z is None else Z)
-            except KernelNotPositiveDefiniteError:
-                return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-            run = shards.infer()  # warm-started on the shards, with a cold retry
-
-            def gradient() -> Array:
-                g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
-                return hyper.pack(g_theta, g_z)
-
-            return scored(run.status, run.log_evidence, gradient if eval_gradient else None, x)
-
-        best = search.maximise(evidence, hyper, rng)
+        hyper = HyperVector(self.kernel_, None, plan.Z if plan.learn_z else None)  # (the shards' likelihood is fixed)
+        best = search.maximise(partial(_shards_evidence, shards=shards, hyper=hyper, Z0=plan.Z, d=d), hyper, plan.rng)
         if best is None:
-            return Z0
+            return plan.Z
         kernel, _, Z = hyper.split(best)
         self.kernel_.theta = kernel.theta
-        return Z0 if Z is None else np.array(Z)
+        return plan.Z if Z is None else np.array(Z)
 
     # ------------------------------------------------------------ predict
     def _test_rows(self, X: Any) -> Any:
@@ -415,6 +395,27 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         if isinstance(d, np.ndarray):
             return _label(d, self.classes_)
         return d.map_blocks(_label, classes=self.classes_, dtype=self.classes_.dtype)
+
+
+def _shards_evidence(
+    x: Array, eval_gradient: bool, shards: ShardedFITC, hyper: HyperVector, Z0: Array, d: int
+) -> tuple[float, Any]:
+    """The sparse EP evidence over the shards at the optimiser's ``x`` (the shards' prior rebuilt, EP run on them
+    from the warm start) and, if asked, its gradient (one map)."""
+    kernel, _, Z = hyper.split(x)
+    try:
+        shards.set_prior(kernel, Z0 if Z is None else Z)
+    except KernelNotPositiveDefiniteError:
+        return -np.inf, (np.zeros_like(x) if eval_gradient else None)
+    run = shards.infer()
+    if not eval_gradient:
+        return scored(run.status, run.log_evidence, None, x)
+
+    def gradient() -> Array:
+        g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
+        return hyper.pack(g_theta, g_z)
+
+    return scored(run.status, run.log_evidence, gradient, x)
 
 
 class _Rows:

@@ -20,6 +20,7 @@ from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, SiteUpdater, parallel_proposals
 from relaxep.inference.stochastic_ep import Step, Sums, minibatch_sums, sites_of_rows
+from relaxep.inference.warm import WarmStarts
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import (
     factor_b,
@@ -69,7 +70,7 @@ def _shard_start(state: dict, warm: bool) -> dict:
 
 
 def _shard_keep(state: dict) -> dict:
-    """Remember the current sites as the next run's warm start (GPClassifier's ``_warm``)."""
+    """Keep the current sites as the next run's warm start (on the shard: they never leave it)."""
     state = dict(state)
     state["warm"] = (state["tau"].copy(), state["nu"].copy())
     return state
@@ -212,7 +213,9 @@ class ShardedResult:
     n_sweeps : int
         ``len(trace)``, as :class:`~relaxep.inference.InferenceResult` counts them.
     log_evidence : float
-        The EP log evidence at the last sites; ``nan`` where the run diverged.
+        The EP log evidence at the fixed point; ``nan`` unless the run converged (away from a fixed
+        point EP's formula is not an evidence; as :attr:`InferenceResult.log_evidence
+        <relaxep.InferenceResult.log_evidence>`).
     chol, chol_inv, m : ndarray or None
         :math:`L_B` (the Cholesky factor of :math:`B = I + \sum_s C_s`), :math:`L_B^{-1}` and the inducing
         mean :math:`m = B^{-1}b`, all ``M x M`` or ``M``; ``None`` where the run diverged.
@@ -242,9 +245,9 @@ class ShardedResult:
 class ShardedFITC:
     """The FITC posterior over shards held on the workers; runs parallel EP as SiteUpdates + Parallel do.
 
-    ``infer`` reproduces :meth:`GPClassifier._infer`: a warm start from the last converged
-    sites (flat where they make the new posterior improper), a rerun from flat sites where the
-    warm run diverges, and the converged sites kept for the next run.
+    :meth:`infer` runs under the warm-start policy of every model (:class:`~relaxep.inference.warm.WarmStarts`:
+    warm, cold where the warm run diverged, keep where it converged; flat sites where the warm ones make
+    the new posterior improper); the kept sites stay on the shards, the policy holds only that they exist.
     """
 
     def __init__(
@@ -258,7 +261,7 @@ class ShardedFITC:
         self.states = [
             client.submit(_shard_data, xf, yf, classes, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)
         ]
-        self.has_warm = False
+        self.warm = WarmStarts(keep=self._keep_on_shards)
         self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
 
     def _map(self, fn: Any, *args: Any) -> list:
@@ -286,24 +289,24 @@ class ShardedFITC:
         return chol, chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
 
     def infer(self) -> ShardedResult:
-        """One run as ``GPClassifier._infer`` does it (warm start, fallback, keep)."""
-        warm = self.has_warm
-        run = self._run(warm)
-        if run.status == "diverged" and warm:
-            run = self._run(False)
-        if run.converged:
-            self.states = self._map(_shard_keep)
-            self.has_warm = True
-        return run
+        """One run of parallel EP over the shards under the warm-start policy (class docstring)."""
+        return self.warm.run(self._run)
 
-    def _run(self, warm: bool) -> ShardedResult:
-        """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards."""
+    def _keep_on_shards(self, result: ShardedResult) -> bool:
+        """Keep the converged sites on the shards as the next run's start (what the policy keeps: that they do)."""
+        self.states = self._map(_shard_keep)
+        return True
+
+    def _run(self, *, init: bool | None) -> ShardedResult:
+        """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards;
+        ``init``: start from the sites kept on the shards (else flat)."""
+        warm = bool(init)
         self.states = self._map(_shard_start, warm)
         factor = self._sums(None)
         if factor is None:
             if not warm:
                 return ShardedResult.diverged()
-            return self._run(False)  # the warm sites do not fit this prior: start afresh
+            return self._run(init=None)  # the warm sites do not fit this prior: start afresh
         self.states = self._map(_shard_accept)
         step = AdaptiveStep(1.0, self.min_step)
         monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
@@ -314,7 +317,7 @@ class ShardedFITC:
             summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
             if any(s["bad"] for s in summary):
                 if sweep == 0 and warm:
-                    return self._run(False)  # (a refresh of the warm sites would have failed)
+                    return self._run(init=None)  # (a refresh of the warm sites would have failed)
                 status = "diverged"
                 break
             n_improper = sum(s["n_improper"] for s in summary)
@@ -343,7 +346,8 @@ class ShardedFITC:
         if status == "diverged":
             return ShardedResult.diverged(monitor.trace)
         chol, chol_inv, m, log_det = factor
-        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det)
+        # EP's evidence formula is an evidence at a fixed point only (InferenceResult.log_evidence)
+        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det) if status == "converged" else np.nan
         trace = np.asarray(monitor.trace, dtype=float)
         return ShardedResult(status, trace, len(trace), evidence, chol, chol_inv, m)
 
@@ -389,7 +393,7 @@ class ShardedFITC:
     def start_from_tied(self, step: Any) -> None:
         """Every shard's warm start from the learned tied site (the next :meth:`infer` starts there)."""
         self.states = self._map(_shard_tied_start, step)
-        self.has_warm = True
+        self.warm.reset(True)
 
     def sites(self) -> tuple[Array, Array]:
         sites = self.client.gather(self._map(_shard_sites))
