@@ -22,7 +22,7 @@ import numpy as np
 from scipy import sparse
 from sklearn.gaussian_process.kernels import RBF
 
-from relaxep import EP, GPClassifier, NoisyProbit, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from relaxep import EP, GPClassifier, GPRegressor, NoisyProbit, NoisyStep, PowerEP, Probit, RelaxedEP, StudentT, infer
 from relaxep.datasets import fetch, flip_labels, load_dataset, make_synthetic, paper_splits
 
 rng = np.random.default_rng(0)
@@ -131,6 +131,9 @@ def _cases(tmp: Path) -> list:
         "blas_threads=0": dict(blas_threads=0),
         "blas_threads='2'": dict(blas_threads="2"),
         "init=<a result with 10 sites>": dict(init=infer(K[:10, :10], Y[:10], Probit(), EP())),
+        "init=(tau, nu)": dict(init=(np.ones(30), np.zeros(30))),
+        "parallel_step=0": dict(parallel_step=0.0),
+        "block_size=0": dict(block_size=0),
     }
     for name, kw in bad_kw.items():
         word = name.split("=")[0]
@@ -149,7 +152,7 @@ def _cases(tmp: Path) -> list:
         "NoisyStep(0.5)": lambda: NoisyStep(0.5),
         "NoisyStep('a')": lambda: NoisyStep("a"),
         "NoisyProbit(0.1, 0)": lambda: NoisyProbit(0.1, 0.0),
-        "Probit().log_z(power=2)": lambda: Probit().log_z(0.0, 1.0, 2.0),
+        "Probit().log_z(power=2)": lambda: Probit().log_z(1.0, 0.0, 1.0, power=2.0),
         "EP(damping=0)": lambda: EP(damping=0.0),
         "EP(damping='x')": lambda: EP(damping="x"),
         "PowerEP(u=1.5)": lambda: PowerEP(1.5),
@@ -182,9 +185,40 @@ def _cases(tmp: Path) -> list:
         "schedule='x'": dict(schedule="x"),
         "random_state='x'": dict(random_state="x", n_restarts_optimizer=1),
     }
+    est["likelihood='probit'"] = dict(likelihood="probit")
+    est["likelihood=StudentT()"] = dict(likelihood=StudentT())
+    est["rule=EP"] = dict(rule=EP)
     for name, params in est.items():
         word = name.split("=")[0]
         cases.append(case(f"GPClassifier({name}).fit", lambda p=params: GPClassifier(**p).fit(X, Y), (word,)))
+    targets = X[:, 0] + 0.1 * rng.normal(size=30)
+    reg = {
+        "kernel='rbf'": dict(kernel="rbf"),
+        "likelihood='student_t'": dict(likelihood="student_t"),
+        "likelihood=Probit()": dict(likelihood=Probit()),
+        "rule='ep'": dict(likelihood=StudentT(), rule="ep"),
+        "optimizer='stochastic'": dict(likelihood=StudentT(), optimizer="stochastic"),
+        "n_restarts_optimizer=1.5": dict(n_restarts_optimizer=1.5),
+        "inducing_points=0": dict(likelihood=StudentT(), inducing_points=0),
+        "optimizer_maxiter=0": dict(likelihood=StudentT(), inducing_points=5, optimizer_maxiter=0),
+    }
+    for name, params in reg.items():
+        word = name.split("=")[0]
+        cases.append(case(f"GPRegressor({name}).fit", lambda p=params: GPRegressor(**p).fit(X, targets), (word,)))
+    try:
+        from relaxep.estimators.dask import DaskGPClassifier
+    except ImportError:  # (the dask extra)
+        DaskGPClassifier = None
+    dask_est = {
+        "likelihood='probit'": dict(likelihood="probit"),
+        "rule='auto'": dict(rule="auto"),
+        "kernel='rbf'": dict(kernel="rbf"),
+        "optimizer='bfgs'": dict(optimizer="bfgs"),
+    }
+    for name, params in dask_est.items() if DaskGPClassifier is not None else ():
+        word = name.split("=")[0]
+        call = lambda p=params: DaskGPClassifier(client=object(), **p).fit(X, Y)  # noqa: E731 (fails before the client)
+        cases.append(case(f"DaskGPClassifier({name}).fit", call, (word,)))
     fits = {
         "X with NaN": (np.r_[[[np.nan, 0.0]], X[1:]], Y, ("NaN", "X")),
         "X with inf": (X + np.inf, Y, ("inf", "X")),

@@ -68,7 +68,7 @@ from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._checks import check_kernel, check_likelihood
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._models import _LatentModel, _SparsePriors
-from relaxep.estimators._plan import SparseFit
+from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, _EvidenceSearch, scored
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
 from relaxep.inference.sharded import ShardedFITC, ShardedResult, log_odds_block
@@ -232,6 +232,7 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
             )
         check_likelihood(self.likelihood, _LIKELIHOODS, (BinaryLikelihood,))
         check_kernel(self.kernel)
+        resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)  # a known name
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
         return rule, likelihood
 
@@ -250,11 +251,11 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         -------
         self
         """
-        import dask.array as da
-
-        rule, likelihood = self._check_parameters()
+        rule, likelihood = self._check_parameters()  # (before importing Dask: no Dask work for a bad parameter)
         max_sweeps = check_positive_int(self.max_sweeps, "max_sweeps")
         tol = check_positive_number(self.tol, "tol")
+        import dask.array as da
+
         X = X if isinstance(X, da.Array) else da.from_array(np.asarray(X, dtype=float), chunks=(10_000, -1))
         y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=X.chunks[0])
         if X.ndim != 2 or len(X.chunks[1]) != 1:
