@@ -203,3 +203,98 @@ def regression_tilted_quad(log_lik, y: float, mean: float, var: float, power: fl
         "k4": c4 - 3 * c2**2,
         "extras": [moment(0, e) / z for e in extras],
     }
+
+
+def _checked_quad(f, lo: float, hi: float, points=None, rtol: float = 1e-10) -> float:
+    """``quad`` to ``epsrel = 1e-12`` that raises when its own error estimate exceeds ``rtol`` (relative):
+    an oracle that is unsure says so instead of relying on the suite's IntegrationWarning filter."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", integrate.IntegrationWarning)  # decided by the error estimate below
+        value, err = integrate.quad(f, lo, hi, points=points, epsabs=0.0, epsrel=1e-12, limit=2000)
+    if not (np.isfinite(value) and err <= rtol * abs(value)):
+        raise ArithmeticError(f"quad is unsure: {value!r} +- {err!r} on [{lo}, {hi}]")
+    return value
+
+
+def multinomial_probit_log_lik(f, y: int) -> float:
+    """``log p(y | f)`` of the multinomial probit, ``p = P(f_y + e_y > f_j + e_j for all j != y)``,
+    ``e ~ N(0, I)``: conditioning on ``e_y = u``, ``log int N(u) prod_{j != y} Phi(u + f_y - f_j) du``
+    by adaptive quadrature, relative to the integrand's peak (log-concave, width <= 1) so that tiny
+    probabilities keep their relative precision."""
+    from scipy.special import log_ndtr
+
+    f = np.asarray(f, dtype=float)
+    d = np.array([f[y] - f[j] for j in range(f.size) if j != y])
+    grid = np.linspace(-80.0, 80.0, 32001)
+    log_g = -0.5 * grid**2 + log_ndtr(grid[:, None] + d[None, :]).sum(axis=1)
+    top, centre = float(log_g.max()), float(grid[np.argmax(log_g)])
+
+    def integrand(u):
+        return math.exp(-0.5 * u * u + float(np.sum(log_ndtr(u + d))) - top)
+
+    value = _checked_quad(integrand, centre - 40.0, centre + 40.0, points=[centre])
+    return math.log(value) + top - 0.5 * math.log(2.0 * math.pi)
+
+
+def orthant_truncated_moments(cov):
+    """``P(h > 0)``, ``E[h | h > 0]`` and ``Cov[h | h > 0]`` for ``h ~ N(0, cov)`` in two dimensions.
+
+    One-dimensional adaptive quadrature over ``h_1 > 0`` of the closed-form moments of
+    ``h_2 1{h_2 > 0}`` given ``h_1`` (a Gaussian), i.e. ``E[X^k 1{X > 0}]`` for ``k = 0, 1, 2``.
+    """
+    cov = np.asarray(cov, dtype=float)
+    s1 = math.sqrt(cov[0, 0])
+    beta = cov[0, 1] / cov[0, 0]
+    cond_sd = math.sqrt(cov[1, 1] - cov[0, 1] ** 2 / cov[0, 0])
+
+    def part(h1, k):  # E[h2^k 1{h2 > 0} | h1]
+        mu = beta * h1
+        a = mu / cond_sd
+        prob = 0.5 * math.erfc(-a / math.sqrt(2.0))
+        dens = math.exp(-0.5 * a * a) / math.sqrt(2.0 * math.pi)
+        return (prob, mu * prob + cond_sd * dens, (mu * mu + cond_sd**2) * prob + mu * cond_sd * dens)[k]
+
+    def moment(a, b):  # E[h1^a h2^b 1{h > 0}]
+        def integrand(h1):
+            return h1**a * math.exp(-0.5 * (h1 / s1) ** 2) / (s1 * math.sqrt(2.0 * math.pi)) * part(h1, b)
+
+        return _checked_quad(integrand, 0.0, 40.0 * s1)
+
+    p = moment(0, 0)
+    mean = np.array([moment(1, 0), moment(0, 1)]) / p
+    second = np.array([[moment(2, 0), moment(1, 1)], [moment(1, 1), moment(0, 2)]]) / p
+    return p, mean, second - np.outer(mean, mean)
+
+
+def one_point_multiclass_posterior(k: float, y: int, likelihood: str, eps: float = 0.0):
+    """Exact posterior mean and covariance of ``f`` in R^3 for ONE point with prior ``N(0, k I_3)``.
+
+    ``likelihood="probit"``: the multinomial probit; with ``s = f + e``, ``e ~ N(0, I)``, the label
+    is the event ``h = B^T s > 0`` (``B = [e_y - e_j]_{j != y}``), so ``f | y`` is ``f`` given a
+    Gaussian ``h`` truncated to the orthant, and its moments follow from ``h``'s
+    (:func:`orthant_truncated_moments`) by the linear regression of ``f`` on ``h``.
+    ``likelihood="robust-max"``: ``eps/2 + (1 - 3 eps/2) [argmax f = y]``, a mixture of the prior
+    and the prior truncated to ``h = B^T f > 0``.  Returns ``(mean, cov, Z)``.
+    """
+    C = 3
+    B = np.zeros((C, C - 1))
+    for col, j in enumerate(j for j in range(C) if j != y):
+        B[y, col], B[j, col] = 1.0, -1.0
+    noise = 1.0 if likelihood == "probit" else 0.0
+    var_h = (k + noise) * B.T @ B
+    gain = k * B @ np.linalg.inv(var_h)  # Cov(f, h) Var(h)^-1
+    p, mean_h, cov_h = orthant_truncated_moments(var_h)
+    mean = gain @ mean_h
+    cov = k * np.eye(C) - gain @ var_h @ gain.T + gain @ cov_h @ gain.T
+    if likelihood == "probit":
+        return mean, cov, p
+    if likelihood != "robust-max":
+        raise KeyError(likelihood)
+    floor, kappa = eps / (C - 1), 1.0 - eps - eps / (C - 1)
+    z = floor + kappa * p
+    w = kappa * p / z
+    second = (1.0 - w) * k * np.eye(C) + w * (cov + np.outer(mean, mean))
+    mean = w * mean
+    return mean, second - np.outer(mean, mean), z
