@@ -1,0 +1,182 @@
+"""Pointwise ``log p(y | f)`` of every likelihood against a formula written independently of relaxep.
+
+``log_lik`` is the target factor of the MCMC references (:mod:`relaxep.mcmc`), which the EP tests
+treat as the truth, so it is checked here point by point, tails included: scipy's closed forms for
+the scalar likelihoods, adaptive quadrature (``oracles.multinomial_probit_log_lik``) for the
+multinomial probit, and the argmax rule for the robust max.  The table must name every concrete
+likelihood class that :mod:`relaxep.likelihoods` exports, so a new one cannot be forgotten.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import relaxep.likelihoods as likmod
+from oracles import multinomial_probit_log_lik
+from relaxep.likelihoods import (
+    Gaussian,
+    Laplace,
+    Logistic,
+    MultinomialProbit,
+    NoisyProbit,
+    NoisyStep,
+    Probit,
+    RobustMax,
+    StudentT,
+)
+
+#: rounding-level agreement: every reference is a closed form (or a quadrature to 1e-12) evaluated in
+#: log space, and ``log p`` is never computed from a cancelling difference on either side
+RTOL = 1e-12
+
+#: folded latents g = y f for the binary likelihoods: the far tails (|g| = 38-40, where the normal-cdf
+#: ratios change regime, and 1e3), the transition, and g = 0 exactly
+G = np.array([-1e3, -40.0, -38.0, -10.0, -3.0, -1.0, -1e-3, 0.0, 1e-3, 1.0, 3.0, 10.0, 38.0, 40.0, 1e3])
+#: residuals y - f for the regression likelihoods, up to 1e6 (relative to scales 0.01..100)
+R = np.array([-1e6, -1e3, -30.0, -1.0, -1e-3, 0.0, 1e-3, 0.7, 5.0, 1e3, 1e6])
+
+
+def _noisy_step(eps):
+    # eps + (1 - 2 eps) Theta(g), with Theta(0) = 1/2 (the documented value on the null set g = 0)
+    return lambda g: np.log(eps + (1 - 2 * eps) * np.heaviside(g, 0.5))
+
+
+def _noisy_probit(eps, scale):
+    return lambda g: np.logaddexp(np.log(eps), np.log(1 - 2 * eps) + stats.norm.logcdf(g / scale))
+
+
+#: scalar likelihoods: (instance, reference log p as a function of the folded latent g (binary) or
+#: of (y, f) (regression))
+BINARY = {
+    "step eps=0.1": (NoisyStep(0.1), _noisy_step(0.1)),
+    "step eps=0.01": (NoisyStep(0.01), _noisy_step(0.01)),
+    "step eps=0": (NoisyStep(0.0), _noisy_step(0.0)),
+    "probit": (Probit(), stats.norm.logcdf),
+    "logistic": (Logistic(), lambda g: -np.logaddexp(0.0, -g)),
+    "noisy probit eps=0.05": (NoisyProbit(0.05, 1.0), _noisy_probit(0.05, 1.0)),
+    "noisy probit eps=0.2 scale=0.3": (NoisyProbit(0.2, 0.3), _noisy_probit(0.2, 0.3)),
+}
+REGRESSION = {
+    "gaussian noise=0.5": (Gaussian(0.5), lambda y, f: stats.norm.logpdf(y, f, np.sqrt(0.5))),
+    "gaussian noise=1e-4": (Gaussian(1e-4), lambda y, f: stats.norm.logpdf(y, f, 1e-2)),
+    "student-t df=4 scale=0.3": (StudentT(4.0, 0.3), lambda y, f: stats.t.logpdf(y - f, 4.0, scale=0.3)),
+    "student-t df=1 scale=100": (StudentT(1.0, 100.0), lambda y, f: stats.t.logpdf(y - f, 1.0, scale=100.0)),
+    "student-t df=30 scale=0.01": (StudentT(30.0, 0.01), lambda y, f: stats.t.logpdf(y - f, 30.0, scale=0.01)),
+    # written out: scipy's laplace.logpdf is log(pdf), -inf once the density underflows
+    "laplace scale=0.7": (Laplace(0.7), lambda y, f: -np.log(2 * 0.7) - np.abs(y - f) / 0.7),
+    "laplace scale=0.01": (Laplace(0.01), lambda y, f: -np.log(2 * 0.01) - np.abs(y - f) / 0.01),
+}
+#: multi-class likelihoods: (instance, number of classes, lowest f_y - f_j of the rows): the multinomial
+#: probit's 48-node Gauss-Hermite rule is exact to rounding while the label's latent lies at most about
+#: 10 (C = 3) or 5 (C = 4) below the others; further below it loses digits (relative error in log p:
+#: C = 3, 1e-7 at 16 below and 1e-2 at 20; C = 4, 3e-10 at 10; C = 5, 2e-10 at 6), where no posterior
+#: that the MCMC samples lives
+MULTICLASS = {
+    "multinomial probit C=3": (MultinomialProbit(), 3, -10.0, RTOL),
+    "multinomial probit C=4": (MultinomialProbit(), 4, -5.0, 1e-11),  # the rule's error: up to 1.3e-12 here
+    "robust max eps=0.1 C=3": (RobustMax(0.1), 3, -40.0, RTOL),
+    "robust max eps=0.3 C=4": (RobustMax(0.3), 4, -40.0, RTOL),
+    "robust max eps=0.05 C=2": (RobustMax(0.05), 2, -40.0, RTOL),
+}
+
+
+def test_every_exported_likelihood_has_a_reference_formula():
+    """GPflow's meta-test, for log_lik: a concrete likelihood class without a row fails here."""
+    classes = {
+        obj
+        for obj in vars(likmod).values()
+        if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not inspect.isabstract(obj)
+    }
+    tested = {type(lik) for table in (BINARY, REGRESSION, MULTICLASS) for lik, *_ in table.values()}
+    assert classes - tested == set(), "likelihoods without a log_lik formula in tests/test_log_lik.py"
+    assert tested <= classes
+
+
+@pytest.mark.parametrize("key", BINARY)
+def test_binary_log_lik_equals_the_formula(key):
+    """log p(y | f) = log t(y f) for both labels, every (y, f) of the grid in one call."""
+    lik, ref = BINARY[key]
+    y = np.array([-1.0, 1.0])[:, None]
+    f = G[None, :]
+    with np.errstate(divide="ignore"):
+        expected = ref(y * f)
+    got = lik.log_lik(y, f)
+    assert got.shape == expected.shape
+    # -inf (the noise-free step's wrong side) must sit exactly where the formula has it
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=0.0)
+
+
+@pytest.mark.parametrize("key", REGRESSION)
+def test_regression_log_lik_equals_the_formula(key):
+    lik, ref = REGRESSION[key]
+    y = np.array([0.0, 1.5, -3.0])[:, None]
+    f = y - R[None, :]
+    expected = ref(y, f)
+    got = lik.log_lik(y, f)
+    assert np.all(np.isfinite(expected))
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=0.0)
+
+
+def _latents(n_classes, lowest, rng):
+    """(N, C) latent rows and labels: random rows at three spreads (those whose label lies more than
+    ``-lowest`` below another class dropped), then rows where the label's latent f_0 is ``gap`` away from
+    the others (tied at 0, or spread over [-1, 1]), ``gap`` from ``lowest`` to 40 above."""
+    F = np.concatenate([rng.normal(scale=s, size=(12, n_classes)) for s in (0.3, 1.5, 4.0)])
+    y = rng.integers(0, n_classes, F.shape[0])
+    gaps = np.array([lowest, -6.0, -3.0, -1.0, 0.5, 4.0, 12.0, 40.0])
+    structured = np.concatenate(
+        [
+            np.column_stack([gaps, np.zeros((gaps.size, n_classes - 1))]),
+            np.column_stack([gaps, np.tile(np.linspace(-1.0, 1.0, n_classes - 1), (gaps.size, 1))]),
+        ]
+    )
+    F = np.concatenate([F, structured])
+    y = np.concatenate([y, np.zeros(structured.shape[0], dtype=int)])
+    label_minus_other = F[np.arange(y.size), y][:, None] - F
+    keep = label_minus_other.min(axis=1) >= lowest - 1e-9
+    return F[keep], y[keep]
+
+
+def _multiclass_reference(lik, F, y):
+    if isinstance(lik, MultinomialProbit):
+        return np.array([multinomial_probit_log_lik(f, int(c)) for f, c in zip(F, y, strict=True)])
+    eps, n_classes = float(lik.eps), F.shape[1]
+    with np.errstate(divide="ignore"):
+        return np.array(
+            [np.log(1 - eps) if np.argmax(f) == c else np.log(eps / (n_classes - 1)) for f, c in zip(F, y, strict=True)]
+        )
+
+
+@pytest.mark.parametrize("key", MULTICLASS)
+def test_multiclass_log_lik_equals_the_formula(key):
+    """Multinomial probit: P(f_y + e_y > f_j + e_j for all j != y), e ~ N(0, I), by adaptive quadrature
+    over e_y; robust max: 1 - eps at the argmax, eps / (C - 1) elsewhere.  Also in the sampler's batched
+    shape (chains, N, C).  Where p is within 1e-12 of 1, log p has only absolute digits on either side:
+    hence ``atol``, a relative error of 1e-14 in p itself."""
+    lik, n_classes, lowest, rtol = MULTICLASS[key]
+    F, y = _latents(n_classes, lowest, np.random.default_rng(n_classes))
+    assert F.shape[0] > 40
+    expected = _multiclass_reference(lik, F, y)
+    got = lik.log_lik(y, F)
+    np.testing.assert_allclose(got, expected, rtol=rtol, atol=1e-14)
+    # the sampler's layout (chains, N, C); p depends on f only through its differences: shifted chains agree
+    batch = np.stack([F, F + 3.0, F - 0.5])
+    np.testing.assert_allclose(lik.log_lik(y, batch), np.stack([expected] * 3), rtol=rtol, atol=1e-14)
+
+
+def test_the_multinomial_probit_oracle_is_the_orthant_probability():
+    """The quadrature oracle against a second method: with v_j = e_j - e_y ~ N(0, I + 1 1^T),
+    p(y | f) = P(v_j < f_y - f_j for all j), scipy's multivariate normal CDF.  In two dimensions
+    (C = 3) scipy uses a bivariate algorithm good to about 1e-15; in three (C = 4) a randomised
+    quasi-Monte Carlo rule, checked loosely (its default error target is 1e-5 absolute)."""
+    rng = np.random.default_rng(0)
+    for n_classes, tol in ((3, 1e-12), (4, 1e-3)):
+        for f in rng.normal(scale=1.5, size=(8, n_classes)):
+            d = f[0] - f[1:]
+            cov = np.eye(n_classes - 1) + 1.0
+            p = stats.multivariate_normal.cdf(d, np.zeros(n_classes - 1), cov)
+            assert multinomial_probit_log_lik(f, 0) == pytest.approx(np.log(p), rel=tol, abs=tol)
