@@ -4,7 +4,8 @@
   Carlo with a scipy orthant probability (robust max);
 * the robust max at C = 2 against the closed form of the noisy step;
 * C = 2 joint nested EP against the package's binary probit EP (the same model);
-* a small 3-class problem against elliptical slice sampling of the C latent functions;
+* a small 3-class problem against elliptical slice sampling of the C latent functions, and that
+  sampler against the exact one-point posterior (orthant-truncated Gaussian moments);
 * the evidence gradient against finite differences of the evidence.
 """
 
@@ -17,6 +18,7 @@ import pytest
 from scipy import stats
 from scipy.special import log_ndtr, ndtr
 
+from oracles import one_point_multiclass_posterior
 from relaxep import EP, GPClassifier, NoisyStep, Probit, infer
 from relaxep.inference.damped_parallel import DampedParallelOptions, damped_parallel_ep
 from relaxep.likelihoods.multiclass import difference_matrices
@@ -181,6 +183,37 @@ def three_class_problem():
     y = np.repeat(np.arange(3), 6)
     X = centres[y] + 0.7 * rng.standard_normal((18, 2))
     return X, y
+
+
+@pytest.mark.parametrize("key", ["probit", "robust-max"])
+def test_the_multiclass_sampler_draws_the_exact_one_point_posterior(key):
+    """The MCMC reference of the two tests below, validated (audit #3): for ONE point with the prior
+    N(0, k I_3) the posterior is the tilted distribution, whose mean and covariance
+    ``oracles.one_point_multiclass_posterior`` gets from orthant-truncated Gaussian moments (1-D
+    adaptive quadrature of closed forms, no relaxep code).  64 independent chains: the Monte Carlo
+    error of a second moment is the spread of the chains' own estimates (from their thinned samples,
+    which overstates the error of the pooled estimate) over sqrt(64); the means use the sampler's
+    batch-means error, once it is shown to be below that independent bound; 4.5 errors allowed."""
+    k, label, n_chains = 4.0, 1, 64
+    lik = MultinomialProbit() if key == "probit" else RobustMax(0.1)
+    mean, cov, z = one_point_multiclass_posterior(k, label, key, eps=0.1)
+    p_argmax = 1.0 / 3.0  # the label's region under a symmetric prior (checks the oracle's orthant probability)
+    assert z == pytest.approx(p_argmax if key == "probit" else 0.05 + 0.85 * p_argmax, rel=1e-10)
+    mc = elliptical_slice_multiclass(
+        np.array([[k]]), np.array([label]), lik, 3, n_samples=400, n_burn=100, n_chains=n_chains, random_state=0
+    )
+    assert mc.rhat < 1.01
+    draws = mc.samples.reshape(-1, n_chains, 3)  # (kept, chains, C): every 10th sample of every chain
+    second = draws[:, :, :, None] * draws[:, :, None, :]
+    se_mean = draws.mean(0).std(0, ddof=1) / np.sqrt(n_chains)
+    se_second = second.mean(0).std(0, ddof=1) / np.sqrt(n_chains)
+    assert np.all(mc.mean_se[0] < se_mean)  # all samples (batch means) against every 10th (chains' spread)
+    # power: the errors are about 1% of a posterior sd, and the likelihood moves the label's mean by 80 of them
+    assert np.all(mc.mean_se[0] < 0.015 * np.sqrt(np.diag(cov))) and abs(mean[label]) > 50 * mc.mean_se[0, label]
+    assert np.all(np.abs(mc.mean[0] - mean) < 4.5 * mc.mean_se[0])
+    mc_second = mc.cov[0] + np.outer(mc.mean[0], mc.mean[0])
+    assert np.all(np.abs(mc_second - (cov + np.outer(mean, mean))) < 4.5 * se_second)
+    np.testing.assert_allclose(mc.var[0], np.diag(mc.cov[0]), rtol=1e-10)
 
 
 def test_nested_ep_against_mcmc(three_class_problem):
@@ -353,9 +386,6 @@ def test_study_cells_and_summary_on_an_iris_fold():
 def test_the_multiclass_likelihoods_answer_the_base_question_in_c_dimensions():
     """For C = 2 the multinomial probit is the probit Phi((f_y - f_o) / sqrt 2): log Z, its gradient
     and Hessian in the cavity mean have closed forms (Rasmussen & Williams eq. 3.82 with w = f_y - f_o)."""
-    from scipy.special import log_ndtr
-
-    from relaxep._numerics import normal_cdf_ratio
     from relaxep.likelihoods import Likelihood
 
     lik = MultinomialProbit()
@@ -368,7 +398,7 @@ def test_the_multiclass_likelihoods_answer_the_base_question_in_c_dimensions():
     a, w_var = np.sum(b * m, axis=1), np.einsum("ni,nij,nj->n", b, S, b)
     scale = np.sqrt(2.0 + w_var)
     z = a / scale
-    r = normal_cdf_ratio(z)
+    r = np.exp(stats.norm.logpdf(z) - log_ndtr(z))  # N(z) / Phi(z), from scipy (not relaxep's helper)
     np.testing.assert_allclose(out.log_z, log_ndtr(z), rtol=1e-10)
     np.testing.assert_allclose(out.dlog_z, (r / scale)[:, None] * b, rtol=1e-8)
     hess = (-r * (z + r) / scale**2)[:, None, None] * b[:, :, None] * b[:, None, :]
