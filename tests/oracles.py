@@ -298,3 +298,26 @@ def one_point_multiclass_posterior(k: float, y: int, likelihood: str, eps: float
     second = (1.0 - w) * k * np.eye(C) + w * (cov + np.outer(mean, mean))
     mean = w * mean
     return mean, second - np.outer(mean, mean), z
+
+
+def positive_truncated_normal(mean: float, var: float):
+    """``log P(g > 0)``, mean and variance of ``N(mean, var)`` truncated to ``g > 0``, for ``mean <= 0``.
+
+    Far in the tail (``mean`` many sd below 0) the mass sits within ``var / |mean|`` of 0: the weights
+    ``exp(-g^2 / (2 var) + g mean / var)`` (the density relative to its value at 0, expanded so that
+    nothing cancels) are integrated by adaptive quadrature on that scale, and the moments are of ``g``
+    itself, so nothing cancels either (unlike ``mean + sd * ratio`` or scipy's ``truncnorm`` there).
+    """
+    from scipy.special import log_ndtr
+
+    if mean > 0:
+        raise ValueError("for mean <= 0 (the tail); use tilted_quad otherwise")
+    sd = math.sqrt(var)
+    width = min(sd, var / abs(mean)) if mean < 0 else sd
+
+    def moment(k):
+        return _checked_quad(lambda g: g**k * math.exp(-0.5 * g * g / var + g * mean / var), 0.0, 60.0 * width)
+
+    z0 = moment(0)
+    m1 = moment(1) / z0
+    return float(log_ndtr(mean / sd)), m1, moment(2) / z0 - m1**2
