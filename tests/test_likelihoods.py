@@ -4,9 +4,11 @@ import inspect
 
 import numpy as np
 import pytest
+from scipy import stats
+from scipy.special import log_ndtr
 
 import relaxep.likelihoods as likmod
-from oracles import RTOL, lik_fn, tilted_quad
+from oracles import RTOL, lik_fn, positive_truncated_normal, tilted_quad
 from relaxep import Gaussian, Laplace, Logistic, NoisyStep, Probit, StudentT
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 
@@ -73,21 +75,47 @@ def test_noise_free_step_expected_log_likelihood_is_zero():
     assert NoisyStep(0.0).expected_log_lik(1.0, np.array([-3.0, 0.0, 2.0]), np.ones(3)) == pytest.approx(0.0)
 
 
-@pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic(), NoisyProbit(0.05)], ids=repr)
-@pytest.mark.parametrize("z", [-40.0, -38.0, 40.0])
-def test_finite_far_in_the_tails(lik, z):
-    """|z| up to 40: no NaN, and the step's log Z equals its closed-form asymptote."""
-    var = np.array([4.0])
-    out = lik.log_z(1.0, z * np.sqrt(var), var)
-    assert np.all(np.isfinite([out.log_z, out.dlog_z, out.d2log_z]))
-    m, v = out.moments(z * np.sqrt(var), var)
-    assert v > 0
-    if isinstance(lik, NoisyStep) and lik.eps == 0.0 and z < 0:
-        from scipy.special import log_ndtr
+TAILS = {
+    "step eps=0.2": (NoisyStep(0.2), lik_fn("step", 0.2)),
+    "step eps=0": (NoisyStep(0.0), lik_fn("step", 0.0)),
+    "probit": (Probit(), lik_fn("probit")),
+    "logistic": (Logistic(), lik_fn("logistic")),
+    "noisy probit eps=0.05": (NoisyProbit(0.05), lik_fn("noisy-probit", 0.05, 1.0)),
+}
 
-        assert out.log_z == pytest.approx(log_ndtr(z), rel=1e-12)
-        # truncated normal: the tilted mean sits just above 0, within a few s/|z|
-        assert 0 < m < 3 * np.sqrt(var) / abs(z)
+
+@pytest.mark.parametrize("key", TAILS)
+@pytest.mark.parametrize("z", [-40.0, -38.0, 40.0])
+def test_far_in_the_tails_equals_quadrature(key, z):
+    """|z| = 38-40 cavity sds from the transition, where the normal-cdf ratios change regime: log Z and
+    the tilted mean and variance against adaptive quadrature, at the tolerances of the main test above.
+
+    The tilted moments pass through the derivatives (``mean + var d1``, ``var + var^2 d2``), so a
+    wrong tail ratio shows there: at z = -40 the probit's tilted mean is 64 away from the cavity's
+    and its variance a fifth of it.  Where quadrature over the cavity's range cannot see the mass (the
+    noise-free step below its jump: all of it within 0.05 of 0), the reference is the truncated normal
+    integrated on its own scale (``oracles.positive_truncated_normal``).  Probit also against its
+    closed form with scipy's ``log_ndtr`` and Mills ratio, derivatives included."""
+    lik, t = TAILS[key]
+    var = 4.0
+    mean = z * np.sqrt(var)
+    out = lik.log_z(1.0, mean, var)
+    m, v = out.moments(mean, var)
+    if isinstance(lik, NoisyStep) and lik.eps == 0.0 and z < 0:
+        log_z, t_mean, t_var = positive_truncated_normal(mean, var)
+    else:
+        log_z, t_mean, t_var = tilted_quad(t, mean, var)
+    assert out.log_z == pytest.approx(log_z, rel=RTOL, abs=RTOL)
+    assert m == pytest.approx(t_mean, rel=RTOL, abs=RTOL * np.sqrt(var))
+    assert v == pytest.approx(t_var, rel=RTOL * 10, abs=RTOL * var)
+    if isinstance(lik, Probit):
+        # log Z = log Phi(k), k = mean / sqrt(1 + var); d1 = r / s, d2 = -r (k + r) / s^2, r = N(k) / Phi(k)
+        s = np.sqrt(1.0 + var)
+        k = mean / s
+        r = np.exp(stats.norm.logpdf(k) - log_ndtr(k))
+        assert out.log_z == pytest.approx(log_ndtr(k), rel=1e-14)
+        assert out.dlog_z == pytest.approx(r / s, rel=1e-11)
+        assert out.d2log_z == pytest.approx(-r * (k + r) / s**2, rel=1e-8)  # k + r cancels: 1e-10 in the reference
 
 
 def test_noisy_step_tail_derivatives_against_quadrature():
