@@ -10,7 +10,7 @@ from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, DotProduct, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.model_selection import GridSearchCV, ParameterGrid, StratifiedKFold, cross_val_score
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
@@ -166,14 +166,19 @@ def test_params_round_trip_and_grid_search_reach_nested_parameters(small):
     assert clf.rule.c == 5.0 and clf.likelihood.eps == 0.2
     twin = clone(clf)
     assert twin.get_params()["rule__c"] == 5.0 and twin.rule is not clf.rule
-    search = GridSearchCV(
-        GPClassifier(kernel=RBF(1.0), likelihood=Probit(), optimizer=None),
-        {"kernel__length_scale": [0.3, 1.0, 3.0], "rule": [EP(), PowerEP(0.8)]},
-        cv=3,
-    ).fit(X, y)
-    assert search.best_params_["kernel__length_scale"] in (0.3, 1.0, 3.0)
-    scores = cross_val_score(GPClassifier(likelihood=Probit(), optimizer=None), X, y, cv=3)
-    assert np.all((scores >= 0) & (scores <= 1))
+    # the search against every candidate scored by hand on the same folds (log loss: accuracy ties EP and PEP)
+    base = GPClassifier(kernel=RBF(1.0), likelihood=Probit(), optimizer=None)
+    grid = {"kernel__length_scale": [0.3, 1.0, 3.0], "rule": [EP(), PowerEP(0.8)]}
+    cv = StratifiedKFold(3)
+    search = GridSearchCV(base, grid, cv=cv, scoring="neg_log_loss").fit(X, y)
+    candidates = list(ParameterGrid(grid))
+    means = [
+        np.mean(cross_val_score(clone(base).set_params(**p), X, y, cv=cv, scoring="neg_log_loss")) for p in candidates
+    ]
+    np.testing.assert_allclose(search.cv_results_["mean_test_score"], means, rtol=1e-12)
+    assert len(set(np.round(means, 6))) == len(means)  # every parameter reaches the fit: no two candidates tie
+    assert search.best_params_ == candidates[int(np.argmax(means))]
+    assert search.best_score_ == pytest.approx(max(means), rel=1e-12)
 
 
 @pytest.mark.parametrize(
