@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from sklearn.cluster import KMeans
 from sklearn.gaussian_process.kernels import RBF, Matern
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
@@ -248,13 +249,23 @@ def test_classifier_keeps_or_learns_kernel_and_inducing_inputs():
     assert grad.shape == both.kernel_.theta.shape
 
 
-@pytest.mark.parametrize("init", ["kmeans", "random"])
-def test_classifier_places_m_inducing_inputs(init):
+@pytest.mark.parametrize(
+    ("init", "M"), [("kmeans", 15), ("kmeans", 5), ("random", 15)], ids=["kmeans-all-rows", "kmeans-subset", "random"]
+)
+def test_classifier_places_m_inducing_inputs(init, M):
+    """The documented recipe (initial_inducing_points), written out: a generator seeded by one draw of
+    random_state; "random": M distinct rows in index order; "kmeans": scikit-learn's KMeans (one start,
+    50 Lloyd iterations, seeded by the generator's next draw) on min(n, 20 M) random rows (M = 5: 100 of 200)."""
     X, y = _data(200, 9)
-    clf = GPClassifier(optimizer=None, inducing_points=15, inducing_init=init, random_state=0).fit(X, y)
-    assert clf.inducing_points_.shape == (15, 2)
-    if init == "random":  # a subset of the training inputs
-        assert all(np.any(np.all(X == z, axis=1)) for z in clf.inducing_points_)
+    clf = GPClassifier(optimizer=None, inducing_points=M, inducing_init=init, random_state=0).fit(X, y)
+    gen = np.random.default_rng(np.random.RandomState(0).randint(2**31 - 1))
+    if init == "random":
+        want = X[np.sort(gen.choice(200, M, replace=False))]
+    else:
+        sub = X[gen.choice(200, min(200, 20 * M), replace=False)]
+        kmeans = KMeans(n_clusters=M, n_init=1, max_iter=50, random_state=int(gen.integers(2**31 - 1))).fit(sub)
+        want = kmeans.cluster_centers_
+    np.testing.assert_allclose(clf.inducing_points_, want, rtol=0, atol=1e-12)
 
 
 def test_classifier_predicts_in_chunks_as_in_one_piece():
