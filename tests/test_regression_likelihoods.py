@@ -1,10 +1,12 @@
 """Gaussian, Student-t and Laplace likelihoods against adaptive quadrature, closed forms and Monte Carlo."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
 from scipy import integrate, stats
+from scipy.integrate import IntegrationWarning
 from scipy.special import stdtr
 
 from oracles import regression_tilted_quad
@@ -138,25 +140,98 @@ def test_gaussian_quadrature_default_would_agree():
     assert float(out.log_z) == pytest.approx(ref["log_z"], abs=1e-10)
 
 
+RESIDUALS = [0.0, 1e-3, 1.0, 1e3, 1e6, -1e6]
+CAVITY_VARIANCES = [1e-8, 1e-2, 1.0, 1e8]
+EPS = np.finfo(float).eps
+
+
+def _gaussian_closed_forms(noise, y, mean, var, power):
+    """log Z, d log Z / d mean, d2 log Z / d mean2 at the power, and (at power 1) the tilted mean and
+    variance, E[log N(y | f, noise)] and d log Z / d log noise: all Gaussian integrals (scipy's logpdf)."""
+    total = var + noise / power
+    log_z = (
+        (1 - power) / 2 * np.log(2 * np.pi * noise) - 0.5 * np.log(power) + stats.norm.logpdf(y, mean, np.sqrt(total))
+    )
+    post_var = var * noise / (var + noise)
+    post_mean = (mean * noise + y * var) / (var + noise)
+    elog = -0.5 * np.log(2 * np.pi * noise) - ((y - post_mean) ** 2 + post_var) / (2 * noise)
+    dtheta = noise * (0.5 * (y - mean) ** 2 / (var + noise) ** 2 - 0.5 / (var + noise))
+    return log_z, (y - mean) / total, -1.0 / total, post_mean, post_var, elog, dtheta
+
+
+def _quadrature_is_reliable(resid, var, scale):
+    """The oracle evaluates the integrand at f itself: f's rounding (eps |f|, f near the residual) must be
+    negligible against both widths, the cavity's sd and the likelihood's scale (1e-11 of them; 40 of the
+    72 points pass).  Among the points left out, a residual of 1e6 under a cavity sd of 1e-4 moves quad's
+    tilted variance by 1e-7 relative (1e-3 for the Laplace of scale 1e-6, where it can also divide by
+    zero): there only finiteness is checked."""
+    return EPS * abs(resid) <= 1e-11 * min(math.sqrt(var), scale)
+
+
 @pytest.mark.filterwarnings("error")
 @pytest.mark.parametrize("lik", [StudentT(4.0, 1.0), StudentT(1.0, 1.0), Laplace(1.0), Gaussian(1.0)], ids=repr)
 @pytest.mark.parametrize("power", [1.0, 0.5])
-def test_finite_for_extreme_residuals_scales_and_variances(lik, power):
-    """Residuals up to 1e6, likelihood scales 1e-6..1e6 (through y, f and var rescaled), cavity variances
-    1e-8..1e8: everything finite, no floating-point warnings, the tilted variance positive."""
+def test_extreme_residuals_scales_and_variances_against_closed_forms_and_quadrature(lik, power):
+    """Residuals up to 1e6, likelihood scales 1e-6..1e6, cavity variances 1e-8..1e8 (24 points per scale):
+    no floating-point warnings, everything finite; the Gaussian equal to its closed forms at every point
+    (rtol 1e-12), the Student-t and the Laplace equal to adaptive quadrature wherever it is reliable.
+
+    The tilted mean and variance are ``mean + var d1`` and ``var + var^2 d2``: where the tilted variance is
+    far below the cavity's (a narrow likelihood under a wide cavity, down to 1e-20 of it here) the sums
+    cancel, and a few ulps of their terms are all that the (log Z, d1, d2) answer can carry; those are
+    added to the quadrature tolerance (1e-8, as in the tests above)."""
+    checked = 0
     for scale in [1e-6, 1.0, 1e6]:
         value = {"noise": scale**2} if isinstance(lik, Gaussian) else {"scale": scale}
         lik_s = type(lik)(**{**lik.get_params(), **value})
-        resid = np.array([0.0, 1e-3, 1.0, 1e3, 1e6, -1e6])[:, None]
-        var = np.array([1e-8, 1e-2, 1.0, 1e8])[None, :]
+        resid = np.array(RESIDUALS)[:, None]
+        var = np.array(CAVITY_VARIANCES)[None, :]
         y, mean = np.zeros_like(resid), resid + 0 * var
         out = lik_s.log_z(y, mean, var, power)
         for arr in (out.log_z, out.dlog_z, out.d2log_z):
             assert np.all(np.isfinite(arr))
         k = lik_s.tilted_cumulants(y, mean, var)
         assert all(np.all(np.isfinite(c)) for c in k) and np.all(k[1] > 0)
-        assert np.all(np.isfinite(lik_s.expected_log_lik(y, mean, var)))
-        assert np.all(np.isfinite(lik_s.dlog_z_dtheta(y, mean, var)))
+        elog = lik_s.expected_log_lik(y, mean, var)
+        dtheta = lik_s.dlog_z_dtheta(y, mean, var)[..., 0]
+        assert np.all(np.isfinite(elog)) and np.all(np.isfinite(dtheta))
+        if isinstance(lik, Gaussian):
+            noise = scale**2
+            log_z, d1, d2, k1, k2, e_log, d_theta = _gaussian_closed_forms(noise, y, mean, var, power)
+            np.testing.assert_allclose(out.log_z, log_z, rtol=1e-12)
+            np.testing.assert_allclose(out.dlog_z, d1, rtol=1e-12)
+            np.testing.assert_allclose(out.d2log_z, np.broadcast_to(d2, out.d2log_z.shape), rtol=1e-12)
+            # the tilted mean is the cavity's moved by var d1: to within the rounding of the cavity mean
+            assert np.all(np.abs(k[0] - k1) <= 1e-12 * np.abs(k1) + 4 * EPS * np.abs(mean))
+            np.testing.assert_allclose(k[1], np.broadcast_to(k2, k[1].shape), rtol=1e-12)
+            np.testing.assert_array_equal(k[2], 0.0)
+            np.testing.assert_array_equal(k[3], 0.0)
+            np.testing.assert_allclose(elog, e_log, rtol=1e-12)
+            # d log Z / d log noise is a difference of two terms of size noise / (var + noise) (1/2 each here)
+            terms = noise * (0.5 * (y - mean) ** 2 / (var + noise) ** 2 + 0.5 / (var + noise))
+            assert np.all(np.abs(dtheta - d_theta) <= 1e-12 * np.abs(d_theta) + 8 * EPS * terms)
+            continue
+        log_p, width, dlog_p = _oracle_args(lik_s, 0.0)
+        t_mean, t_var = out.moments(mean, var)
+        for i, j in np.ndindex(out.log_z.shape):
+            r, v = float(mean[i, j]), float(var[0, j])
+            if not _quadrature_is_reliable(r, v, scale):
+                continue
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", IntegrationWarning)  # its roundoff notices at epsrel 1e-12
+                ref = regression_tilted_quad(
+                    log_p, 0.0, r, v, power, width, extras=(log_p, dlog_p) if power == 1 else ()
+                )
+            d1, d2 = abs(float(out.dlog_z[i, j])), abs(float(out.d2log_z[i, j]))
+            assert float(out.log_z[i, j]) == pytest.approx(ref["log_z"], rel=1e-8, abs=1e-8)
+            floor_mean, floor_var = 4 * EPS * (abs(r) + v * d1), 8 * EPS * (v + v * v * d2)
+            assert abs(t_mean[i, j] - ref["mean"]) <= 1e-8 * math.sqrt(ref["var"]) + floor_mean
+            assert abs(t_var[i, j] - ref["var"]) <= 1e-8 * ref["var"] + floor_var
+            if power == 1.0:
+                assert float(elog[i, j]) == pytest.approx(ref["extras"][0], rel=1e-8, abs=1e-8)
+                assert float(dtheta[i, j]) == pytest.approx(ref["extras"][1], rel=1e-8, abs=1e-8)
+            checked += 1
+    assert checked == (0 if isinstance(lik, Gaussian) else 40)  # 8, 15 and 17 of the 24 points per scale
 
 
 def _laplace_cdf(x, b):
