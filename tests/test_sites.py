@@ -6,7 +6,7 @@ import pytest
 from oracles import gaussian_kl_quad, lik_fn, tilted_quad
 from problems import wavy_problem
 from relaxep import EP, FractionalEP, Logistic, NoisyStep, PowerEP, Probit, RelaxedEP, infer
-from relaxep.sites import Cavity, Site, paper_relaxed_objective, relaxed_cavity, relaxed_objective, site_from_tilted
+from relaxep.sites import Cavity, Site, paper_relaxed_objective, relaxed_objective
 
 CASES = [
     # cavity mean, cavity var, site precision, site mean, marginal var A_ii
@@ -59,17 +59,22 @@ def test_power_ep_with_u_one_and_rep_with_huge_c_are_ep(lik, case):
         assert other.relaxation == 0.0
 
 
+def _relaxed(t, b, site_mean):
+    """``g -> t(g) exp(-b (g - m_i)^2 / 2)``: times the cavity, REP's relaxed tilted distribution (label 1)."""
+    return lambda g: t(g) * np.exp(-0.5 * b * (np.asarray(g) - site_mean) ** 2)
+
+
 @pytest.mark.parametrize("lik", [NoisyStep(0.2), NoisyStep(0.0), Probit(), Logistic()], ids=repr)
 @pytest.mark.parametrize("b", [0.0, 0.3, 2.0, 15.0])
 @pytest.mark.parametrize("case", CASES[:3])
 def test_relaxed_kl_equals_quadrature_kl(lik, b, case):
-    """Q(b) - c b is KL(p_b || proj p_b), p_b ∝ t r_b q_cavity, against direct 1-D quadrature."""
+    """Q(b) - c b is KL(p_b || proj p_b), p_b ∝ t r_b q_cavity, against direct 1-D quadrature of
+    ``t r_b`` times the cavity itself (no relaxed cavity from relaxep)."""
     mean, var, _, site_mean, _ = case
     name = {"NoisyStep": "step", "Probit": "probit", "Logistic": "logistic"}[type(lik).__name__]
-    t = lik_fn(name, getattr(lik, "eps", 0.0))
-    rm, rv = relaxed_cavity(mean, var, site_mean, b)
-    _, pm, pv = tilted_quad(t, rm, rv)
-    expected = gaussian_kl_quad(t, rm, rv, pm, pv)
+    t_r = _relaxed(lik_fn(name, getattr(lik, "eps", 0.0)), b, site_mean)
+    _, pm, pv = tilted_quad(t_r, mean, var)
+    expected = gaussian_kl_quad(t_r, mean, var, pm, pv)
     c = 0.7
     q = relaxed_objective(lik, 1.0, np.float64(b), mean, var, site_mean, c)
     assert q - c * b == pytest.approx(expected, rel=1e-8, abs=1e-10)
@@ -124,15 +129,18 @@ def test_relaxation_is_used_somewhere_for_small_c():
 
 
 def test_paper_variant_multiplies_the_relaxation_back():
+    """The printed step (e): the site is ``proj[t r_b q_cavity] / (r_b q_cavity)`` (both Gaussians'
+    moments by quadrature) times ``r_b``: ``tau_b + b``, ``nu_b + b m_i``."""
     lik = NoisyStep(0.1)
     rule = RelaxedEP(c=0.01, variant="paper")
-    prop = rule.update(lik, 1.0, Cavity(-3.0, 1.0), Site(0.5, 1.0, 0.6))  # site mean 2.0
+    prop = rule.update(lik, 1.0, Cavity(-0.5, 1.0), Site(0.5, 0.5, 1.0 / 1.5))  # site mean 1.0
     b = float(prop.relaxation)
-    rm, rv = relaxed_cavity(-3.0, 1.0, 2.0, b)
-    out = lik.log_z(1.0, rm, rv)
-    tau_b, nu_b = site_from_tilted(out.dlog_z, out.d2log_z, rm, rv)
-    assert prop.precision == pytest.approx(tau_b + b)
-    assert prop.mean_precision == pytest.approx(nu_b + b * 2.0)
+    assert b > 0.1  # (the earlier case, cavity (-3, 1), site mean 2, had b = 0: step (e) went unchecked)
+    _, t_mean, t_var = tilted_quad(_relaxed(lik_fn("step", 0.1), b, 1.0), -0.5, 1.0)
+    _, r_mean, r_var = tilted_quad(_relaxed(lambda g: np.ones_like(g), b, 1.0), -0.5, 1.0)
+    tau_b, nu_b = 1.0 / t_var - 1.0 / r_var, t_mean / t_var - r_mean / r_var
+    assert prop.precision == pytest.approx(tau_b + b, rel=1e-8)
+    assert prop.mean_precision == pytest.approx(nu_b + b * 1.0, rel=1e-8)
 
 
 def test_damping_interpolates_natural_parameters():
