@@ -196,11 +196,12 @@ def test_the_multiclass_sampler_draws_the_exact_one_point_posterior(key):
     batch-means error, once it is shown to be below that independent bound; 4.5 errors allowed."""
     k, label, n_chains = 4.0, 1, 64
     lik = MultinomialProbit() if key == "probit" else RobustMax(0.1)
+    n_samples = 400 if key == "probit" else 1600  # the robust max's likelihood is cheap: 4 times the chain
     mean, cov, z = one_point_multiclass_posterior(k, label, key, eps=0.1)
     p_argmax = 1.0 / 3.0  # the label's region under a symmetric prior (checks the oracle's orthant probability)
     assert z == pytest.approx(p_argmax if key == "probit" else 0.05 + 0.85 * p_argmax, rel=1e-10)
     mc = elliptical_slice_multiclass(
-        np.array([[k]]), np.array([label]), lik, 3, n_samples=400, n_burn=100, n_chains=n_chains, random_state=0
+        np.array([[k]]), np.array([label]), lik, 3, n_samples=n_samples, n_burn=100, n_chains=n_chains, random_state=0
     )
     assert mc.rhat < 1.01
     draws = mc.samples.reshape(-1, n_chains, 3)  # (kept, chains, C): every 10th sample of every chain
@@ -208,7 +209,7 @@ def test_the_multiclass_sampler_draws_the_exact_one_point_posterior(key):
     se_mean = draws.mean(0).std(0, ddof=1) / np.sqrt(n_chains)
     se_second = second.mean(0).std(0, ddof=1) / np.sqrt(n_chains)
     assert np.all(mc.mean_se[0] < se_mean)  # all samples (batch means) against every 10th (chains' spread)
-    # power: the errors are about 1% of a posterior sd, and the likelihood moves the label's mean by 80 of them
+    # power: the errors are at most 1% of a posterior sd, and the likelihood moves the label's mean by 80 of them
     assert np.all(mc.mean_se[0] < 0.015 * np.sqrt(np.diag(cov))) and abs(mean[label]) > 50 * mc.mean_se[0, label]
     assert np.all(np.abs(mc.mean[0] - mean) < 4.5 * mc.mean_se[0])
     mc_second = mc.cov[0] + np.outer(mc.mean[0], mc.mean[0])
