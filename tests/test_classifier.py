@@ -251,12 +251,19 @@ def test_pima_ep_probit_with_learned_hyperparameters_beats_25_percent():
 
 
 def test_estimator_accepts_auto():
-    from sklearn.gaussian_process.kernels import RBF
+    """Against scikit-learn's GaussianProcessClassifier (Laplace, logistic) with the same fixed kernel on
+    the same noisy labels, on 1000 clean held-out points: two GP classifiers that differ only in the
+    likelihood and the approximation make the same decision away from the boundary (measured: 98% agree,
+    accuracy 0.815 against 0.804; one held-out accuracy's standard error is 0.012)."""
+    from sklearn.gaussian_process import GaussianProcessClassifier
 
     X, y, _ = make_synthetic(40, 0.2, random_state=0)
+    X_test, y_test, _ = make_synthetic(500, 0.0, random_state=1)
     clf = GPClassifier(RBF(0.7), likelihood=NoisyStep(0.2), rule="auto", optimizer=None).fit(X, y)
+    reference = GaussianProcessClassifier(RBF(0.7), optimizer=None).fit(X, y)
     assert clf.result_.converged and clf.result_.attempts
-    assert clf.score(X, y) > 0.6
+    assert np.mean(clf.predict(X_test) == reference.predict(X_test)) > 0.95
+    assert clf.score(X_test, y_test) > reference.score(X_test, y_test) - 0.02
 
 
 def test_every_status_but_converged_warns():
