@@ -225,8 +225,6 @@ def _all(*edits):
 
 _EP_TOY = dict(mse_mean=1e-3, mse_cov=1e-2)  # a derived REP run no better than EP
 _SMALL_C = ("REP c=0.01", "REP c=0.1", "REP c=1", "REP c=10")
-_T2_BUG = "claims.py: 'partly' only for the covariance half; every mean worse, one covariance better: 'does not hold'"
-_S3_BUG = "claims.py accepts PEP failing as often as EP (<=); the claim says 'PEP less often than EP'"
 
 CASES = [
     # T1: REP within 0.5 deg; EP beyond both 0.5 deg and twice REP's angle
@@ -253,13 +251,7 @@ CASES = [
     # T2: every PEP with u < 1 worse than EP in mean and in covariance
     ("T2", _toy_at("PEP u=0.5", mse_mean=9e-4), PARTLY, "T2-one-pep-mean-better"),
     ("T2", _toy_at("PEP u=0.5", mse_mean=1e-3), PARTLY, "T2-one-pep-mean-equal-is-not-worse"),
-    pytest.param(
-        "T2",
-        _toy_at(PEP, mse_cov=9e-3),
-        PARTLY,
-        marks=pytest.mark.xfail(strict=True, reason=_T2_BUG),
-        id="T2-one-pep-covariance-better",
-    ),
+    ("T2", _toy_at(PEP, mse_cov=9e-3), PARTLY, "T2-one-pep-covariance-better"),
     ("T2", _toy_at("PEP u=0.2", mse_mean=9e-4, mse_cov=9e-3), NO, "T2-one-pep-better-in-both"),
     ("T2", _toy_at("PEP u=1", mse_mean=5e-4, mse_cov=5e-3), HOLDS, "T2-u-1-is-not-below-one"),
     # T3: derived REP at c >= 100 has EP's MSEs to 1e-9
@@ -320,13 +312,7 @@ CASES = [
     ("S2", _summ("EP", 0.2, mean_sweeps=11.0), NO, "S2-ep-fewer-at-20pct"),
     # S3: REP never fails, EP does, PEP less often than EP (runs summed over the rates)
     ("S3", _summ(PEP, 0.1, n_converged=8), HOLDS, "S3-pep-2-ep-3-failures"),
-    pytest.param(
-        "S3",
-        _summ(PEP, 0.1, n_converged=7),
-        NO,
-        marks=pytest.mark.xfail(strict=True, reason=_S3_BUG),
-        id="S3-pep-fails-as-often-as-ep",
-    ),
+    ("S3", _summ(PEP, 0.1, n_converged=7), NO, "S3-pep-fails-as-often-as-ep"),
     ("S3", _summ(PEP, 0.1, n_converged=6), NO, "S3-pep-fails-more-often"),
     ("S3", _summ(REP, 0.2, n_converged=9), NO, "S3-one-rep-failure"),
     ("S3", _summ("EP", 0.2, n_converged=10), NO, "S3-ep-never-fails"),
