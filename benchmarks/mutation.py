@@ -46,7 +46,12 @@ TARGETS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
     "sites": (
         "sites/base.py sites/power.py sites/relaxed.py sites/paper.py",
         None,
-        ("tests/test_sites.py", "tests/test_rep_ground_truth.py", "tests/test_inference.py"),
+        (
+            "tests/test_sites.py",
+            "tests/test_rep_ground_truth.py",
+            "tests/test_rep_line_search.py",
+            "tests/test_inference.py",
+        ),
     ),
     "binary": (
         "likelihoods/binary.py likelihoods/folded.py _numerics.py",
