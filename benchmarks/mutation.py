@@ -73,7 +73,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
             "normal_cdf_ratio",
             "log1mexp",
         ),
-        ("tests/test_likelihoods.py", "tests/test_log_lik.py", "tests/test_mcmc.py"),
+        ("tests/test_likelihoods.py", "tests/test_log_lik.py", "tests/test_decision_function.py", "tests/test_mcmc.py"),
     ),
     "mcmc": (
         "mcmc.py",

@@ -13,7 +13,7 @@ import inspect
 
 import numpy as np
 import pytest
-from scipy import stats
+from scipy import special, stats
 
 import relaxep.likelihoods as likmod
 from oracles import multinomial_probit_log_lik
@@ -180,3 +180,49 @@ def test_the_multinomial_probit_oracle_is_the_orthant_probability():
             cov = np.eye(n_classes - 1) + 1.0
             p = stats.multivariate_normal.cdf(d, np.zeros(n_classes - 1), cov)
             assert multinomial_probit_log_lik(f, 0) == pytest.approx(np.log(p), rel=tol, abs=tol)
+
+
+def _mills(g):
+    """``phi(g) / Phi(g)`` from scipy, in log space."""
+    return np.exp(stats.norm.logpdf(g) - special.log_ndtr(g))
+
+
+# the derivatives of log t(g) that place the sinh rule's nodes (QuadratureLikelihood._folded_dlog_lik):
+# closed forms from scipy, t the folded likelihood
+_DERIVATIVES = {
+    "probit": (Probit(), lambda g: (_mills(g), -_mills(g) * (g + _mills(g)))),
+    "logistic": (Logistic(), lambda g: (special.expit(-g), -special.expit(g) * special.expit(-g))),
+    "noisy-probit": (
+        NoisyProbit(0.1, 0.5),
+        lambda g: (
+            0.8 * stats.norm.pdf(g / 0.5) / 0.5 / (0.1 + 0.8 * stats.norm.cdf(g / 0.5)),
+            -((0.8 * stats.norm.pdf(g / 0.5) / 0.5 / (0.1 + 0.8 * stats.norm.cdf(g / 0.5))) ** 2)
+            - (g / 0.25) * 0.8 * stats.norm.pdf(g / 0.5) / 0.5 / (0.1 + 0.8 * stats.norm.cdf(g / 0.5)),
+        ),
+    ),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_DERIVATIVES))
+def test_the_derivatives_of_log_t_equal_their_closed_forms(key):
+    lik, formula = _DERIVATIVES[key]
+    g = np.array([-8.0, -3.0, -1.0, -0.2, 0.0, 0.3, 1.0, 3.0, 8.0])
+    d1, d2 = lik._folded_dlog_lik(g)
+    e1, e2 = formula(g)
+    np.testing.assert_allclose(d1, e1, rtol=1e-10, atol=1e-300)
+    np.testing.assert_allclose(d2, e2, rtol=1e-9, atol=1e-14)
+
+
+def test_probit_log_z_is_log_ndtr_of_the_scaled_mean_to_rounding():
+    """At power 1 the probit's log Z is closed form, log Phi(y m / sqrt(1 + v)) with its derivatives, to
+    rounding (quadrature reaches 1e-10: the closed form, not the rule, must answer at u = 1)."""
+    y = np.array([1.0, -1.0, 1.0, -1.0, 1.0])
+    m = np.array([0.3, 2.0, -4.0, -0.5, 6.0])
+    v = np.array([0.5, 1.0, 3.0, 0.1, 10.0])
+    lz = Probit().log_z(y, m, v)
+    s = np.sqrt(1.0 + v)
+    z = y * m / s
+    r = _mills(z)
+    np.testing.assert_allclose(lz.log_z, special.log_ndtr(z), rtol=1e-14)
+    np.testing.assert_allclose(lz.dlog_z, y * r / s, rtol=1e-13)
+    np.testing.assert_allclose(lz.d2log_z, -r * (z + r) / (1.0 + v), rtol=1e-12)
