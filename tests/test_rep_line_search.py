@@ -67,6 +67,18 @@ def test_the_search_works_site_by_site_on_vectors():
     np.testing.assert_allclose(b, np.ravel(one_by_one), rtol=1e-12)
 
 
+def test_a_site_whose_minimum_is_at_zero_keeps_zero_beside_relaxed_sites():
+    """On a vector, a site whose ``Q`` rises from ``b = 0`` gets 0 while its neighbours are relaxed."""
+
+    def shape(b, m):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.where(m > 0, (np.log(b) - np.log(np.where(m > 0, m, 1.0))) ** 2, b)
+
+    b = _search(_Known(shape), np.array([2.0, 0.0, 0.03, 0.0]), np.array([1.0, 1.0, 2.0, 0.5]))
+    np.testing.assert_array_equal(b[[1, 3]], 0.0)
+    np.testing.assert_allclose(b[[0, 2]], [2.0, 0.03], rtol=RTOL)
+
+
 def test_no_relaxation_where_the_objective_is_smallest_at_zero():
     """``Q`` increasing, or flat (a tie goes to ``b = 0``: no relaxation), gives ``b = 0`` exactly."""
     rising = _Known(lambda b, m: b + 0.0 * m)
