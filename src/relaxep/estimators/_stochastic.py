@@ -18,6 +18,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.gaussian_process.kernels import Kernel
 
+from relaxep._threads import small_matrix_threads
 from relaxep._typing import Array
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
@@ -135,34 +136,37 @@ def learn_stochastic(
     sites = TiedSites.zero(M, n)
     ema, trace = np.nan, []
     step, previous = 0, x
-    for step in range(1, options.max_steps + 1):
-        kern_t, lik_t, Z_t = hyper.split(x)
-        try:
-            K_uu, L_uu, _ = inducing_factor(kern_t, Z_t)  # SparsePrior's K_uu (its jitter) and factor
-            _, S_c, m_c, g_cav = sites.gaussian(n - 1.0)
-            g_q = sites.log_partition(float(n))
-        except (KernelNotPositiveDefiniteError, linalg.LinAlgError):  # K_uu or q improper: halve the step
-            adam.rates *= 0.5
-            x = previous
-            continue
-        previous = x
-        wants_gradient = learning and step > options.warmup
-        view = as_sparse_kernel(kern_t, dim)
-        sums = evaluate(Step(view, lik_t, Z_t, K_uu, L_uu, noise, S_c, m_c, wants_gradient))
-        b = sums.count
-        estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
-        ema = estimate if np.isnan(ema) else 0.98 * ema + 0.02 * estimate
-        eps = 1.0 / step if step <= options.warmup else options.damping
-        sites.lam = (1.0 - eps) * sites.lam + eps * 0.5 * (sums.lam + sums.lam.T) / b
-        sites.eta = (1.0 - eps) * sites.eta + eps * sums.eta / b
-        if wants_gradient:
-            g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
-            x = adam.step(x, hyper.pack(np.concatenate([sums.g_theta, g_lik]), sums.g_z) / b, _annealed(step, options))
-            x[:n_theta] = np.clip(x[:n_theta], bounds[:, 0], bounds[:, 1])
-        if step % options.report_every == 0:
-            trace.append(ema)
-            if report is not None:
-                report(step, x.copy(), n * ema)
+    with small_matrix_threads():  # M x M work at every step: one BLAS thread (relaxep._threads)
+        for step in range(1, options.max_steps + 1):
+            kern_t, lik_t, Z_t = hyper.split(x)
+            try:
+                K_uu, L_uu, _ = inducing_factor(kern_t, Z_t)  # SparsePrior's K_uu (its jitter) and factor
+                _, S_c, m_c, g_cav = sites.gaussian(n - 1.0)
+                g_q = sites.log_partition(float(n))
+            except (KernelNotPositiveDefiniteError, linalg.LinAlgError):  # K_uu or q improper: halve the step
+                adam.rates *= 0.5
+                x = previous
+                continue
+            previous = x
+            wants_gradient = learning and step > options.warmup
+            view = as_sparse_kernel(kern_t, dim)
+            sums = evaluate(Step(view, lik_t, Z_t, K_uu, L_uu, noise, S_c, m_c, wants_gradient))
+            b = sums.count
+            estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
+            ema = estimate if np.isnan(ema) else 0.98 * ema + 0.02 * estimate
+            eps = 1.0 / step if step <= options.warmup else options.damping
+            sites.lam = (1.0 - eps) * sites.lam + eps * 0.5 * (sums.lam + sums.lam.T) / b
+            sites.eta = (1.0 - eps) * sites.eta + eps * sums.eta / b
+            if wants_gradient:
+                g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
+                x = adam.step(
+                    x, hyper.pack(np.concatenate([sums.g_theta, g_lik]), sums.g_z) / b, _annealed(step, options)
+                )
+                x[:n_theta] = np.clip(x[:n_theta], bounds[:, 0], bounds[:, 1])
+            if step % options.report_every == 0:
+                trace.append(ema)
+                if report is not None:
+                    report(step, x.copy(), n * ema)
     kern_t, lik_t, Z_t = hyper.split(x)
     return Learned(kern_t, lik_t, Z_t, sites, step, np.asarray(trace))
 
