@@ -89,13 +89,9 @@ class HyperVector:
     def starts(self, n_restarts: int, rng: np.random.RandomState) -> list[Array]:
         """The start :attr:`x0` and ``n_restarts`` more, ``theta`` uniform within its (finite) log-space bounds
         and ``Z`` as it is."""
-        starts = [self.x0]
-        if n_restarts > 0:
-            bounds = self.theta_bounds
-            if not np.all(np.isfinite(bounds)):
-                raise ValueError(RESTARTS_NEED_BOUNDS)
-            starts += [self.pack(rng.uniform(bounds[:, 0], bounds[:, 1])) for _ in range(n_restarts)]
-        return starts
+        self.check_restarts(n_restarts)
+        bounds = self.theta_bounds
+        return [self.x0] + [self.pack(rng.uniform(bounds[:, 0], bounds[:, 1])) for _ in range(n_restarts)]
 
     def check_restarts(self, n_restarts: int) -> None:
         """Refuse restarts without finite bounds before any work (scikit-learn's error)."""

@@ -49,6 +49,9 @@ __all__ = [
     "_OneVsRest",
     "_SparsePriors",
     "fit_sparse_model",
+    "label_of",
+    "log_proba_of",
+    "proba_of",
 ]
 
 
@@ -225,14 +228,26 @@ class _BinaryModel(_LatentModel):
         return self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))  # type: ignore[attr-defined]
 
     def predict_log_proba(self, X: Any) -> Array:
-        d = self.decision_function(X)
-        return np.column_stack([log_expit(-d), log_expit(d)])
+        return log_proba_of(self.decision_function(X))
 
     def predict_proba(self, X: Any) -> Array:
-        """``[expit(-d), expit(d)]`` of the log-odds ``d``: exactly the predictive probabilities,
-        each to full relative precision in its own tail (``1 - p`` would lose it)."""
-        d = self.decision_function(X)
-        return np.column_stack([expit(-d), expit(d)])
+        return proba_of(self.decision_function(X))
+
+
+def proba_of(d: Array) -> Array:
+    """``[expit(-d), expit(d)]`` of the log-odds ``d``: exactly the predictive probabilities, each to full
+    relative precision in its own tail (``1 - p`` would lose it)."""
+    return np.column_stack([expit(-d), expit(d)])
+
+
+def log_proba_of(d: Array) -> Array:
+    """``[log_expit(-d), log_expit(d)]`` of the log-odds ``d``."""
+    return np.column_stack([log_expit(-d), log_expit(d)])
+
+
+def label_of(d: Array, classes: Array) -> Array:
+    """``classes[1]`` where the log-odds ``d`` are positive, else ``classes[0]`` (a tie gives ``classes[0]``)."""
+    return classes[(d > 0.0).astype(int)]
 
 
 def fit_sparse_model(

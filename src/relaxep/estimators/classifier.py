@@ -27,7 +27,14 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
-from relaxep.estimators._models import _BinaryModel, _DensePriors, _JointModel, _OneVsRest, fit_sparse_model
+from relaxep.estimators._models import (
+    _BinaryModel,
+    _DensePriors,
+    _JointModel,
+    _OneVsRest,
+    fit_sparse_model,
+    label_of,
+)
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
@@ -249,9 +256,14 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _search(self, optimizer: Any) -> _EvidenceSearch:
+    def _search(self, method: Any = None) -> _EvidenceSearch:
+        """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
+        ``None`` where ``optimizer`` is ``None``)."""
+        if method is None:
+            restarts = self.n_restarts_optimizer
+            method = resolve_optimizer(self.optimizer, sparse=False, n=0, subset=None, n_restarts=restarts)
         return _EvidenceSearch(
-            optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, verbose=self.verbose, callback=self.callback
+            method, self.n_restarts_optimizer, self.optimizer_maxiter, verbose=self.verbose, callback=self.callback
         )
 
     def _fit_binary(self, y: NDArray) -> tuple[_BinaryModel, FitReport]:
@@ -263,12 +275,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start)
         rule = "auto" if self.rule is None else self.rule
         if self.inducing_points is None:
-            optimizer = resolve_optimizer(
-                self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
-            )
-            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, self._search(optimizer),
+            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, self._search(),
                                  **options)  # fmt: skip
-            learn = optimizer is not None and self.kernel_.n_dims > 0
+            learn = self.optimizer is not None and self.kernel_.n_dims > 0
             return model, model.fit(X, y_binary, self._rng() if learn else None)
         plan = SparseFit.plan(
             X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
@@ -298,14 +307,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         n_classes = self.classes_.size
         if self.optimizer_subset is not None and int(self.optimizer_subset) < n_classes:
             raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
-        optimizer = resolve_optimizer(
-            self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
-        )
         model = _JointModel(
-            self.kernel_, likelihood, n_classes, self._search(optimizer), noise=self.jitter,
+            self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
             max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
         )  # fmt: skip
-        learn = optimizer is not None and self.kernel_.n_dims > 0
+        learn = self.optimizer is not None and self.kernel_.n_dims > 0
         y_index = np.searchsorted(self.classes_, y)
         return model, model.fit(self.X_train_, y_index, self.random_state, self.optimizer_subset, learn)
 
@@ -401,4 +407,4 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         d = self.decision_function(X)
         if d.ndim == 2:
             return self.classes_[np.argmax(d, axis=1)]
-        return self.classes_[(d > 0.0).astype(int)]
+        return label_of(d, self.classes_)

@@ -56,7 +56,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import expit, log_expit
 from sklearn.base import BaseEstimator, ClassifierMixin, clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
@@ -67,7 +66,7 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._checks import check_kernel, check_likelihood
 from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._models import _LatentModel, _SparsePriors
+from relaxep.estimators._models import _LatentModel, _SparsePriors, label_of, log_proba_of, proba_of
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, _EvidenceSearch, scored
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
@@ -82,20 +81,6 @@ _LIKELIHOODS = (
     "None or a binary relaxep likelihood instance (relaxep.likelihoods.BinaryLikelihood: Probit(), Logistic(), "
     "NoisyProbit(eps, scale) or NoisyStep(eps))"
 )
-
-
-def _label(d: Array, classes: Array) -> Array:
-    """``classes[1]`` where the log-odds are positive, else ``classes[0]`` (a tie gives ``classes[0]``)."""
-    return classes[(d > 0.0).astype(int)]
-
-
-def _proba(d: Array) -> Array:
-    """``[expit(-d), expit(d)]``: each probability to full relative precision in its own tail."""
-    return np.column_stack([expit(-d), expit(d)])
-
-
-def _log_proba(d: Array) -> Array:
-    return np.column_stack([log_expit(-d), log_expit(d)])
 
 
 def _two_columns(d: Any, columns: Callable[[Array], Array]) -> Any:
@@ -382,20 +367,20 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
     def predict_log_proba(self, X: Any) -> Any:
         """Log class probabilities (columns in ``classes_`` order): ``[log_expit(-d), log_expit(d)]`` of the
         log-odds ``d`` (:meth:`decision_function`); a Dask array for a Dask array."""
-        return _two_columns(self.decision_function(X), _log_proba)
+        return _two_columns(self.decision_function(X), log_proba_of)
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities (columns in ``classes_`` order): ``[expit(-d), expit(d)]`` of the log-odds ``d``
         (:meth:`decision_function`), as ``GPClassifier``'s; a Dask array for a Dask array."""
-        return _two_columns(self.decision_function(X), _proba)
+        return _two_columns(self.decision_function(X), proba_of)
 
     def predict(self, X: Any) -> Any:
         """``classes_[1]`` where :meth:`decision_function` is positive, else ``classes_[0]`` (a probability
         of exactly 0.5 gives ``classes_[0]``, as ``GPClassifier``); a Dask array for a Dask array."""
         d = self.decision_function(X)
         if isinstance(d, np.ndarray):
-            return _label(d, self.classes_)
-        return d.map_blocks(_label, classes=self.classes_, dtype=self.classes_.dtype)
+            return label_of(d, self.classes_)
+        return d.map_blocks(label_of, classes=self.classes_, dtype=self.classes_.dtype)
 
 
 def _shards_evidence(

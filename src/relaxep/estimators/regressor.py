@@ -189,11 +189,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         if exact and self.inducing_points is None:
-            optimizer = resolve_optimizer(
-                self.optimizer, sparse=False, n=y.shape[0], subset=None, n_restarts=self.n_restarts_optimizer
-            )
-            model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search(optimizer))
-            learn = optimizer is not None and n_learned > 0
+            model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search())
+            learn = self.optimizer is not None and n_learned > 0
             report = model.fit(self.X_train_, self.y_train_, check_random_state(self.random_state) if learn else None)
             self.L_, self.alpha_ = model.L_, model.alpha_
         else:
@@ -207,9 +204,14 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _search(self, optimizer: Any) -> _EvidenceSearch:
+    def _search(self, method: Any = None) -> _EvidenceSearch:
+        """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
+        ``None`` where ``optimizer`` is ``None``)."""
+        if method is None:
+            restarts = self.n_restarts_optimizer
+            method = resolve_optimizer(self.optimizer, sparse=False, n=0, subset=None, n_restarts=restarts)
         return _EvidenceSearch(
-            optimizer, self.n_restarts_optimizer, self.optimizer_maxiter, backtrack=True, verbose=self.verbose,
+            method, self.n_restarts_optimizer, self.optimizer_maxiter, backtrack=True, verbose=self.verbose,
             callback=self.callback,
         )  # fmt: skip
 
@@ -234,12 +236,9 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             search_stall_window=10, warm_start=self.warm_start,
         )  # fmt: skip
         if self.inducing_points is None:
-            optimizer = resolve_optimizer(
-                self.optimizer, sparse=False, n=y.size, subset=None, n_restarts=self.n_restarts_optimizer
-            )
-            search = self._search(optimizer)
+            search = self._search()
             model = _LatentModel(_DensePriors(alpha), self.kernel_, likelihood, rule, search, **options)
-            learn = optimizer is not None and n_learned > 0
+            learn = self.optimizer is not None and n_learned > 0
             return model, model.fit(self.X_train_, y, check_random_state(self.random_state) if learn else None)
         plan = SparseFit.plan(
             self.X_train_, inducing_points=self.inducing_points, inducing_init=self.inducing_init,

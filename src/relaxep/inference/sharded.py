@@ -176,8 +176,7 @@ def log_odds_block(
     r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at the rows ``X``.
 
     FITC's test conditional (:func:`predict_rows`, as ``SparsePosterior.predict_latent``) and the binary
-    likelihood's ``predict_log_odds`` at it, as ``InferenceResult.predict_log_odds`` (``GPClassifier``'s
-    ``decision_function``).
+    likelihood's ``predict_log_odds`` at it, as ``GPClassifier``'s ``decision_function``.
 
     Parameters
     ----------
@@ -223,7 +222,6 @@ class ShardedResult:
 
     status: str
     trace: Array
-    n_sweeps: int
     log_evidence: float
     chol: Array | None = field(default=None, repr=False)
     chol_inv: Array | None = field(default=None, repr=False)
@@ -234,11 +232,15 @@ class ShardedResult:
         """``status == "converged"``."""
         return self.status == "converged"
 
+    @property
+    def n_sweeps(self) -> int:
+        return len(self.trace)
+
     @classmethod
     def diverged(cls, trace: Any = ()) -> ShardedResult:
         """A diverged run: its trace so far, no evidence and no factor."""
         trace = np.asarray(trace, dtype=float)
-        return cls("diverged", trace, len(trace), float("nan"))
+        return cls("diverged", trace, float("nan"))
 
 
 # ------------------------------------------------------------------ the sharded posterior
@@ -349,7 +351,7 @@ class ShardedFITC:
         # EP's evidence formula is an evidence at a fixed point only (InferenceResult.log_evidence)
         evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det) if status == "converged" else np.nan
         trace = np.asarray(monitor.trace, dtype=float)
-        return ShardedResult(status, trace, len(trace), evidence, chol, chol_inv, m)
+        return ShardedResult(status, trace, evidence, chol, chol_inv, m)
 
     def gradient(self, kern: SparseKernel, run: ShardedResult) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
