@@ -17,7 +17,7 @@ from sklearn.utils.validation import check_random_state
 from relaxep._typing import Array
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 
-__all__ = ["STOCHASTIC_FROM", "SparseFit", "resolve_optimizer"]
+__all__ = ["STOCHASTIC_FROM", "SparseFit", "dense_or", "resolve_optimizer"]
 
 #: ``optimizer="auto"`` learns a sparse model stochastically from this many training rows (measured:
 #: benchmarks/results/sparse.md); below it, L-BFGS-B on the full EP evidence
@@ -47,6 +47,13 @@ def resolve_optimizer(optimizer: Any, *, sparse: bool, n: int, subset: int | Non
     if optimizer == "auto" and sparse and subset is None and not n_restarts and n >= STOCHASTIC_FROM:
         return "stochastic"
     return "fmin_l_bfgs_b"
+
+
+def dense_or(method: Any, optimizer: Any, n_restarts: int) -> Any:
+    """``method`` (a sparse plan's), else ``optimizer`` resolved for a dense fit (``None`` stays ``None``)."""
+    if method is not None:
+        return method
+    return resolve_optimizer(optimizer, sparse=False, n=0, subset=None, n_restarts=n_restarts)
 
 
 def check_maxiter(maxiter: Any) -> int | None:

@@ -35,7 +35,7 @@ from relaxep.estimators._models import (
     fit_sparse_model,
     label_of,
 )
-from relaxep.estimators._plan import SparseFit, resolve_optimizer
+from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -259,11 +259,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
     def _search(self, method: Any = None) -> _EvidenceSearch:
         """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
         ``None`` where ``optimizer`` is ``None``)."""
-        if method is None:
-            restarts = self.n_restarts_optimizer
-            method = resolve_optimizer(self.optimizer, sparse=False, n=0, subset=None, n_restarts=restarts)
         return _EvidenceSearch(
-            method, self.n_restarts_optimizer, self.optimizer_maxiter, verbose=self.verbose, callback=self.callback
+            dense_or(method, self.optimizer, self.n_restarts_optimizer),
+            self.n_restarts_optimizer,
+            self.optimizer_maxiter,
+            verbose=self.verbose,
+            callback=self.callback,
         )
 
     def _fit_binary(self, y: NDArray) -> tuple[_BinaryModel, FitReport]:

@@ -31,7 +31,7 @@ from relaxep.estimators._checks import check_kernel, check_restarts, check_rule,
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
-from relaxep.estimators._plan import SparseFit, resolve_optimizer
+from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -207,12 +207,9 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def _search(self, method: Any = None) -> _EvidenceSearch:
         """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
         ``None`` where ``optimizer`` is ``None``)."""
-        if method is None:
-            restarts = self.n_restarts_optimizer
-            method = resolve_optimizer(self.optimizer, sparse=False, n=0, subset=None, n_restarts=restarts)
         return _EvidenceSearch(
-            method, self.n_restarts_optimizer, self.optimizer_maxiter, backtrack=True, verbose=self.verbose,
-            callback=self.callback,
+            dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
+            self.optimizer_maxiter, backtrack=True, verbose=self.verbose, callback=self.callback,
         )  # fmt: skip
 
     def _fit_latent(self, likelihood: Likelihood | None, alpha: Any, n_learned: int) -> tuple[_LatentModel, FitReport]:
