@@ -176,6 +176,12 @@ def r_cavities(
     (Armijo) per site.  Starts from ``start`` (warm) or from the Gaussian :math:`(m/v, 1/v)`.
     A site whose precision collapses (:math:`c v < 10^{-14}`: the targets need :math:`c \le 0`, where a
     heavy-tailed tilted is not normalisable) is out of reach (:mod:`relaxep.inference.start`).
+
+    The sites are solved together, not in row blocks on threads: the work is many short element-wise
+    passes that hold the GIL between them (at 10^5 sites one block took 0.36 s, 25 blocks of 4096 on one
+    thread 1.4 s and on two 1.6 s).  The Armijo backtracking evaluates again only the sites still short of
+    the decrease: 0.30 s against 1.00 s for 10^5 probit sites, 7.5 s against 40 s for 2 10^4 Student-t sites
+    (random targets, one thread).
     """
     m, v = target_mean, target_var
     if start is None:
@@ -183,10 +189,20 @@ def r_cavities(
         h = m * c
     else:
         h, c = start.precision_mean.copy(), start.precision.copy()
-    d = _log_zr_natural(likelihood, y, h, c) - h * m + 0.5 * c * (v + m * m)
+    d = np.empty(m.shape)
+    failed = _newton(likelihood, y, m, v, h, c, d, tol, max_iter)
+    ok = not failed.any() and bool(np.all(np.isfinite(d)))
+    return RCavities(h, c, -d, ok=ok)
+
+
+def _newton(
+    likelihood: Likelihood, y: Array, m: Array, v: Array, h: Array, c: Array, d: Array, tol: float, max_iter: int
+) -> Array:
+    """:func:`r_cavities`' iteration: ``h``, ``c`` and ``d`` (the objective) written in place; returns where
+    a site failed (out of reach, or not converged in ``max_iter`` steps)."""
+    d[:] = _log_zr_natural(likelihood, y, h, c) - h * m + 0.5 * c * (v + m * m)
     active = np.flatnonzero(np.isfinite(d))
-    failed = np.zeros(m.shape, bool)
-    failed[~np.isfinite(d)] = True
+    failed = ~np.isfinite(d)
     for _ in range(max_iter):
         var = 1.0 / c[active]
         with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -201,19 +217,9 @@ def r_cavities(
         broken = ~(np.isfinite(dh) & np.isfinite(dc) & (det > 0.0))  # no Newton step: out of reach
         done = (np.abs(g1) <= tol * np.sqrt(va)) & (np.abs(g2) <= tol * (va + np.abs(ma) * np.sqrt(va)))
         dh, dc = np.where(broken, 0.0, dh), np.where(broken, 0.0, dc)
-        t = np.where(dc < 0.0, np.minimum(1.0, 0.9 * c[active] / np.where(dc < 0.0, -dc, 1.0)), 1.0)
-        slope = g1 * dh + g2 * dc
-        d0 = d[active]
-        bad = np.ones(active.shape, bool)
-        y_active = y[active]
-        for _ in range(40):
-            h_new, c_new = h[active] + t * dh, c[active] + t * dc
-            with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-                d_new = _log_zr_natural(likelihood, y_active, h_new, c_new) - h_new * ma + 0.5 * c_new * (va + ma * ma)
-            bad = ~(d_new <= d0 + 1e-4 * t * slope + 1e-13 * np.abs(d0))
-            if not bad.any():
-                break
-            t = np.where(bad, 0.5 * t, t)
+        h0, c0, d0 = h[active], c[active], d[active]
+        t = np.where(dc < 0.0, np.minimum(1.0, 0.9 * c0 / np.where(dc < 0.0, -dc, 1.0)), 1.0)
+        h_new, c_new, d_new, bad = _backtrack(likelihood, y[active], ma, va, h0, c0, d0, dh, dc, t, g1 * dh + g2 * dc)
         keep = ~bad
         h[active[keep]], c[active[keep]], d[active[keep]] = h_new[keep], c_new[keep], d_new[keep]
         # the precision collapsing to 0: the targets need c <= 0, outside the tilted's domain
@@ -222,8 +228,41 @@ def r_cavities(
         active = active[~(done | broken | bad | collapsed)]
         if not active.size:
             break
-    ok = not active.size and not failed.any() and bool(np.all(np.isfinite(d)))
-    return RCavities(h, c, -d, ok=ok)
+    failed[active] = True  # not converged in max_iter steps
+    return failed
+
+
+def _backtrack(
+    likelihood: Likelihood,
+    y: Array,
+    m: Array,
+    v: Array,
+    h0: Array,
+    c0: Array,
+    d0: Array,
+    dh: Array,
+    dc: Array,
+    t: Array,
+    slope: Array,
+) -> tuple[Array, Array, Array, Array]:
+    """Armijo backtracking per site (at most 40 halvings of ``t``), the objective evaluated again only at
+    the sites still short of the decrease; returns the new ``h``, ``c``, objective and where it failed."""
+    h_new, c_new = h0 + t * dh, c0 + t * dc
+    d_new = np.empty(h0.shape)
+    bad = np.ones(h0.shape, bool)
+    idx = np.arange(h0.shape[0])
+    for trial in range(40):
+        if trial:
+            t[idx] *= 0.5
+            h_new[idx], c_new[idx] = h0[idx] + t[idx] * dh[idx], c0[idx] + t[idx] * dc[idx]
+        with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+            hi, ci, mi, vi = h_new[idx], c_new[idx], m[idx], v[idx]
+            d_new[idx] = _log_zr_natural(likelihood, y[idx], hi, ci) - hi * mi + 0.5 * ci * (vi + mi * mi)
+        bad[idx] = ~(d_new[idx] <= d0[idx] + 1e-4 * t[idx] * slope[idx] + 1e-13 * np.abs(d0[idx]))
+        idx = np.flatnonzero(bad)
+        if not idx.size:
+            break
+    return h_new, c_new, d_new, bad
 
 
 def moment_free_energy(
