@@ -83,11 +83,11 @@ class _SparsePriors:
     refused = (KernelNotPositiveDefiniteError,)  # K_uu without a Cholesky factor at the optimiser's point
     warns_at_bounds = False
 
-    def __init__(self, noise: float) -> None:
-        self.noise = float(noise)
+    def __init__(self, noise: float, n_jobs: int | None = None) -> None:
+        self.noise, self.n_jobs = float(noise), n_jobs
 
     def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> SparsePrior:
-        return SparsePrior.from_kernel(kernel, X, Z, self.noise)
+        return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs)
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
         return sparse_evidence_gradient(posterior, kernel)
@@ -264,21 +264,21 @@ def fit_sparse_model(
 ) -> tuple[_LatentModel, FitReport]:
     """The FITC ``model`` of a classifier or regressor as ``plan`` says, fitted: from ``plan.Z``, with the
     hyperparameters (and ``Z``) learned by L-BFGS-B, a callable or the stochastic search."""
-    fitted = model(_SparsePriors(latent_noise), kernel, likelihood, rule, search, Z=plan.Z, learn_z=plan.learn_z,
-                   **options)  # fmt: skip
+    priors = _SparsePriors(latent_noise, plan.n_jobs)
+    fitted = model(priors, kernel, likelihood, rule, search, Z=plan.Z, learn_z=plan.learn_z, **options)
     if plan.learns:
         as_sparse_kernel(kernel, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
     if not plan.stochastic:
         return fitted, fitted.fit(X, y, plan.rng if plan.learns else None, plan.subset)
     steps = StochasticOptions.for_steps(plan.maxiter)
-    batches = local_batches(X, y, steps.batch_size, plan.rng)
+    batches = local_batches(X, y, steps.batch_size, plan.rng, plan.n_jobs)
     learned = learn_stochastic(
         kernel, likelihood, plan.Z, y.shape[0], np.std(X, axis=0), latent_noise, plan.learn_theta, plan.learn_z,
         batches, steps, search.report_step,
     )  # fmt: skip
     fitted.kernel_.theta = learned.kernel.theta
     fitted.likelihood, fitted.Z = learned.likelihood, learned.Z
-    return fitted, fitted.fit(X, y, start=Sites(*row_sites(learned, X, y, latent_noise)))
+    return fitted, fitted.fit(X, y, start=Sites(*row_sites(learned, X, y, latent_noise, plan.n_jobs)))
 
 
 # ------------------------------------------------------------------ joint multi-class

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_random_state
 
+from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 
@@ -83,6 +84,8 @@ class SparseFit:
         L-BFGS-B's iterations or the stochastic search's steps (``None``: the default).
     rng : RandomState
         The fit's private generator (placement, subset, minibatches, restarts).
+    n_jobs : int or None
+        Threads for the row blocks (:mod:`relaxep._threads`; ``None``: the machine).
     """
 
     Z: Array
@@ -92,6 +95,7 @@ class SparseFit:
     subset: int | None
     maxiter: int | None
     rng: np.random.RandomState
+    n_jobs: int | None = None
 
     @property
     def learns(self) -> bool:
@@ -115,6 +119,7 @@ class SparseFit:
         n_restarts: int,
         random_state: Any,
         n_learned: int,
+        n_jobs: int | None = None,
     ) -> SparseFit:
         """The plan from an estimator's parameters (each validated and named), ``n_learned`` hyperparameters."""
         spec = check_inducing_points(inducing_points, X.shape[1])
@@ -129,4 +134,5 @@ class SparseFit:
         learn_z = bool(learn_inducing_points) and method is not None
         subset = None if optimizer_subset is None else int(optimizer_subset)
         learn_theta = method is not None and n_learned > 0
-        return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng)
+        n_threads(n_jobs)  # refuses a bad n_jobs, naming it
+        return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng, n_jobs)

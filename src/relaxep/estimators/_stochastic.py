@@ -93,8 +93,11 @@ class Learned:
     trace: Array  # the per-point evidence estimate every report_every steps
 
 
-def local_batches(X: Array, y: Array, batch_size: int, rng: np.random.RandomState) -> Callable[[Step], Sums]:
-    """Minibatches of ``batch_size`` rows of in-memory ``(X, y)``, every row once an epoch (a permutation)."""
+def local_batches(
+    X: Array, y: Array, batch_size: int, rng: np.random.RandomState, n_jobs: int | None = 1
+) -> Callable[[Step], Sums]:
+    """Minibatches of ``batch_size`` rows of in-memory ``(X, y)``, every row once an epoch (a permutation); a
+    minibatch's row blocks on ``n_jobs`` threads (:func:`~relaxep.inference.stochastic_ep.minibatch_sums`)."""
     n = y.shape[0]
     b = min(batch_size, n)
     state = {"order": rng.permutation(n), "cursor": 0}
@@ -104,7 +107,7 @@ def local_batches(X: Array, y: Array, batch_size: int, rng: np.random.RandomStat
             state["order"], state["cursor"] = rng.permutation(n), 0
         idx = state["order"][state["cursor"] : state["cursor"] + b]
         state["cursor"] += b
-        return minibatch_sums(step, X[idx], y[idx])
+        return minibatch_sums(step, X[idx], y[idx], n_jobs)
 
     return evaluate
 
@@ -188,6 +191,7 @@ def tied_start(learned: Learned, noise: float) -> Step:
     return Step(view, learned.likelihood, Z, K_uu, L_uu, noise, S_c, m_c, False)
 
 
-def row_sites(learned: Learned, X: Array, y: Array, noise: float) -> tuple[Array, Array]:
-    """The sites that start the final full EP (:func:`sites_of_rows` at :func:`tied_start`)."""
-    return sites_of_rows(tied_start(learned, noise), X, y)
+def row_sites(learned: Learned, X: Array, y: Array, noise: float, n_jobs: int | None = 1) -> tuple[Array, Array]:
+    """The sites that start the final full EP (:func:`sites_of_rows` at :func:`tied_start`, row blocks on
+    ``n_jobs`` threads)."""
+    return sites_of_rows(tied_start(learned, noise), X, y, n_jobs)

@@ -24,6 +24,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
+from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
@@ -138,9 +139,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         renormalised, as scikit-learn's ``GaussianProcessClassifier``.  Two classes always fit
         the binary model.
     n_jobs : int or None, default None
-        One-vs-rest with more than two classes: fit the binary models in parallel (joblib's
-        convention: ``None`` one job unless in a ``joblib.parallel_config`` context, ``-1`` all
-        cores).  The answer does not depend on it.
+        Threads for the row blocks of a sparse fit (building the FITC rows, every :math:`O(nM^2)`
+        refresh, the evidence gradient, predictions, the stochastic search's final sites), each with one
+        BLAS thread (:mod:`relaxep._threads`).  scikit-learn's convention (``-1`` every core, ``-k``
+        all but ``k - 1``), except that ``None`` uses the machine: ``OMP_NUM_THREADS`` where it is
+        set, else every core this process may run on (threads share the data: no copies).  One-vs-rest
+        with more than two classes: an integer other than 1 also fits the binary models in
+        ``min(n_jobs, C)`` processes (joblib), splitting the threads between them; ``None`` fits them
+        one after another.  The answer does not depend on it: the row blocks are fixed by the data and
+        their sums added in order.
     verbose : int, default 0
         ``>= 1``: a line per evidence evaluation of the hyperparameter search on standard output
         (the log evidence and the best so far).
@@ -237,7 +244,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         self.X_train_ = np.array(X, copy=True)
         if classes.size > 2 and self.multi_class == "one_vs_rest":
             params = self.get_params(deep=False)
-            model = _OneVsRest(lambda: type(self)(**params), self.n_jobs)
+            processes = 1 if self.n_jobs is None else min(n_threads(self.n_jobs), classes.size)
+            params["n_jobs"] = None if processes == 1 else max(1, n_threads(self.n_jobs) // processes)
+            model = _OneVsRest(lambda: type(self)(**params), processes)
             model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
@@ -285,6 +294,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
             optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
             n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=self.kernel_.n_dims,
+            n_jobs=self.n_jobs,
         )  # fmt: skip
         search = self._search(plan.method)
         model, report = fit_sparse_model(
@@ -327,6 +337,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         check_positive_int(self.max_sweeps, "max_sweeps")
         check_positive_number(self.tol, "tol")
         check_restarts(self.n_restarts_optimizer)
+        n_threads(self.n_jobs)
         if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
             raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
         if not (np.isfinite(self.jitter) and self.jitter >= 0.0):

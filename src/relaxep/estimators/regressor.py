@@ -25,6 +25,7 @@ from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._memory import check_memory, dense_bytes
+from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._checks import check_kernel, check_restarts, check_rule, input_format
@@ -92,6 +93,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         As :class:`~relaxep.GPClassifier`'s.
     schedule, max_sweeps, tol, warm_start
         EP's sweeps (:func:`relaxep.infer`), as :class:`~relaxep.GPClassifier`'s.
+    n_jobs : int or None, default None
+        Threads for a sparse fit's row blocks, as :class:`~relaxep.GPClassifier`'s (``None``: the machine).
     verbose, callback
         The search's progress, as :class:`~relaxep.GPClassifier`'s.
 
@@ -129,10 +132,12 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         max_sweeps: int = 200,
         tol: float = 1e-4,
         warm_start: bool = True,
+        n_jobs: int | None = None,
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
     ) -> None:
         self.kernel = kernel
+        self.n_jobs = n_jobs
         self.alpha = alpha
         self.optimizer = optimizer
         self.n_restarts_optimizer = n_restarts_optimizer
@@ -242,6 +247,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
             optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
             n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
+            n_jobs=self.n_jobs,
         )  # fmt: skip
         model, report = fit_sparse_model(
             plan, _LatentModel, self.kernel_, likelihood, rule, self._search(plan.method), self.X_train_, y, alpha,
@@ -278,6 +284,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         check_positive_int(self.max_sweeps, "max_sweeps")
         check_positive_number(self.tol, "tol")
         check_restarts(self.n_restarts_optimizer)
+        n_threads(self.n_jobs)
         if self.n_targets is not None and (
             isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
         ):

@@ -51,10 +51,12 @@ from typing import Any
 import numpy as np
 from scipy import linalg
 
+from relaxep._blas import rows_solve_lower
+from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import chunks
-from relaxep.posterior.sparse_gradient import _rbf, kernel_vjp
+from relaxep.posterior._sparse_linalg import chunks, solve_rows
+from relaxep.posterior.sparse_gradient import _cross_terms, _in_theta_order, _inducing_terms, _rbf
 from relaxep.sites import site_from_tilted
 
 __all__ = [
@@ -65,7 +67,6 @@ __all__ = [
     "energy_gradient",
     "minibatch_sums",
     "minibatch_terms",
-    "site_targets",
     "sites_of_rows",
 ]
 
@@ -116,7 +117,7 @@ class Terms:
 
 def _whitened_rows(kern: Any, X: Array, Z: Array, L_uu: Array) -> tuple[Array, Array]:
     K_bu = _rbf(kern, X, Z)
-    return linalg.solve_triangular(L_uu, K_bu.T, lower=True, check_finite=False).T, K_bu
+    return solve_rows(L_uu, K_bu), K_bu
 
 
 def minibatch_terms(
@@ -139,29 +140,39 @@ def energy_gradient(
 ) -> tuple[Array, Array]:
     r"""The mean over the minibatch of :math:`\partial\log Z_i` in the kernel's ``theta`` and ``Z`` at fixed
     whitened sites (module docstring), ``(grad_theta, grad_Z)``."""
-    b, M = terms.A.shape
+    rows = _row_gradient(kern, terms, X, Z, L_uu, m)
+    grad_theta, grad_z = _inducing_gradient(kern, Z, K_uu, L_uu, *rows)
+    return grad_theta / terms.A.shape[0], grad_z / terms.A.shape[0]
+
+
+def _row_gradient(
+    kern: Any, terms: Terms, X: Array, Z: Array, L_uu: Array, m: Array
+) -> tuple[Array, float, Array, Array]:
+    r"""The rows' sums of :func:`energy_gradient`, linear in the rows: :math:`H^\top A` (``M x M``,
+    :math:`H = \partial E/\partial K_{bu} = G_A L_{uu}^{-1}`) and the constant's, the length scales' and
+    ``Z``'s terms through :math:`K_{bu}` and :math:`k_{ii}`."""
     ds = 0.5 * (terms.d2 + terms.d1**2)
     G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
-    H = linalg.solve_triangular(L_uu, G_A.T, lower=True, trans=1, check_finite=False).T  # G_A L^-1 = dE/dK_bu
-    # a_i = L^-1 k_ui moves with L: dE/dL = -H^T A; the Cholesky adjoint (Murray 2016) takes it to K_uu
-    phi = L_uu.T @ (-H.T @ terms.A)
-    phi = np.tril(phi)
+    H = rows_solve_lower(L_uu, G_A)  # G_A L^-1 = dE/dK_bu
+    return (H.T @ terms.A, *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
+
+
+def _inducing_gradient(
+    kern: Any, Z: Array, K_uu: Array, L_uu: Array, hta: Array, g_const: float, g_ls: Array, g_z: Array
+) -> tuple[Array, Array]:
+    r"""The rows' sums (:func:`_row_gradient`) completed by the :math:`K_{uu}` terms, once per minibatch:
+    :math:`a_i = L^{-1}k_{ui}` moves with :math:`L`, :math:`\partial E/\partial L = -H^\top A`, and the
+    Cholesky factor's adjoint (Murray 2016) takes it to :math:`K_{uu}`.  Sums, not means."""
+    M = K_uu.shape[0]
+    phi = np.tril(L_uu.T @ -hta)
     phi[np.diag_indices(M)] *= 0.5
     inner = 0.5 * (phi + phi.T)
     g_uu = linalg.solve_triangular(
         L_uu, linalg.solve_triangular(L_uu, inner, lower=True, trans=1).T, lower=True, trans=1
     )
     g_uu = 0.5 * (g_uu + g_uu.T)
-    grad_theta, grad_z = kernel_vjp(kern, X, Z, H, ds, g_uu, K_uu, K_fu=terms.K_bu)
-    return grad_theta / b, grad_z / b
-
-
-def site_targets(terms: Terms) -> tuple[Array, Array]:
-    r"""The minibatch mean of the rank-one sites, :math:`\overline{w a a^\top}` and :math:`\overline{\beta a}`."""
-    w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i with cavity variance r_i
-    b = w.size
-    lam = (terms.A * w[:, None]).T @ terms.A / b
-    return 0.5 * (lam + lam.T), terms.A.T @ beta / b
+    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
+    return _in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
 
 
 @dataclass
@@ -207,24 +218,50 @@ class Step:
     gradient: bool
 
 
-def minibatch_sums(step: Step, X: Array, y: Array) -> Sums:
-    """:class:`Sums` of the rows ``(X, y)`` at ``step`` (module docstring)."""
-    b = y.shape[0]
-    terms = minibatch_terms(step.view, step.likelihood, X, y, step.Z, step.L_uu, step.noise, step.S, step.m)
-    lam, eta = site_targets(terms)
-    out = Sums(b, float(np.sum(terms.log_z)), lam * b, eta * b)
+#: rows of a minibatch per block (one thread's share, :mod:`relaxep._threads`); fixed, so that the sums do
+#: not depend on the number of threads
+MINIBATCH_BLOCK = 256
+
+
+def minibatch_sums(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> Sums:
+    """:class:`Sums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
+    threads, added in block order, then the minibatch's :math:`M \times M` terms once."""
+    parts = fold_blocks(
+        lambda c: _block_sums(step, X[c], y[c]), list(chunks(y.shape[0], MINIBATCH_BLOCK)), n_jobs, _add_sums
+    )
+    count, log_z, lam, eta, gradient = parts
+    out = Sums(count, log_z, 0.5 * (lam + lam.T), eta)
     if step.gradient:
-        g_theta, g_z = energy_gradient(step.view, terms, X, step.Z, step.K_uu, step.L_uu, step.S, step.m)
-        out.g_theta, out.g_z = g_theta * b, g_z * b
-        out.g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
+        out.g_theta, out.g_z = _inducing_gradient(step.view, step.Z, step.K_uu, step.L_uu, *gradient[:4])
+        out.g_lik = gradient[4]
     return out
 
 
-def sites_of_rows(step: Step, X: Array, y: Array) -> tuple[Array, Array]:
+def _block_sums(step: Step, X: Array, y: Array) -> tuple:
+    """One row block's sums: rows, :math:`\\sum\\log Z_i`, :math:`\\sum w_i a_ia_i^\top`, :math:`\\sum\beta_i a_i`,
+    and (if asked) the gradient's row sums with the likelihood's."""
+    terms = minibatch_terms(step.view, step.likelihood, X, y, step.Z, step.L_uu, step.noise, step.S, step.m)
+    w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i with cavity variance r_i
+    gradient = None
+    if step.gradient:
+        g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
+        gradient = (*_row_gradient(step.view, terms, X, step.Z, step.L_uu, step.m), g_lik)
+    return y.shape[0], float(np.sum(terms.log_z)), (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta, gradient
+
+
+def _add_sums(a: tuple, b: tuple) -> tuple:
+    gradient = None if a[4] is None else tuple(x + y for x, y in zip(a[4], b[4], strict=True))
+    return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], gradient
+
+
+def sites_of_rows(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> tuple[Array, Array]:
     r"""Every row's site :math:`(\tilde\tau_i, \tilde\nu_i)` from the cavity of ``step`` (module docstring),
-    in row chunks: :math:`O(nM^2)`."""
+    in row chunks on ``n_jobs`` threads (:mod:`relaxep._threads`): :math:`O(nM^2)`."""
     tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
-    for c in chunks(y.shape[0], 4096):
+
+    def block(c: slice) -> None:
         t = minibatch_terms(step.view, step.likelihood, X[c], y[c], step.Z, step.L_uu, step.noise, step.S, step.m)
         tau[c], nu[c] = site_from_tilted(t.d1, t.d2, t.mu, t.s)
+
+    each_block(block, list(chunks(y.shape[0])), n_jobs)
     return tau, nu

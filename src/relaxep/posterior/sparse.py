@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
+from relaxep._threads import each_block, fold_blocks, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
 from relaxep.errors import ImproperPosteriorError
@@ -51,6 +52,7 @@ from relaxep.errors import ImproperPosteriorError
 from relaxep.posterior._sparse_linalg import (
     CHUNK,
     KUU_JITTER,
+    add_natural_sums,
     chunks,
     conditional_variances,
     factor_b,
@@ -86,7 +88,13 @@ class SparsePrior(Prior):
     jitter : float
         Relative jitter on :math:`K_{uu}`: :math:`K_{uu} + \epsilon\,\overline{\operatorname{diag}K_{uu}}\,I`.
     chunk_size : int
-        Rows per pass (temporaries are ``chunk_size x M``).
+        Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.
+    n_jobs : int or None, default None
+        Threads for the row blocks of every :math:`O(nM^2)` pass (building :math:`V^\top`, a refresh, a
+        prediction), each with one BLAS thread; scikit-learn's convention (``-1`` every core, ``-k`` all but
+        ``k - 1``), except that ``None`` uses the machine: ``OMP_NUM_THREADS`` where it is set, else every
+        core this process may run on.  The blocks and the order of their sums do not depend on it, so
+        neither does the posterior (:mod:`relaxep._threads`).
 
     Memory: :math:`V^\top` (``n x M``) and :math:`M \times M` factors; :math:`K_{uf}` is never held whole.
 
@@ -107,6 +115,7 @@ class SparsePrior(Prior):
         latent_noise: float = 0.0,
         jitter: float = KUU_JITTER,
         chunk_size: int = CHUNK,
+        n_jobs: int | None = None,
     ) -> None:
         X = _check_inputs(X, "X")
         Z = _check_inputs(Z, "Z")
@@ -118,8 +127,12 @@ class SparsePrior(Prior):
             raise ValueError(f"latent_noise and jitter must be >= 0, got {latent_noise!r} and {jitter!r}")
         self.X, self.Z, self.kernel = X, Z, kernel
         self.latent_noise, self.jitter, self.chunk_size = float(latent_noise), float(jitter), int(chunk_size)
+        n_threads(n_jobs)  # refuses a bad n_jobs now
+        self.n_jobs = n_jobs
         self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
-        self.Vt, self.k_diag, self.g = sparse_prior_rows(kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size)
+        self.Vt, self.k_diag, self.g = sparse_prior_rows(
+            kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
+        )
         check_prior_scale(self.k_diag, "the kernel's variances at X")
 
     @classmethod
@@ -143,6 +156,7 @@ class SparsePrior(Prior):
             raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
         self.X = self.Z = self.kernel = None
         self.latent_noise, self.jitter, self.kuu_jitter, self.chunk_size = 0.0, 0.0, 0.0, CHUNK
+        self.n_jobs = None
         self.K_uu = 0.5 * (k_uu + k_uu.T)
         self.L_uu = _cholesky_kuu(self.K_uu)
         self.Vt = np.empty(k_fu.shape)
@@ -294,21 +308,21 @@ class SparsePosterior(Posterior):
         tau, nu = self.site_precision, self.site_mean_precision
         if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
             raise ImproperPosteriorError("site parameters are not finite")
-        m_ind = p.n_inducing
-        gram = np.zeros((m_ind, m_ind), order="F")
-        b = np.zeros(m_ind)
-        log_d = 0.0
-        for c in chunks(p.n, p.chunk_size):
-            part, b_part, log_d_part, d_min = natural_sums(p.Vt[c], p.g[c], tau[c], nu[c])
-            if not d_min > 0.0:
-                raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
-            gram += part
-            b += b_part
-            log_d += log_d_part
+        blocks = list(chunks(p.n, p.chunk_size))  # fixed by n: the sums do not depend on the threads
+
+        def sums(c: slice) -> tuple[Array, Array, float, float]:
+            return natural_sums(p.Vt[c], p.g[c], tau[c], nu[c])
+
+        gram, b, log_d, d_min = fold_blocks(sums, blocks, p.n_jobs, add_natural_sums)
+        if not d_min > 0.0:
+            raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
         chol, chol_inv, m = factor_b(gram, b)
         mean, var = np.empty(p.n), np.empty(p.n)
-        for c in chunks(p.n, p.chunk_size):
+
+        def marginals(c: slice) -> None:
             mean[c], var[c] = shard_marginals(p.Vt[c], p.g[c], tau[c], nu[c], chol_inv, m)
+
+        each_block(marginals, blocks, p.n_jobs)
         if not np.all(var > 0.0):
             raise ImproperPosteriorError("a posterior marginal variance is not positive")
         self._chol, self._chol_inv, self._m, self._b = chol, chol_inv, m, b
@@ -343,7 +357,7 @@ class SparsePosterior(Posterior):
                 f"inducing inputs), got {cross_kernel.shape}"
             )
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        return predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size)
+        return predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size, p.n_jobs)
 
     def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
         r"""Latent predictive mean and covariance from :math:`K_{*u}`: :math:`K_{**} - A^\top A + R^\top R`,

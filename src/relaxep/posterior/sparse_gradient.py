@@ -35,6 +35,7 @@ import numpy as np
 from scipy import linalg
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, Product
 
+from relaxep._threads import fold_blocks
 from relaxep._typing import Array
 from relaxep.posterior._sparse_linalg import add_weighted_gram, chunks, symmetric_from_lower
 from relaxep.posterior.sparse import SparsePosterior
@@ -227,11 +228,17 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
     tau, nu = post.site_precision, post.site_mean_precision
     pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
     var = post.marginal_var
-    parts = [
-        shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c])
-        for c in chunks(p.n, p.chunk_size)
-    ]
-    return finish_gradient(kern, parts, p.Z, p.K_uu, p.L_uu, pieces)
+
+    def part(c: slice) -> tuple[float, Array, Array, Array]:
+        return shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c])
+
+    total = fold_blocks(part, list(chunks(p.n, p.chunk_size)), p.n_jobs, _add_parts)
+    return finish_gradient(kern, [total], p.Z, p.K_uu, p.L_uu, pieces)
+
+
+def _add_parts(a: tuple, b: tuple) -> tuple:
+    """Two blocks' :func:`shard_gradient` shares as one."""
+    return tuple(x + y for x, y in zip(a, b, strict=True))
 
 
 def kernel_vjp(
