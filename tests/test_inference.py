@@ -291,10 +291,12 @@ def test_a_prior_object_and_its_matrix_give_the_same_run():
     assert a.log_evidence == b.log_evidence
 
 
-def test_blas_threads_is_applied_and_restored():
-    """Without the option the caller's BLAS thread count is used unchanged; with it, the count
-    holds during the run and the caller's is back afterwards."""
+def test_blas_threads_is_applied_and_restored(monkeypatch):
+    """Without the option a small dense prior runs with one BLAS thread and a large one with the caller's
+    count; with it, the count holds during the run; the caller's is back afterwards."""
     from threadpoolctl import threadpool_limits
+
+    import relaxep._threads
 
     K, y = curved_problem(30, 7)
 
@@ -303,6 +305,11 @@ def test_blas_threads_is_applied_and_restored():
 
     with threadpool_limits(limits=2, user_api="blas"):
         seen: list[set] = []
+        infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
+        assert seen and all(s == {1} for s in seen)
+        assert blas_threads() == {2}
+        seen.clear()
+        monkeypatch.setattr(relaxep._threads, "DENSE_BLAS_FROM", 30)  # 30 sites: "large"
         infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
         assert seen and all(s == {2} for s in seen)
         seen.clear()

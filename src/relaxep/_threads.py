@@ -2,6 +2,8 @@
 
 Two kinds of work, two rules (measured in ``benchmarks/results/threads.md``):
 
+* **A whole fit** runs under :func:`fit_threads`: one BLAS thread, except for the factorisations of a
+  large dense posterior (:data:`DENSE_BLAS_FROM`).
 * **Small matrices in a loop** (the stochastic search's ``M x M`` step, ``M`` of a few hundred) gain
   nothing from a BLAS thread pool and pay its start and synchronisation at every call: on 2 cores a
   stochastic fit at 10^5 rows took 31 s with OpenBLAS's default threads against 13 s with one.  Such
@@ -21,10 +23,12 @@ process may run on), since threads share the data and cost no copies.
 from __future__ import annotations
 
 import os
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import AbstractContextManager, nullcontext
+from functools import lru_cache
 from itertools import islice
 from numbers import Integral
 from typing import Any, TypeVar
@@ -32,7 +36,7 @@ from typing import Any, TypeVar
 import joblib
 from threadpoolctl import ThreadpoolController
 
-__all__ = ["each_block", "fold_blocks", "n_threads", "small_matrix_threads"]
+__all__ = ["DENSE_BLAS_FROM", "each_block", "fit_threads", "fold_blocks", "n_threads", "small_matrix_threads"]
 
 T = TypeVar("T")
 B = TypeVar("B")
@@ -53,10 +57,25 @@ def small_matrix_threads() -> AbstractContextManager:
     return _controller().limit(limits=1, user_api="blas")
 
 
+#: a dense posterior of this many sites or more factorises with the caller's BLAS threads; below, with one.
+#: Measured on 2 cores (probit EP at a fixed kernel, default threads against one): n = 2000 1.12x slower,
+#: n = 3000 1.17x faster, n = 4000 1.5x faster; a learned fit at n = 1000 was 1.8x slower (a Cholesky
+#: factor took 25 ms on two threads against 11 ms on one, the threads' spinning between the calls
+#: slowing the element-wise work around them)
+DENSE_BLAS_FROM = 2500
+
+
+def fit_threads(n_sites: int, dense: bool) -> AbstractContextManager:
+    """The BLAS threads a fit runs with: the caller's for a dense posterior of at least
+    :data:`DENSE_BLAS_FROM` sites (its :math:`O(n^3)` factorisations gain from them), else one (a sparse
+    fit's parallel work is its row blocks', :func:`each_block`); the caller's setting restored on exit."""
+    return nullcontext() if dense and n_sites >= DENSE_BLAS_FROM else small_matrix_threads()
+
+
 def n_threads(n_jobs: int | None) -> int:
     """The thread count ``n_jobs`` asks for on this machine (module docstring); ``ValueError`` naming
     ``n_jobs`` for 0, a non-integer or a negative count beyond the cores."""
-    cores = joblib.cpu_count()
+    cores = _cores()
     if n_jobs is None:
         env = os.environ.get("OMP_NUM_THREADS", "")
         return max(1, min(int(env), cores)) if env.strip().isdigit() and int(env) > 0 else cores
@@ -65,6 +84,13 @@ def n_threads(n_jobs: int | None) -> int:
     if n_jobs > 0:
         return int(n_jobs)
     return max(1, cores + 1 + int(n_jobs))
+
+
+@lru_cache(maxsize=1)
+def _cores() -> int:
+    """The cores this process may use (affinity and cgroup quota: ``joblib.cpu_count``), read once: it reads
+    files at every call, and a refresh asks for it twice."""
+    return joblib.cpu_count()
 
 
 def each_block(work: Callable[[B], Any], blocks: Sequence[B], n_jobs: int | None) -> None:
@@ -91,20 +117,47 @@ def fold_blocks(part: Callable[[B], T], blocks: Sequence[B], n_jobs: int | None,
 
 
 def _in_order(work: Callable[[B], T], blocks: Sequence[B], n_jobs: int | None, take: Callable[[T], None]) -> None:
-    """``take(work(b))`` for the blocks in order, ``work`` on a pool; no block starts after an exception."""
+    """``take(work(b))`` for the blocks in order, ``work`` on the pool; no block starts after an exception.
+
+    A block's own row blocks (a nested call, on a pool thread) run in that thread, one after another."""
     threads = min(n_threads(n_jobs), len(blocks))
+    nested = threading.current_thread().name.startswith(_PREFIX)
     with small_matrix_threads():
-        if threads <= 1:
+        if threads <= 1 or nested:
             for block in blocks:
                 take(work(block))
             return
-        pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="relaxep-rows")
+        pool = _pool(threads)
+        queue = iter(blocks)
+        pending: deque[Future] = deque(pool.submit(work, b) for b in islice(queue, 2 * threads))
         try:
-            queue = iter(blocks)
-            pending: deque[Future] = deque(pool.submit(work, b) for b in islice(queue, 2 * threads))
             while pending:
                 value = pending.popleft().result()
                 pending.extend(pool.submit(work, b) for b in islice(queue, 1))
                 take(value)
         finally:
-            pool.shutdown(wait=True, cancel_futures=True)
+            for future in pending:
+                future.cancel()
+            wait(pending)
+
+
+_PREFIX = "relaxep-rows"
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+_POOLS_LOCK = threading.Lock()
+
+
+def _pool(threads: int) -> ThreadPoolExecutor:
+    """The process's pool of ``threads`` threads, started on first use and kept (starting 2 threads at every
+    pass cost 0.3 s of a 3.8 s learned fit at ``M = 50``); a forked child starts its own."""
+    with _POOLS_LOCK:
+        if threads not in _POOLS:
+            _POOLS[threads] = ThreadPoolExecutor(max_workers=threads, thread_name_prefix=_PREFIX)
+        return _POOLS[threads]
+
+
+def _forget_pools() -> None:
+    _POOLS.clear()  # a forked child has the dict but not the threads
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_pools)

@@ -24,7 +24,7 @@ from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
-from relaxep._threads import n_threads
+from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
@@ -253,10 +253,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             report = None
         else:
             self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-            if classes.size > 2:
-                model, report = self._fit_joint(y)
-            else:
-                model, report = self._fit_binary(y)
+            with fit_threads(X.shape[0], dense=self.inducing_points is None):
+                model, report = self._fit_joint(y) if classes.size > 2 else self._fit_binary(y)
             self.result_ = model.result_
             self.log_marginal_likelihood_value_ = model.result_.log_evidence
         self.kernel_ = model.kernel_

@@ -25,7 +25,7 @@ from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._memory import check_memory, dense_bytes
-from relaxep._threads import n_threads
+from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.estimators._checks import check_kernel, check_restarts, check_rule, input_format
@@ -193,13 +193,15 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         if self.optimizer is not None and n_learned > 0:
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
-        if exact and self.inducing_points is None:
-            model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search())
-            learn = self.optimizer is not None and n_learned > 0
-            report = model.fit(self.X_train_, self.y_train_, check_random_state(self.random_state) if learn else None)
-            self.L_, self.alpha_ = model.L_, model.alpha_
-        else:
-            model, report = self._fit_latent(likelihood, alpha, n_learned)
+        with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
+            if exact and self.inducing_points is None:
+                model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search())
+                learn = self.optimizer is not None and n_learned > 0
+                rng = check_random_state(self.random_state) if learn else None
+                report = model.fit(self.X_train_, self.y_train_, rng)
+                self.L_, self.alpha_ = model.L_, model.alpha_
+            else:
+                model, report = self._fit_latent(likelihood, alpha, n_learned)
         self.kernel_ = model.kernel_
         self.likelihood_ = model.likelihood
         self.result_ = model.result_

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Literal
 
 import numpy as np
 from numpy.typing import ArrayLike
 from threadpoolctl import threadpool_limits
 
+from relaxep._threads import fit_threads
 from relaxep._validation import check_positive_int, check_positive_number, check_unit_interval
 from relaxep.inference.auto import Auto
 from relaxep.inference.method import CRITERIA, InferenceMethod, RunOptions
@@ -19,7 +19,7 @@ from relaxep.inference.schedules import Blocked, Parallel, Schedule, as_schedule
 from relaxep.inference.site_updates import SweepOptions
 from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood, NoisyStep
-from relaxep.posterior import Posterior, Prior, as_prior
+from relaxep.posterior import Posterior, Prior, SparsePrior, as_prior
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["as_method", "infer"]
@@ -136,9 +136,11 @@ def infer(
         Reject labels of one class only (default; binary likelihoods).  ``False`` allows it, e.g. for a
         single site, whose posterior is well defined.
     blas_threads : int or None
-        Run with at most this many BLAS threads (``threadpoolctl``), restored on return;
-        ``None`` (default) leaves the caller's setting alone.  Below about 2000 sites one
-        thread is often faster (:doc:`the benchmark tables </benchmarks>`).
+        Run with at most this many BLAS threads (``threadpoolctl``), restored on return.  ``None``
+        (default): one thread, except for a dense prior of at least
+        :data:`relaxep._threads.DENSE_BLAS_FROM` (2500) sites, which keeps the caller's setting for its
+        :math:`O(n^3)` factorisations (below that, on 2 cores, more threads made EP slower); a sparse
+        prior's row blocks run on its own ``n_jobs`` threads.
     block_size, parallel_step : int, float, optional
         Old spellings of ``schedule=Blocked(block_size)`` and ``schedule=Parallel(parallel_step)``.
     stall_window : int or None
@@ -169,7 +171,10 @@ def infer(
     )
     if blas_threads is not None:
         check_positive_int(blas_threads, "blas_threads")
-    limits = threadpool_limits(limits=blas_threads, user_api="blas") if blas_threads is not None else nullcontext()
+    if blas_threads is None:
+        limits = fit_threads(prior.n, dense=not isinstance(prior, SparsePrior))
+    else:
+        limits = threadpool_limits(limits=blas_threads, user_api="blas")
     with limits:
         return method.run(prior, y, likelihood, options, _start(init))
 

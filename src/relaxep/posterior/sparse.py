@@ -50,7 +50,6 @@ from relaxep.errors import ImproperPosteriorError
 
 # the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded)
 from relaxep.posterior._sparse_linalg import (
-    CHUNK,
     KUU_JITTER,
     add_natural_sums,
     chunks,
@@ -60,6 +59,7 @@ from relaxep.posterior._sparse_linalg import (
     multiply_rows,
     natural_sums,
     predict_rows,
+    rows_per_block,
     shard_marginals,
     solve_rows,
     sparse_prior_rows,
@@ -87,8 +87,9 @@ class SparsePrior(Prior):
         the dense fit's ``K + s^2 I``.
     jitter : float
         Relative jitter on :math:`K_{uu}`: :math:`K_{uu} + \epsilon\,\overline{\operatorname{diag}K_{uu}}\,I`.
-    chunk_size : int
-        Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.
+    chunk_size : int or None, default None
+        Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.  ``None``:
+        :func:`~relaxep.posterior._sparse_linalg.rows_per_block` of ``M`` (1024 at ``M = 200``).
     n_jobs : int or None, default None
         Threads for the row blocks of every :math:`O(nM^2)` pass (building :math:`V^\top`, a refresh, a
         prediction), each with one BLAS thread; scikit-learn's convention (``-1`` every core, ``-k`` all but
@@ -114,7 +115,7 @@ class SparsePrior(Prior):
         *,
         latent_noise: float = 0.0,
         jitter: float = KUU_JITTER,
-        chunk_size: int = CHUNK,
+        chunk_size: int | None = None,
         n_jobs: int | None = None,
     ) -> None:
         X = _check_inputs(X, "X")
@@ -126,7 +127,8 @@ class SparsePrior(Prior):
         if not (float(latent_noise) >= 0.0 and float(jitter) >= 0.0):
             raise ValueError(f"latent_noise and jitter must be >= 0, got {latent_noise!r} and {jitter!r}")
         self.X, self.Z, self.kernel = X, Z, kernel
-        self.latent_noise, self.jitter, self.chunk_size = float(latent_noise), float(jitter), int(chunk_size)
+        self.latent_noise, self.jitter = float(latent_noise), float(jitter)
+        self.chunk_size = rows_per_block(Z.shape[0]) if chunk_size is None else int(chunk_size)
         n_threads(n_jobs)  # refuses a bad n_jobs now
         self.n_jobs = n_jobs
         self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
@@ -155,7 +157,8 @@ class SparsePrior(Prior):
         if not (np.all(np.isfinite(k_uu)) and np.all(np.isfinite(k_fu)) and np.all(np.isfinite(diag))):
             raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
         self.X = self.Z = self.kernel = None
-        self.latent_noise, self.jitter, self.kuu_jitter, self.chunk_size = 0.0, 0.0, 0.0, CHUNK
+        self.latent_noise, self.jitter, self.kuu_jitter = 0.0, 0.0, 0.0
+        self.chunk_size = rows_per_block(k_uu.shape[0])
         self.n_jobs = None
         self.K_uu = 0.5 * (k_uu + k_uu.T)
         self.L_uu = _cholesky_kuu(self.K_uu)
