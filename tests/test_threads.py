@@ -163,3 +163,18 @@ def test_a_sparse_fit_gives_the_same_classifier_on_one_thread_and_on_two(optimiz
     np.testing.assert_allclose(fits[0].kernel_.theta, fits[1].kernel_.theta, rtol=1e-12)
     np.testing.assert_allclose(fits[0].decision_function(X), fits[1].decision_function(X), rtol=1e-12, atol=1e-13)
     assert fits[0].log_marginal_likelihood_value_ == pytest.approx(fits[1].log_marginal_likelihood_value_, rel=1e-12)
+
+
+def test_a_forked_child_runs_its_blocks_on_its_own_threads():
+    import multiprocessing as mp
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("no fork on this platform")
+    each_block(lambda i: None, [0, 1, 2], n_jobs=2)  # the parent's pool exists before the fork
+    with mp.get_context("fork").Pool(1) as pool:
+        out = pool.apply_async(_blocks_in_child).get(timeout=30)  # a child without its own threads hangs
+    assert out == [0, 1, 4, 9]
+
+
+def _blocks_in_child() -> list:
+    return fold_blocks(lambda i: [i * i], [0, 1, 2, 3], 2, lambda a, b: a + b)

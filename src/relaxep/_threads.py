@@ -156,7 +156,10 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def _forget_pools() -> None:
-    _POOLS.clear()  # a forked child has the dict but not the threads
+    """In a forked child: it has the dict but not the threads, and the lock may have been held at the fork."""
+    global _POOLS_LOCK
+    _POOLS.clear()
+    _POOLS_LOCK = threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):
