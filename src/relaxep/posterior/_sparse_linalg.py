@@ -21,6 +21,7 @@ from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
 from relaxep._threads import each_block
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
+from relaxep._xp import cholesky_lower, namespace, solve_lower
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "multiply_rows",
     "natural_sums",
     "predict_rows",
+    "row_squares",
     "rows_per_block",
     "shard_marginals",
     "solve_rows",
@@ -65,18 +67,34 @@ def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
 
 
 def solve_rows(lower: Array, rows: Array) -> Array:
-    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm`` (GIL released)."""
+    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm`` (GIL released;
+    another array library: its triangular solve, :mod:`relaxep._xp`)."""
+    xp, numpy = namespace(lower, rows)
+    if not numpy:
+        return solve_lower(xp, lower, rows.T).T
     return rows_solve_lower_t(lower, rows)
 
 
 def multiply_rows(lower: Array, rows: Array) -> Array:
     r"""Rows of :math:`Y L^\top` for lower-triangular :math:`L` by one BLAS-3 ``trmm`` (GIL released)."""
+    xp, numpy = namespace(lower, rows)
+    if not numpy:
+        return rows @ xp.tril(lower).T
     return rows_times_lower_t(lower, rows)
+
+
+def row_squares(rows: Array) -> Array:
+    r""":math:`\|y_i\|^2` for every row."""
+    xp, numpy = namespace(rows)
+    return np.einsum("ij,ij->i", rows, rows) if numpy else xp.sum(rows * rows, axis=1)
 
 
 def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
     r""":math:`C + Y^\top \operatorname{diag}(w) Y` in the lower triangle, weights of any sign (two ``syrk``;
-    ``gram`` Fortran-ordered, updated in place)."""
+    ``gram`` Fortran-ordered, updated in place; another array library: one product, the whole matrix)."""
+    _, numpy = namespace(gram, rows, weights)
+    if not numpy:
+        return gram + (rows * weights[:, None]).T @ rows
     pos, neg = weights > 0.0, weights < 0.0
     if np.any(pos):
         y = rows * np.sqrt(weights)[:, None] if np.all(pos) else rows[pos] * np.sqrt(weights[pos])[:, None]
@@ -88,19 +106,21 @@ def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
 
 def symmetric_from_lower(lower: Array) -> Array:
     """The symmetric matrix whose lower triangle is that of ``lower`` (exactly symmetric)."""
-    return np.tril(lower) + np.tril(lower, -1).T
+    xp, _ = namespace(lower)
+    return xp.tril(lower) + xp.tril(lower, k=-1).T
 
 
 def natural_sums(rows: Array, g: Array, tau: Array, nu: Array) -> tuple[Array, Array, float, float]:
     r"""One shard's share of the refresh: :math:`\sum_i w_i v_i v_i^\top` (lower), :math:`\sum_i \beta_i v_i`,
     :math:`\sum_i \log d_i` and :math:`\min_i d_i` (``log d`` is ``nan`` where some :math:`d_i \le 0`)."""
+    xp, numpy = namespace(rows, g, tau, nu)
     d = 1.0 + g * tau
     m = rows.shape[1]
-    gram = np.zeros((m, m), order="F")
-    if not np.all(d > 0.0):
-        return gram, np.zeros(m), float("nan"), float(np.min(d))
+    gram = np.zeros((m, m), order="F") if numpy else xp.zeros((m, m), dtype=rows.dtype, device=_device(rows))
+    if not bool(xp.all(d > 0.0)):
+        return gram, xp.zeros_like(gram[0, :]), float("nan"), float(xp.min(d))
     gram = add_weighted_gram(gram, rows, tau / d)
-    return gram, (nu / d) @ rows, float(np.sum(np.log(d))), float(np.min(d))
+    return gram, (nu / d) @ rows, float(xp.sum(xp.log(d))), float(xp.min(d))
 
 
 def add_natural_sums(
@@ -115,7 +135,16 @@ def factor_b(gram: Array, b: Array) -> tuple[Array, Array, Array]:
 
     Raises :class:`~relaxep.ImproperPosteriorError` where :math:`B` is not positive definite.
     """
+    xp, numpy = namespace(gram, b)
     big_b = symmetric_from_lower(gram)
+    if not numpy:
+        eye = xp.eye(big_b.shape[0], dtype=big_b.dtype, device=_device(big_b))
+        chol = cholesky_lower(xp, big_b + eye)
+        if chol is None:
+            raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper")
+        chol_inv = solve_lower(xp, chol, eye)
+        m = solve_lower(xp, chol, solve_lower(xp, chol, b[:, None]), trans=True)[:, 0]
+        return chol, chol_inv, m
     big_b[np.diag_indices_from(big_b)] += 1.0
     try:
         chol = linalg.cholesky(big_b, lower=True, check_finite=False)
@@ -130,8 +159,7 @@ def shard_marginals(rows: Array, g: Array, tau: Array, nu: Array, chol_inv: Arra
 
     :math:`\mu_i = (v_i^\top m + g_i\nu_i)/d_i`, :math:`A_{ii} = g_i/d_i + \|L_B^{-1}v_i\|^2/d_i^2`.
     """
-    r = multiply_rows(chol_inv, rows)
-    s = np.einsum("ij,ij->i", r, r)
+    s = row_squares(multiply_rows(chol_inv, rows))
     d = 1.0 + g * tau
     return (rows @ m + g * nu) / d, g / d + s / d**2
 
@@ -152,6 +180,11 @@ def predict_rows(
 
     .. math:: \mu_* = a_*^\top m,\qquad s^2_* = \max\big(k_{**} - \|a_*\|^2 + \|L_B^{-1}a_*\|^2,\ 0\big).
     """
+    xp, numpy = namespace(L_uu, cross_kernel)
+    if not numpy:  # one block on the device: the library schedules its own work
+        a = solve_rows(L_uu, cross_kernel)
+        var = test_diag - row_squares(a) + row_squares(multiply_rows(chol_inv, a))
+        return a @ inducing_mean, xp.maximum(var, xp.zeros_like(var))
     mean, var = np.empty(cross_kernel.shape[0]), np.empty(cross_kernel.shape[0])
 
     def block(c: slice) -> None:
@@ -192,7 +225,9 @@ def inducing_factor(kernel: Any, Z: Array, jitter: float = KUU_JITTER) -> tuple[
 
 def conditional_variances(k_diag: Array, rows: Array) -> Array:
     r""":math:`g_i = \max(k_{ii} - \|v_i\|^2, 0)`: the prior variances FITC keeps beside :math:`Q`."""
-    return np.maximum(k_diag - np.einsum("ij,ij->i", rows, rows), 0.0)
+    xp, _ = namespace(k_diag, rows)
+    diff = k_diag - row_squares(rows)
+    return xp.maximum(diff, xp.zeros_like(diff))
 
 
 def sparse_prior_rows(
@@ -218,3 +253,8 @@ def sparse_prior_rows(
     each_block(block, list(chunks(X.shape[0], size)), n_jobs)
     k_diag = np.asarray(kernel.diag(X), dtype=float) + latent_noise
     return rows, k_diag, conditional_variances(k_diag, rows)
+
+
+def _device(x: Array) -> object:
+    """The array's device (the array API's ``device`` attribute)."""
+    return getattr(x, "device", None)

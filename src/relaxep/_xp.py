@@ -1,0 +1,139 @@
+r"""The array namespace a computation runs in, and the operations the array API standard lacks.
+
+relaxep follows scikit-learn's convention for other array libraries: with
+``sklearn.set_config(array_api_dispatch=True)`` (or inside ``sklearn.config_context(array_api_dispatch=True)``),
+arrays of another library that implements the `array API standard <https://data-apis.org/array-api/>`_
+(PyTorch, CuPy, JAX, ``array-api-strict``) are computed in that library, on their device; numpy
+arrays, or any arrays with dispatch off, take the numpy and SciPy path, unchanged.  The namespace
+comes from ``array-api-compat`` (an optional dependency: ``pip install relaxep[array-api]``).
+
+The standard has no triangular solve, no :math:`\log\Phi` or :math:`\operatorname{erfcx}`, and its
+Cholesky factorisation fails differently in each library (numpy raises, CuPy returns NaN).  Each is
+one function here, per library: SciPy for numpy, ``torch.linalg`` and ``torch.special`` for PyTorch,
+``cupyx.scipy`` for CuPy, ``jax.scipy`` for JAX; any other library is answered through numpy on the
+host (DLPack), which is exact and only as fast as the host.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+import scipy.special
+from scipy import linalg
+
+__all__ = ["cholesky_lower", "erfcx", "is_numpy", "log_ndtr", "namespace", "solve_lower"]
+
+
+def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
+    """The namespace of ``arrays`` and whether it is numpy's.
+
+    numpy (and ``True``) where scikit-learn's ``array_api_dispatch`` is off or every array is a numpy
+    array or a Python scalar; otherwise ``array_api_compat.array_namespace(*arrays)``.  ``TypeError``
+    for arrays of several libraries, or where ``array-api-compat`` is not installed.
+    """
+    arrays = tuple(a for a in arrays if a is not None and not isinstance(a, (int, float)))
+    if all(isinstance(a, np.ndarray) for a in arrays) or not _dispatch():
+        return np, True
+    try:
+        import array_api_compat
+    except ImportError as exc:  # pragma: no cover - the optional dependency
+        raise TypeError("arrays other than numpy's need array-api-compat: pip install relaxep[array-api]") from exc
+    xp = array_api_compat.array_namespace(*arrays)
+    return xp, array_api_compat.is_numpy_namespace(xp)
+
+
+def is_numpy(xp: ModuleType) -> bool:
+    """Whether ``xp`` is numpy (or array-api-compat's wrapper of it)."""
+    return xp is np or getattr(xp, "__name__", "").endswith("numpy")
+
+
+def _dispatch() -> bool:
+    import sklearn
+
+    return bool(sklearn.get_config().get("array_api_dispatch", False))
+
+
+def _library(xp: ModuleType) -> str:
+    """``"numpy"``, ``"torch"``, ``"cupy"``, ``"jax"`` or ``"other"``."""
+    if is_numpy(xp):
+        return "numpy"
+    name = getattr(xp, "__name__", "")
+    for library in ("torch", "cupy", "jax"):
+        if library in name.split("."):
+            return library
+    return "other"
+
+
+# ------------------------------------------------------------------ linear algebra
+def cholesky_lower(xp: ModuleType, a: Any) -> Any | None:
+    r"""The lower Cholesky factor :math:`L L^\top = A` of a symmetric matrix, or ``None`` where :math:`A`
+    is not positive definite (numpy's ``LinAlgError``, PyTorch's error, CuPy's NaN: one answer)."""
+    library = _library(xp)
+    if library == "numpy":
+        try:
+            return linalg.cholesky(a, lower=True, check_finite=False)
+        except linalg.LinAlgError:
+            return None
+    if library == "torch":
+        import torch
+
+        factor, info = torch.linalg.cholesky_ex(a)
+        return factor if int(info) == 0 else None
+    try:
+        factor = xp.linalg.cholesky(a)
+    except Exception:
+        return None
+    return factor if bool(xp.all(xp.isfinite(xp.linalg.diagonal(factor)))) else None
+
+
+def solve_lower(xp: ModuleType, lower: Any, b: Any, *, trans: bool = False) -> Any:
+    r""":math:`L^{-1}B` (or :math:`L^{-\top}B` with ``trans``) for lower-triangular :math:`L`, ``B`` a matrix."""
+    library = _library(xp)
+    if library == "numpy":
+        return linalg.solve_triangular(lower, b, lower=True, trans=1 if trans else 0, check_finite=False)
+    if library == "torch":
+        import torch
+
+        return torch.linalg.solve_triangular(lower.mT if trans else lower, b, upper=trans)
+    if library == "cupy":
+        from cupyx.scipy.linalg import solve_triangular
+
+        return solve_triangular(lower, b, lower=True, trans=1 if trans else 0)
+    if library == "jax":
+        from jax.scipy.linalg import solve_triangular
+
+        return solve_triangular(lower, b, lower=True, trans=1 if trans else 0)
+    return xp.linalg.solve(xp.linalg.matrix_transpose(lower) if trans else lower, b)
+
+
+# ------------------------------------------------------------------ special functions
+def log_ndtr(xp: ModuleType, x: Any) -> Any:
+    r""":math:`\log\Phi(x)`, accurate in both tails."""
+    return _special(xp, x, "log_ndtr")
+
+
+def erfcx(xp: ModuleType, x: Any) -> Any:
+    r""":math:`\operatorname{erfcx}(x) = e^{x^2}\operatorname{erfc}(x)`."""
+    return _special(xp, x, "erfcx")
+
+
+def _special(xp: ModuleType, x: Any, name: str) -> Any:
+    library = _library(xp)
+    if library == "numpy":
+        return getattr(scipy.special, name)(x)
+    if library == "torch":
+        import torch
+
+        return getattr(torch.special, name)(x)
+    if library == "cupy":
+        import cupyx.scipy.special
+
+        return getattr(cupyx.scipy.special, name)(x)
+    if library == "jax" and name == "log_ndtr":
+        import jax.scipy.special
+
+        return jax.scipy.special.log_ndtr(x)
+    host = getattr(scipy.special, name)(np.from_dlpack(x))  # through the host: exact, at the host's speed
+    return xp.asarray(host, dtype=x.dtype, device=getattr(x, "device", None))

@@ -1,0 +1,156 @@
+"""The array-API path on the CPU: the helpers the standard lacks, and FITC's pure functions in another
+array library (``array-api-strict``), each against SciPy/numpy or a closed form."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from scipy import linalg, special
+
+import relaxep._xp as rxp
+from relaxep.errors import ImproperPosteriorError
+from relaxep.posterior import _sparse_linalg as fitc
+
+xs = pytest.importorskip("array_api_strict")
+pytest.importorskip("array_api_compat")
+
+
+@pytest.fixture
+def dispatch(monkeypatch):
+    """scikit-learn's ``array_api_dispatch`` on, as far as relaxep reads it (the real switch also needs
+    ``SCIPY_ARRAY_API=1`` before scipy is imported: checked in a subprocess below)."""
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+
+
+def _strict(a):
+    return xs.asarray(np.asarray(a, dtype=np.float64))
+
+
+def _numpy(a):
+    return np.from_dlpack(a)
+
+
+def test_numpy_arrays_stay_on_numpys_path_with_or_without_dispatch(monkeypatch):
+    assert rxp.namespace(np.ones(3)) == (np, True)
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+    assert rxp.namespace(np.ones(3), np.eye(2)) == (np, True)
+    assert rxp.namespace(_strict([1.0]), None)[1] is False
+
+
+def test_arrays_of_two_libraries_are_refused(dispatch):
+    with pytest.raises(TypeError):
+        rxp.namespace(_strict([1.0]), np.ones(1))
+
+
+# ------------------------------------------------------------------ what the standard lacks
+@pytest.mark.parametrize("xp", [np, xs], ids=["numpy", "array-api-strict"])
+def test_cholesky_factor_or_none(xp):
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(6, 6))
+    spd = a @ a.T + 6 * np.eye(6)
+    arr = spd if xp is np else _strict(spd)
+    factor = np.asarray(_numpy(rxp.cholesky_lower(xp, arr)) if xp is xs else rxp.cholesky_lower(xp, arr))
+    np.testing.assert_allclose(factor @ factor.T, spd, rtol=1e-13)
+    assert np.all(np.triu(factor, 1) == 0.0)
+    indefinite = spd - 20 * np.eye(6)
+    assert rxp.cholesky_lower(xp, indefinite if xp is np else _strict(indefinite)) is None
+
+
+@pytest.mark.parametrize("trans", [False, True])
+def test_triangular_solves_agree_with_scipy(trans):
+    rng = np.random.default_rng(1)
+    lower = np.tril(rng.normal(size=(7, 7))) + 5 * np.eye(7)
+    b = rng.normal(size=(7, 3))
+    expected = linalg.solve_triangular(lower, b, lower=True, trans=1 if trans else 0)
+    got = _numpy(rxp.solve_lower(xs, _strict(lower), _strict(b), trans=trans))
+    np.testing.assert_allclose(got, expected, rtol=1e-12)
+    np.testing.assert_allclose((lower.T if trans else lower) @ got, b, rtol=1e-12, atol=1e-13)
+
+
+@pytest.mark.parametrize("name", ["log_ndtr", "erfcx"])
+def test_special_functions_agree_with_scipy_in_both_tails(name):
+    x = np.array([-40.0, -8.0, -1.0, 0.0, 1.0, 8.0, 40.0])
+    got = _numpy(getattr(rxp, name)(xs, _strict(x)))
+    np.testing.assert_allclose(got, getattr(special, name)(x), rtol=1e-14)
+    if name == "log_ndtr":
+        assert np.isfinite(got).all()  # log Phi(-40) = -804.6, not -inf
+
+
+# ------------------------------------------------------------------ FITC's pure functions
+def _problem(n=300, m=12, seed=2):
+    rng = np.random.default_rng(seed)
+    Vt = 0.3 * rng.normal(size=(n, m))
+    g = rng.uniform(0.05, 0.5, n)
+    tau = rng.uniform(0.1, 2.0, n)
+    tau[::9] = -0.05  # negative site precisions (Student-t) take the same functions
+    nu = rng.normal(size=n)
+    return Vt, g, tau, nu
+
+
+def _posterior(Vt, g, tau, nu):
+    gram, b, log_d, d_min = fitc.natural_sums(Vt, g, tau, nu)
+    chol, chol_inv, m = fitc.factor_b(gram, b)
+    mean, var = fitc.shard_marginals(Vt, g, tau, nu, chol_inv, m)
+    return chol, chol_inv, m, mean, var, log_d, d_min
+
+
+def test_the_fitc_posterior_in_another_library_is_numpys_and_the_dense_gaussians(dispatch):
+    Vt, g, tau, nu = _problem()
+    ours = _posterior(*(_strict(a) for a in (Vt, g, tau, nu)))
+    assert not isinstance(ours[3], np.ndarray)  # computed in array-api-strict
+    reference = _posterior(Vt, g, tau, nu)
+    for got, want in zip(ours[:5], reference[:5], strict=True):
+        np.testing.assert_allclose(_numpy(got), want, rtol=1e-10, atol=1e-12)
+    assert ours[5] == pytest.approx(reference[5], rel=1e-12)
+    # ground truth: N(0, Q + G) with the sites, dense
+    A = np.linalg.inv(np.linalg.inv(Vt @ Vt.T + np.diag(g)) + np.diag(tau))
+    np.testing.assert_allclose(_numpy(ours[4]), np.diag(A), rtol=1e-8)
+    np.testing.assert_allclose(_numpy(ours[3]), A @ nu, rtol=1e-8, atol=1e-10)
+
+
+def test_fitc_prediction_in_another_library_is_numpys(dispatch):
+    Vt, g, tau, nu = _problem()
+    rng = np.random.default_rng(3)
+    a = rng.normal(size=(12, 12))
+    K_uu = a @ a.T + 12 * np.eye(12)
+    L_uu = np.linalg.cholesky(K_uu)
+    K_su, k_ss = rng.normal(size=(40, 12)), rng.uniform(2.0, 3.0, 40)
+    _, chol_inv, m, *_ = _posterior(Vt, g, tau, nu)
+    want = fitc.predict_rows(L_uu, m, chol_inv, K_su, k_ss)
+    got = fitc.predict_rows(*(_strict(x) for x in (L_uu, m, chol_inv, K_su, k_ss)))
+    for g_, w_ in zip(got, want, strict=True):
+        np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(  # ground truth: a_* = L^-1 k_u*, mean a_*^T m, var k** - |a|^2 + |L_B^-1 a|^2
+        want[1],
+        k_ss
+        - np.sum((K_su @ np.linalg.inv(L_uu).T) ** 2, 1)
+        + np.sum((K_su @ np.linalg.inv(L_uu).T @ chol_inv.T) ** 2, 1),
+        rtol=1e-10,
+    )
+
+
+def test_an_improper_fitc_posterior_is_refused_in_another_library(dispatch):
+    Vt, g, _, nu = _problem()
+    tau = np.full(g.shape, -1.5)  # every d_i = 1 + g_i tau_i > 0, but B = I + V W V^T is indefinite
+    gram, b, _, d_min = fitc.natural_sums(*(_strict(a) for a in (Vt, g, tau, nu)))
+    assert d_min > 0.0
+    with pytest.raises(ImproperPosteriorError):
+        fitc.factor_b(gram, b)
+
+
+def test_scikit_learns_switch_turns_the_array_api_path_on():
+    code = (
+        "import numpy as np, sklearn, array_api_strict as xs\n"
+        "from relaxep._xp import namespace\n"
+        "a = xs.asarray([1.0])\n"
+        "print(namespace(a)[1])\n"
+        "with sklearn.config_context(array_api_dispatch=True):\n"
+        "    print(namespace(a)[1], namespace(np.ones(1))[1])\n"
+    )
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["True", "False", "True"]
