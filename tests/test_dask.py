@@ -79,7 +79,7 @@ def test_dask_refuses_what_it_cannot_run(client, data):
 def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     """The per-sweep traffic: scalars from the sweep map, M x M and M from the sums map, never O(n)."""
     from relaxep.inference.sharded import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
-    from relaxep.posterior.sparse import factor_b
+    from relaxep.posterior._sparse_linalg import factor_b
 
     rng = np.random.default_rng(1)
     X, Z = rng.normal(size=(500, 3)), rng.normal(size=(7, 3))

@@ -154,3 +154,31 @@ def test_scikit_learns_switch_turns_the_array_api_path_on():
     env = dict(os.environ, SCIPY_ARRAY_API="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "False", "True"]
+
+
+def test_a_fitc_posterior_built_from_another_librarys_matrices_stays_there_and_is_numpys(dispatch):
+    from relaxep.posterior import SparsePrior
+
+    rng = np.random.default_rng(4)
+    X, Z = rng.normal(size=(200, 2)), rng.normal(size=(10, 2))
+
+    def k(A, B):
+        return 1.3 * np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1) / 0.7**2)
+
+    K_uu, K_fu, k_ff = k(Z, Z) + 1e-8 * np.eye(10), k(X, Z), np.full(200, 1.3)
+    tau, nu = rng.uniform(0.1, 2.0, 200), rng.normal(size=200)
+    tau[::11] = -0.05
+    want = SparsePrior.from_matrices(K_uu, K_fu, k_ff).posterior(tau, nu)
+    got = SparsePrior.from_matrices(_strict(K_uu), _strict(K_fu), _strict(k_ff)).posterior(_strict(tau), _strict(nu))
+    assert not isinstance(got.mean, np.ndarray)
+    np.testing.assert_allclose(_numpy(got.mean), want.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(_numpy(got.marginal_var), want.marginal_var, rtol=1e-10)
+    assert got.log_det_b() == pytest.approx(want.log_det_b(), rel=1e-12)
+    assert got.log_partition() == pytest.approx(want.log_partition(), rel=1e-12)
+    X_test = rng.normal(size=(30, 2))
+    pred_want = want.predict_latent(k(X_test, Z), np.full(30, 1.3))
+    pred_got = got.predict_latent(_strict(k(X_test, Z)), _strict(np.full(30, 1.3)))
+    for g_, w_ in zip(pred_got, pred_want, strict=True):
+        np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-10, atol=1e-12)
+    with pytest.raises(TypeError, match="parallel schedule"):
+        got.update_site(0, 1.0, 0.0)

@@ -18,7 +18,7 @@ import numpy as np
 from scipy import linalg
 
 from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
-from relaxep._threads import each_block
+from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
 from relaxep._xp import cholesky_lower, namespace, solve_lower
@@ -34,8 +34,10 @@ __all__ = [
     "conditional_variances",
     "factor_b",
     "inducing_factor",
+    "matrices_prior",
     "multiply_rows",
     "natural_sums",
+    "posterior_pass",
     "predict_rows",
     "row_squares",
     "rows_per_block",
@@ -162,6 +164,57 @@ def shard_marginals(rows: Array, g: Array, tau: Array, nu: Array, chol_inv: Arra
     s = row_squares(multiply_rows(chol_inv, rows))
     d = 1.0 + g * tau
     return (rows @ m + g * nu) / d, g / d + s / d**2
+
+
+def posterior_pass(
+    Vt: Array, g: Array, tau: Array, nu: Array, size: int, n_jobs: int | None
+) -> tuple[Array, Array, Array, Array, float, Array, Array]:
+    r"""A refresh from the sites: the Gram and ``b`` sums (:func:`natural_sums`), :math:`L_B`, :math:`L_B^{-1}`,
+    :math:`m` (:func:`factor_b`) and the marginals (:func:`shard_marginals`); ``(L_B, L_B^{-1}, m, b,
+    \sum\log d_i, \mu, A_{ii})``.  numpy: row blocks of ``size`` on ``n_jobs`` threads, summed in block order;
+    another array library: one block, its own scheduling.  Raises :class:`~relaxep.ImproperPosteriorError`
+    where the sites make the posterior improper."""
+    xp, numpy = namespace(Vt, tau)
+    if not (bool(xp.all(xp.isfinite(tau))) and bool(xp.all(xp.isfinite(nu)))):
+        raise ImproperPosteriorError("site parameters are not finite")
+    blocks = list(chunks(Vt.shape[0], size)) if numpy else [slice(None)]  # fixed by n, never by the threads
+
+    def sums(c: slice) -> tuple[Array, Array, float, float]:
+        return natural_sums(Vt[c, :], g[c], tau[c], nu[c])
+
+    gram, b, log_d, d_min = fold_blocks(sums, blocks, n_jobs, add_natural_sums)
+    if not d_min > 0.0:
+        raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
+    chol, chol_inv, m = factor_b(gram, b)
+    if numpy:
+        mean, var = np.empty(Vt.shape[0]), np.empty(Vt.shape[0])
+
+        def marginals(c: slice) -> None:
+            mean[c], var[c] = shard_marginals(Vt[c], g[c], tau[c], nu[c], chol_inv, m)
+
+        each_block(marginals, blocks, n_jobs)
+    else:
+        mean, var = shard_marginals(Vt, g, tau, nu, chol_inv, m)
+    if not bool(xp.all(var > 0.0)):
+        raise ImproperPosteriorError("a posterior marginal variance is not positive")
+    return chol, chol_inv, m, b, log_d, mean, var
+
+
+def matrices_prior(K_uu: Array, K_fu: Array, size: int) -> tuple[Array, Array, Array]:
+    r""":math:`K_{uu}` symmetrised, its Cholesky factor and :math:`V^\top = K_{fu}L_{uu}^{-\top}` (numpy: in row
+    blocks of ``size``), in the matrices' array library."""
+    xp, numpy = namespace(K_uu, K_fu)
+    k_uu = 0.5 * (K_uu + K_uu.T)
+    if not numpy:
+        factor = cholesky_lower(xp, k_uu)
+        if factor is None:
+            raise KernelNotPositiveDefiniteError(f"K_uu has no Cholesky factor. {NOT_PSD_ADVICE}")
+        return k_uu, factor, solve_rows(factor, K_fu)
+    factor = cholesky_kuu(k_uu)
+    rows = np.empty(K_fu.shape)
+    for c in chunks(K_fu.shape[0], size):
+        rows[c] = solve_rows(factor, K_fu[c])
+    return k_uu, factor, rows
 
 
 def predict_rows(

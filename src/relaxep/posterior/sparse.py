@@ -43,28 +43,24 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 
-from relaxep._threads import each_block, fold_blocks, n_threads
+from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
-from relaxep.errors import ImproperPosteriorError
+from relaxep._xp import namespace
 
 # the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded)
 from relaxep.posterior._sparse_linalg import (
     KUU_JITTER,
-    add_natural_sums,
-    chunks,
     conditional_variances,
-    factor_b,
     inducing_factor,
+    matrices_prior,
     multiply_rows,
-    natural_sums,
+    posterior_pass,
     predict_rows,
     rows_per_block,
-    shard_marginals,
     solve_rows,
     sparse_prior_rows,
 )
-from relaxep.posterior._sparse_linalg import cholesky_kuu as _cholesky_kuu
 from relaxep.posterior.base import Posterior, Prior, SiteProposer, SweepStats
 
 __all__ = ["SparsePosterior", "SparsePrior"]
@@ -145,26 +141,27 @@ class SparsePrior(Prior):
         No jitter is added; predictions then take :math:`K_{*u}` and the test variances.
         """
         self = cls.__new__(cls)
-        k_uu = np.array(K_uu, dtype=float)
-        k_fu = np.asarray(K_fu, dtype=float)
-        diag = np.array(k_ff_diag, dtype=float)
+        xp, numpy = namespace(K_uu, K_fu, k_ff_diag)
+        if numpy:
+            K_uu, K_fu, k_ff_diag = (
+                np.array(K_uu, dtype=float),
+                np.asarray(K_fu, dtype=float),
+                np.array(k_ff_diag, dtype=float),
+            )
+        k_uu, k_fu, diag = K_uu, K_fu, k_ff_diag
         if k_uu.ndim != 2 or k_uu.shape[0] != k_uu.shape[1]:
             raise ValueError(f"K_uu must be a square matrix, got shape {k_uu.shape}")
         if k_fu.ndim != 2 or k_fu.shape[1] != k_uu.shape[0]:
             raise ValueError(f"K_fu must have shape (n, {k_uu.shape[0]}), got {k_fu.shape}")
         if diag.shape != (k_fu.shape[0],):
             raise ValueError(f"k_ff_diag must have shape ({k_fu.shape[0]},), got {diag.shape}")
-        if not (np.all(np.isfinite(k_uu)) and np.all(np.isfinite(k_fu)) and np.all(np.isfinite(diag))):
+        if not all(bool(xp.all(xp.isfinite(a))) for a in (k_uu, k_fu, diag)):
             raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
         self.X = self.Z = self.kernel = None
         self.latent_noise, self.jitter, self.kuu_jitter = 0.0, 0.0, 0.0
         self.chunk_size = rows_per_block(k_uu.shape[0])
         self.n_jobs = None
-        self.K_uu = 0.5 * (k_uu + k_uu.T)
-        self.L_uu = _cholesky_kuu(self.K_uu)
-        self.Vt = np.empty(k_fu.shape)
-        for c in chunks(k_fu.shape[0], self.chunk_size):
-            self.Vt[c] = solve_rows(self.L_uu, k_fu[c])
+        self.K_uu, self.L_uu, self.Vt = matrices_prior(k_uu, k_fu, self.chunk_size)
         self.k_diag = diag
         self.g = conditional_variances(diag, self.Vt)
         return self
@@ -234,6 +231,16 @@ def _check_inputs(A: ArrayLike, name: str) -> Array:
     return out
 
 
+def _sites(rows: Array, values: Array | None, n: int) -> Array:
+    """A copy of site parameters (zeros for ``None``) in the prior's array library and on its device."""
+    xp, numpy = namespace(rows, values)
+    if numpy:
+        return np.zeros(n) if values is None else np.array(values, dtype=float)
+    if values is None:
+        return xp.zeros(n, dtype=rows.dtype, device=rows.device)
+    return xp.asarray(values, dtype=rows.dtype, device=rows.device, copy=True)
+
+
 class SparsePosterior(Posterior):
     r"""The EP posterior under a FITC prior (module docstring): :math:`O(nM)` memory, :math:`O(nM^2)` a refresh.
 
@@ -248,10 +255,8 @@ class SparsePosterior(Posterior):
     ) -> None:
         n = prior.n
         self.prior = prior
-        self.site_precision = np.zeros(n) if site_precision is None else np.array(site_precision, dtype=float)
-        self.site_mean_precision = (
-            np.zeros(n) if site_mean_precision is None else np.array(site_mean_precision, dtype=float)
-        )
+        self.site_precision = _sites(prior.Vt, site_precision, n)
+        self.site_mean_precision = _sites(prior.Vt, site_mean_precision, n)
         if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
             raise ValueError(f"site parameters must have shape ({n},)")
         self._sigma: Array | None = None
@@ -308,28 +313,14 @@ class SparsePosterior(Posterior):
             variance is not positive.
         """
         p = self.prior
-        tau, nu = self.site_precision, self.site_mean_precision
-        if not (np.all(np.isfinite(tau)) and np.all(np.isfinite(nu))):
-            raise ImproperPosteriorError("site parameters are not finite")
-        blocks = list(chunks(p.n, p.chunk_size))  # fixed by n: the sums do not depend on the threads
-
-        def sums(c: slice) -> tuple[Array, Array, float, float]:
-            return natural_sums(p.Vt[c], p.g[c], tau[c], nu[c])
-
-        gram, b, log_d, d_min = fold_blocks(sums, blocks, p.n_jobs, add_natural_sums)
-        if not d_min > 0.0:
-            raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
-        chol, chol_inv, m = factor_b(gram, b)
-        mean, var = np.empty(p.n), np.empty(p.n)
-
-        def marginals(c: slice) -> None:
-            mean[c], var[c] = shard_marginals(p.Vt[c], p.g[c], tau[c], nu[c], chol_inv, m)
-
-        each_block(marginals, blocks, p.n_jobs)
-        if not np.all(var > 0.0):
-            raise ImproperPosteriorError("a posterior marginal variance is not positive")
+        chol, chol_inv, m, b, log_d, mean, var = posterior_pass(
+            p.Vt, p.g, self.site_precision, self.site_mean_precision, p.chunk_size, p.n_jobs
+        )
         self._chol, self._chol_inv, self._m, self._b = chol, chol_inv, m, b
-        self._log_det = log_d + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
+        xp, _ = namespace(chol)
+        self._log_det = log_d + 2.0 * float(
+            xp.sum(xp.log(xp.linalg.diagonal(chol) if xp is not np else np.diagonal(chol)))
+        )
         self._mean, self._var = mean, var
         self._sigma = None
         self._factor_stale = False
@@ -376,6 +367,8 @@ class SparsePosterior(Posterior):
     # ------------------------------------------------------- one-site updates
     def _ensure_sigma(self) -> Array:
         r""":math:`\Sigma = B^{-1}` at the current sites (kept current by the one-site updates)."""
+        if not namespace(self.prior.Vt)[1]:
+            raise TypeError("the sequential (one-site) updates run on numpy arrays only: use the parallel schedule")
         if self._sigma is None:
             if self._factor_stale:
                 self.refresh()
