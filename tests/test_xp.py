@@ -156,7 +156,7 @@ def test_scikit_learns_switch_turns_the_array_api_path_on():
     assert out.stdout.split() == ["True", "False", "True"]
 
 
-def test_a_fitc_posterior_built_from_another_librarys_matrices_stays_there_and_is_numpys(dispatch):
+def test_a_fitc_posterior_from_another_librarys_matrices_keeps_its_algebra_there_and_is_numpys(dispatch):
     from relaxep.posterior import SparsePrior
 
     rng = np.random.default_rng(4)
@@ -170,15 +170,65 @@ def test_a_fitc_posterior_built_from_another_librarys_matrices_stays_there_and_i
     tau[::11] = -0.05
     want = SparsePrior.from_matrices(K_uu, K_fu, k_ff).posterior(tau, nu)
     got = SparsePrior.from_matrices(_strict(K_uu), _strict(K_fu), _strict(k_ff)).posterior(_strict(tau), _strict(nu))
-    assert not isinstance(got.mean, np.ndarray)
-    np.testing.assert_allclose(_numpy(got.mean), want.mean, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(_numpy(got.marginal_var), want.marginal_var, rtol=1e-10)
+    assert not isinstance(got.prior.Vt, np.ndarray) and not isinstance(got.chol_b, np.ndarray)  # O(nM^2) there
+    assert isinstance(got.mean, np.ndarray) and isinstance(got.site_precision, np.ndarray)  # O(n) on the host
+    np.testing.assert_allclose(got.mean, want.mean, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got.marginal_var, want.marginal_var, rtol=1e-10)
     assert got.log_det_b() == pytest.approx(want.log_det_b(), rel=1e-12)
     assert got.log_partition() == pytest.approx(want.log_partition(), rel=1e-12)
     X_test = rng.normal(size=(30, 2))
     pred_want = want.predict_latent(k(X_test, Z), np.full(30, 1.3))
     pred_got = got.predict_latent(_strict(k(X_test, Z)), _strict(np.full(30, 1.3)))
     for g_, w_ in zip(pred_got, pred_want, strict=True):
-        np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-10, atol=1e-12)
+        np.testing.assert_allclose(g_, w_, rtol=1e-10, atol=1e-12)
     with pytest.raises(TypeError, match="parallel schedule"):
         got.update_site(0, 1.0, 0.0)
+
+
+@pytest.mark.parametrize("rule", ["EP", "REP"])
+def test_ep_on_a_fitc_prior_in_another_library_reaches_numpys_fixed_point(dispatch, rule):
+    """The whole of EP (parallel schedule, the rule, the likelihood's moments on the host) on a prior whose
+    O(nM^2) algebra runs in array-api-strict: the same posterior and evidence as numpy's."""
+    from relaxep import EP, Probit, RelaxedEP, StudentT, infer
+    from relaxep.posterior import SparsePrior
+
+    rng = np.random.default_rng(5)
+    X, Z = rng.normal(size=(300, 2)), rng.normal(size=(15, 2))
+
+    def k(A, B):
+        return 2.0 * np.exp(-0.5 * ((A[:, None, :] - B[None, :, :]) ** 2).sum(-1))
+
+    K_uu, K_fu, k_ff = k(Z, Z) + 1e-8 * np.eye(15), k(X, Z), np.full(300, 2.0)
+    if rule == "EP":
+        y, likelihood, site_rule = np.where(X[:, 0] + 0.3 * rng.normal(size=300) > 0, 1.0, -1.0), Probit(), EP()
+    else:
+        y = np.sin(X[:, 0]) + 0.1 * rng.standard_t(2, size=300)
+        likelihood, site_rule = StudentT(4, 0.1), RelaxedEP()
+    runs = [
+        infer(SparsePrior.from_matrices(*m), y, likelihood, site_rule, schedule="parallel", tol=1e-8)
+        for m in ((K_uu, K_fu, k_ff), tuple(_strict(a) for a in (K_uu, K_fu, k_ff)))
+    ]
+    assert runs[0].status == runs[1].status == "converged"
+    np.testing.assert_allclose(runs[1].mean, runs[0].mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(runs[1].marginal_var, runs[0].marginal_var, rtol=1e-8)
+    assert runs[1].log_evidence == pytest.approx(runs[0].log_evidence, rel=1e-8)
+
+
+def test_a_fitc_prior_on_another_librarys_inputs_evaluates_its_kernel_there(dispatch):
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Matern
+
+    from relaxep.posterior import SparsePrior
+
+    rng = np.random.default_rng(6)
+    X, Z = rng.normal(size=(120, 3)), rng.normal(size=(9, 3))
+    kernel = ConstantKernel(1.7) * RBF([0.8, 1.2, 2.0])
+    want = SparsePrior(X, Z, kernel, latent_noise=1e-3)
+    got = SparsePrior(_strict(X), Z, kernel, latent_noise=1e-3)
+    assert not isinstance(got.Vt, np.ndarray)
+    np.testing.assert_allclose(_numpy(got.Vt), want.Vt, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(_numpy(got.g), want.g, rtol=1e-9, atol=1e-12)
+    X_test = rng.normal(size=(20, 3))
+    for g_, w_ in zip(got.cross_covariance(_strict(X_test)), want.cross_covariance(X_test), strict=True):
+        np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-12)  # and scikit-learn's kernel is the ground truth
+    with pytest.raises(TypeError, match="RBF"):
+        SparsePrior(_strict(X), Z, Matern(1.0))

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.special
 from scipy import linalg
 
-__all__ = ["cholesky_lower", "erfcx", "is_numpy", "log_ndtr", "namespace", "solve_lower"]
+__all__ = ["cholesky_lower", "erfcx", "is_numpy", "log_ndtr", "namespace", "on_device_of", "solve_lower", "to_numpy"]
 
 
 def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
@@ -64,6 +64,29 @@ def _library(xp: ModuleType) -> str:
         if library in name.split("."):
             return library
     return "other"
+
+
+# ------------------------------------------------------------------ host and device
+def to_numpy(x: Any) -> np.ndarray:
+    """A numpy copy of ``x`` on the host (from any library and device)."""
+    if isinstance(x, np.ndarray):
+        return x
+    library = type(x).__module__.split(".")[0]
+    if library == "torch":
+        return x.detach().cpu().numpy()
+    if library == "cupy":
+        return x.get()
+    if library in ("jax", "jaxlib"):
+        return np.asarray(x)
+    return np.from_dlpack(x)
+
+
+def on_device_of(values: np.ndarray, like: Any) -> Any:
+    """``values`` (numpy) as an array of ``like``'s library, dtype and device (numpy ``like``: ``values``)."""
+    xp, numpy = namespace(like)
+    if numpy:
+        return values
+    return xp.asarray(values, dtype=like.dtype, device=getattr(like, "device", None))
 
 
 # ------------------------------------------------------------------ linear algebra

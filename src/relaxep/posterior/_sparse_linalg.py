@@ -21,7 +21,7 @@ from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
-from relaxep._xp import cholesky_lower, namespace, solve_lower
+from relaxep._xp import cholesky_lower, namespace, on_device_of, solve_lower
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 
 __all__ = [
@@ -32,6 +32,7 @@ __all__ = [
     "cholesky_kuu",
     "chunks",
     "conditional_variances",
+    "device_cross_kernel",
     "factor_b",
     "inducing_factor",
     "matrices_prior",
@@ -297,7 +298,12 @@ def sparse_prior_rows(
     :math:`k_{ii}` + ``latent_noise`` and :math:`g` (:func:`conditional_variances`).
 
     :class:`~relaxep.posterior.SparsePrior` builds its rows by this function, as each Dask shard builds its own.
+    ``X`` of another array library (:mod:`relaxep._xp`): the kernel's closed-form view (``RBF`` or
+    ``ConstantKernel * RBF``) evaluated there, in blocks of :data:`DEVICE_ROWS` rows.
     """
+    xp, numpy = namespace(X)
+    if not numpy:
+        return _device_rows(xp, kernel, X, Z, L_uu, latent_noise)
     rows = np.empty((X.shape[0], Z.shape[0]))
 
     def block(c: slice) -> None:
@@ -311,3 +317,34 @@ def sparse_prior_rows(
 def _device(x: Array) -> object:
     """The array's device (the array API's ``device`` attribute)."""
     return getattr(x, "device", None)
+
+
+#: rows of K_Xu per block on another library's device (bounds its temporaries to DEVICE_ROWS x M)
+DEVICE_ROWS = 1 << 18
+
+
+def _device_rows(xp: Any, kernel: Any, X: Array, Z: Array, L_uu: Array, latent_noise: float) -> tuple:
+    L_dev = on_device_of(L_uu, X)
+    rows, diag = [], []
+    for c in chunks(X.shape[0], DEVICE_ROWS):
+        cross, k_cc = device_cross_kernel(kernel, X[c, :], Z)
+        rows.append(solve_rows(L_dev, cross))
+        diag.append(k_cc + latent_noise)
+    rows_all, k_diag = (parts[0] if len(parts) == 1 else xp.concat(parts, axis=0) for parts in (rows, diag))
+    return rows_all, k_diag, conditional_variances(k_diag, rows_all)
+
+
+def device_cross_kernel(kernel: Any, X: Array, Z: Array) -> tuple[Array, Array]:
+    r""":math:`k(X, Z)` and :math:`k(x, x)` on ``X``'s device, by the kernel's closed-form view (``RBF`` or
+    ``ConstantKernel * RBF``; ``TypeError`` naming them for another kernel)."""
+    from relaxep.posterior._kernels import as_sparse_kernel, rbf  # (the view reads scikit-learn's kernels)
+
+    try:
+        view = as_sparse_kernel(kernel, X.shape[1])
+    except TypeError as exc:
+        raise TypeError(
+            f"kernel: on arrays other than numpy's the FITC prior evaluates RBF or ConstantKernel * RBF, got {kernel!r}"
+        ) from exc
+    xp, _ = namespace(X)
+    diag = xp.full((X.shape[0],), view.constant, dtype=X.dtype, device=getattr(X, "device", None))
+    return rbf(view, X, on_device_of(np.asarray(Z, dtype=float), X)), diag

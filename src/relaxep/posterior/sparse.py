@@ -46,12 +46,13 @@ from numpy.typing import ArrayLike
 from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
-from relaxep._xp import namespace
+from relaxep._xp import namespace, on_device_of, to_numpy
 
 # the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded)
 from relaxep.posterior._sparse_linalg import (
     KUU_JITTER,
     conditional_variances,
+    device_cross_kernel,
     inducing_factor,
     matrices_prior,
     multiply_rows,
@@ -114,8 +115,8 @@ class SparsePrior(Prior):
         chunk_size: int | None = None,
         n_jobs: int | None = None,
     ) -> None:
-        X = _check_inputs(X, "X")
-        Z = _check_inputs(Z, "Z")
+        X = _check_inputs(X, "X")  # (another array library's X stays there: relaxep._xp)
+        Z = _check_inputs(to_numpy(Z), "Z")
         if Z.shape[1] != X.shape[1]:
             raise ValueError(f"Z must have {X.shape[1]} columns like X, got shape {Z.shape}")
         if not callable(kernel) or not hasattr(kernel, "diag"):
@@ -131,7 +132,8 @@ class SparsePrior(Prior):
         self.Vt, self.k_diag, self.g = sparse_prior_rows(
             kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
         )
-        check_prior_scale(self.k_diag, "the kernel's variances at X")
+        self.K_uu, self.L_uu = on_device_of(self.K_uu, self.Vt), on_device_of(self.L_uu, self.Vt)
+        check_prior_scale(to_numpy(self.k_diag), "the kernel's variances at X")
 
     @classmethod
     def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
@@ -201,6 +203,9 @@ class SparsePrior(Prior):
         if self.kernel is None:
             raise ValueError("this SparsePrior was built from matrices: pass K_*u and k_** yourself")
         X_test = _check_inputs(X_test, "X_test")
+        if not namespace(X_test)[1]:
+            cross, diag = device_cross_kernel(self.kernel, X_test, self.Z)
+            return cross, diag + self.latent_noise
         return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
             self.kernel.diag(X_test), dtype=float
         ) + self.latent_noise
@@ -220,25 +225,19 @@ class SparsePrior(Prior):
 
 
 def _check_inputs(A: ArrayLike, name: str) -> Array:
-    try:
-        out = np.array(A, dtype=float)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"{name} must be a numeric array, got {type(A).__name__}") from exc
-    if out.ndim != 2 or out.shape[0] == 0:
-        raise ValueError(f"{name} must be a non-empty 2-d array (rows are inputs), got shape {out.shape}")
-    if not np.all(np.isfinite(out)):
-        raise ValueError(f"{name} contains NaN or inf")
-    return out
-
-
-def _sites(rows: Array, values: Array | None, n: int) -> Array:
-    """A copy of site parameters (zeros for ``None``) in the prior's array library and on its device."""
-    xp, numpy = namespace(rows, values)
+    xp, numpy = namespace(A)
     if numpy:
-        return np.zeros(n) if values is None else np.array(values, dtype=float)
-    if values is None:
-        return xp.zeros(n, dtype=rows.dtype, device=rows.device)
-    return xp.asarray(values, dtype=rows.dtype, device=rows.device, copy=True)
+        try:
+            A = np.array(A, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be a numeric array, got {type(A).__name__}") from exc
+    elif not xp.isdtype(A.dtype, "real floating"):
+        A = xp.astype(A, xp.float64)  # float64 on every device
+    if A.ndim != 2 or A.shape[0] == 0:
+        raise ValueError(f"{name} must be a non-empty 2-d array (rows are inputs), got shape {A.shape}")
+    if not bool(xp.all(xp.isfinite(A))):
+        raise ValueError(f"{name} contains NaN or inf")
+    return A
 
 
 class SparsePosterior(Posterior):
@@ -255,8 +254,12 @@ class SparsePosterior(Posterior):
     ) -> None:
         n = prior.n
         self.prior = prior
-        self.site_precision = _sites(prior.Vt, site_precision, n)
-        self.site_mean_precision = _sites(prior.Vt, site_mean_precision, n)
+        # the sites live on the host in numpy, whatever the prior's library: the schedules and the rules
+        # (O(n) element-wise work) are numpy code; a refresh moves them to the prior's device and back
+        self.site_precision = np.zeros(n) if site_precision is None else np.array(to_numpy(site_precision), dtype=float)
+        self.site_mean_precision = (
+            np.zeros(n) if site_mean_precision is None else np.array(to_numpy(site_mean_precision), dtype=float)
+        )
         if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
             raise ValueError(f"site parameters must have shape ({n},)")
         self._sigma: Array | None = None
@@ -313,9 +316,9 @@ class SparsePosterior(Posterior):
             variance is not positive.
         """
         p = self.prior
-        chol, chol_inv, m, b, log_d, mean, var = posterior_pass(
-            p.Vt, p.g, self.site_precision, self.site_mean_precision, p.chunk_size, p.n_jobs
-        )
+        tau, nu = (on_device_of(a, p.Vt) for a in (self.site_precision, self.site_mean_precision))
+        chol, chol_inv, m, b, log_d, mean, var = posterior_pass(p.Vt, p.g, tau, nu, p.chunk_size, p.n_jobs)
+        mean, var = to_numpy(mean), to_numpy(var)
         self._chol, self._chol_inv, self._m, self._b = chol, chol_inv, m, b
         xp, _ = namespace(chol)
         self._log_det = log_d + 2.0 * float(
@@ -351,7 +354,9 @@ class SparsePosterior(Posterior):
                 f"inducing inputs), got {cross_kernel.shape}"
             )
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        return predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size, p.n_jobs)
+        cross_kernel, test_diag = on_device_of(cross_kernel, p.Vt), on_device_of(test_diag, p.Vt)
+        mean, var = predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size, p.n_jobs)
+        return to_numpy(mean), to_numpy(var)
 
     def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
         r"""Latent predictive mean and covariance from :math:`K_{*u}`: :math:`K_{**} - A^\top A + R^\top R`,
