@@ -232,3 +232,61 @@ def test_a_fitc_prior_on_another_librarys_inputs_evaluates_its_kernel_there(disp
         np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-12)  # and scikit-learn's kernel is the ground truth
     with pytest.raises(TypeError, match="RBF"):
         SparsePrior(_strict(X), Z, Matern(1.0))
+
+
+_ESTIMATOR_SCRIPT = """
+import json, sys, warnings
+import numpy as np, sklearn
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
+from relaxep import GPClassifier, Probit
+from relaxep._xp import to_numpy
+if sys.argv[1] == "torch":
+    import torch
+    lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
+else:
+    import array_api_strict as xs
+    lib = xs.asarray
+warnings.simplefilter("ignore")
+rng = np.random.default_rng(7)
+X = rng.normal(size=(400, 2))
+y = (X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.normal(size=400) > 0.2).astype(np.int64)
+Z, X_test = X[::20].copy(), rng.normal(size=(50, 2))
+def make():
+    return GPClassifier(C(1.5) * RBF(0.9), Probit(), inducing_points=Z, optimizer=None)
+ref = make().fit(X, y)
+out = {}
+with sklearn.config_context(array_api_dispatch=True):
+    clf = make().fit(lib(X), lib(y))
+    p = clf.predict_proba(lib(X_test))
+    out["kind"] = type(p).__module__.split(".")[0]
+    out["proba"] = float(np.max(np.abs(to_numpy(p) - ref.predict_proba(X_test))))
+    d = to_numpy(clf.decision_function(lib(X_test)))
+    out["decision"] = float(np.max(np.abs(d - ref.decision_function(X_test))))
+    out["labels"] = bool(np.array_equal(to_numpy(clf.predict(lib(X_test))), ref.predict(X_test)))
+    out["evidence"] = abs(clf.log_marginal_likelihood_value_ - ref.log_marginal_likelihood_value_)
+    out["train_kind"] = type(clf.X_train_).__module__.split(".")[0]
+    try:
+        GPClassifier(C(1.0) * RBF(1.0), Probit()).fit(lib(X), lib(y))
+        out["refused"] = ""
+    except TypeError as exc:
+        out["refused"] = str(exc)
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("library", ["array_api_strict", "torch"])
+def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(library):
+    """scikit-learn's convention end to end: with array_api_dispatch (and SCIPY_ARRAY_API=1), a sparse
+    GPClassifier at a fixed kernel fitted on another library's arrays gives numpy's answer in that library."""
+    import json
+
+    pytest.importorskip(library)
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    run = subprocess.run(
+        [sys.executable, "-c", _ESTIMATOR_SCRIPT, library], env=env, capture_output=True, text=True, check=True
+    )
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["kind"] == out["train_kind"] == library.split("_")[0].replace("array", "array_api_strict")
+    assert out["proba"] < 1e-8 and out["decision"] < 1e-8 and out["labels"]
+    assert out["evidence"] < 1e-8
+    assert "inducing_points=M" in out["refused"]

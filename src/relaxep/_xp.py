@@ -33,13 +33,16 @@ def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
     array or a Python scalar; otherwise ``array_api_compat.array_namespace(*arrays)``.  ``TypeError``
     for arrays of several libraries, or where ``array-api-compat`` is not installed.
     """
-    arrays = tuple(a for a in arrays if a is not None and not isinstance(a, (int, float)))
+    arrays = tuple(a for a in arrays if a is not None and not isinstance(a, (np.generic, int, float)))
     if all(isinstance(a, np.ndarray) for a in arrays) or not _dispatch():
         return np, True
     try:
         import array_api_compat
     except ImportError as exc:  # pragma: no cover - the optional dependency
         raise TypeError("arrays other than numpy's need array-api-compat: pip install relaxep[array-api]") from exc
+    arrays = tuple(a for a in arrays if array_api_compat.is_array_api_obj(a))  # (lists and tuples are numpy's)
+    if all(isinstance(a, np.ndarray) for a in arrays):
+        return np, True
     xp = array_api_compat.array_namespace(*arrays)
     return xp, array_api_compat.is_numpy_namespace(xp)
 
@@ -76,17 +79,19 @@ def to_numpy(x: Any) -> np.ndarray:
         return x.detach().cpu().numpy()
     if library == "cupy":
         return x.get()
-    if library in ("jax", "jaxlib"):
-        return np.asarray(x)
+    if library in ("jax", "jaxlib") or not hasattr(x, "__dlpack__"):
+        return np.asarray(x)  # (lists, and numpy-like objects)
     return np.from_dlpack(x)
 
 
-def on_device_of(values: np.ndarray, like: Any) -> Any:
-    """``values`` (numpy) as an array of ``like``'s library, dtype and device (numpy ``like``: ``values``)."""
+def on_device_of(values: np.ndarray, like: Any, *, keep_dtype: bool = False) -> Any:
+    """``values`` (numpy) as an array of ``like``'s library, dtype (or, ``keep_dtype``, their own) and
+    device; ``values`` themselves where ``like`` is numpy's."""
     xp, numpy = namespace(like)
     if numpy:
         return values
-    return xp.asarray(values, dtype=like.dtype, device=getattr(like, "device", None))
+    dtype = None if keep_dtype else like.dtype
+    return xp.asarray(values, dtype=dtype, device=getattr(like, "device", None))
 
 
 # ------------------------------------------------------------------ linear algebra

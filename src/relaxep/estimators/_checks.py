@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
 
+from relaxep._xp import namespace
 from relaxep.inference import InferenceMethod
 from relaxep.likelihoods import Likelihood
 from relaxep.sites import SiteRule
@@ -16,14 +17,16 @@ from relaxep.sites import SiteRule
 __all__ = ["check_kernel", "check_likelihood", "check_restarts", "check_rule", "input_format"]
 
 
-def input_format(kernel: Kernel | None) -> dict[str, Any]:
+def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
     """How far to validate ``X``: a float matrix for vector kernels, as given for structured ones.
 
     A kernel on sequences, strings or graphs (``requires_vector_input`` false, e.g. a string
-    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.
+    kernel) receives ``X`` as the user passed it, a list or 1-D array of objects.  ``X`` of another
+    array library (scikit-learn's ``array_api_dispatch``): that library's float64.
     """
     if kernel is None or kernel.requires_vector_input:
-        return {"dtype": np.float64, "ensure_2d": True}
+        xp, numpy = namespace(X)
+        return {"dtype": np.float64 if numpy else xp.float64, "ensure_2d": True}
     return {"dtype": None, "ensure_2d": False}
 
 

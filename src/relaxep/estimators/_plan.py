@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._threads import n_threads
 from relaxep._typing import Array
+from relaxep._xp import namespace, to_numpy
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 
 __all__ = ["STOCHASTIC_FROM", "SparseFit", "dense_or", "resolve_optimizer"]
@@ -130,7 +131,8 @@ class SparseFit:
             rng = np.random.RandomState() if random_state is None else check_random_state(random_state)
         except ValueError as exc:
             raise ValueError(f"random_state: {exc}") from None
-        Z = initial_inducing_points(X, spec, inducing_init, rng)
+        host = X if namespace(X)[1] else to_numpy(X)  # another array library's rows: placed on the host
+        Z = initial_inducing_points(host, spec, inducing_init, rng)
         learn_z = bool(learn_inducing_points) and method is not None
         subset = None if optimizer_subset is None else int(optimizer_subset)
         learn_theta = method is not None and n_learned > 0

@@ -27,6 +27,7 @@ from sklearn.utils.validation import check_is_fitted, check_random_state, valida
 from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
+from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
 from relaxep.estimators._models import (
     _BinaryModel,
@@ -225,7 +226,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         check_kernel(self.kernel)
         check_likelihood(self.likelihood, _LIKELIHOODS, (Likelihood, MulticlassLikelihood))
         check_rule(self.rule)
-        X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
+        xp, numpy = namespace(X)
+        X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel, X))
+        y = to_numpy(y)  # labels live on the host
         check_classification_targets(y)
         classes = np.unique(y)
         if classes.size == 1:
@@ -240,8 +243,10 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
                 "inducing_points: the joint multi-class model has no sparse posterior yet; "
                 "use multi_class='one_vs_rest' for a sparse fit per class"
             )
+        if not numpy:
+            self._check_array_api(classes)
         self.classes_ = classes
-        self.X_train_ = np.array(X, copy=True)
+        self.X_train_ = np.array(X, copy=True) if numpy else xp.asarray(X, copy=True)
         if classes.size > 2 and self.multi_class == "one_vs_rest":
             params = self.get_params(deep=False)
             processes = 1 if self.n_jobs is None else min(n_threads(self.n_jobs), classes.size)
@@ -262,6 +267,23 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         for message in () if report is None else report.warnings:
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
+
+    def _check_array_api(self, classes: NDArray) -> None:
+        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary sparse model at a fixed
+        kernel; anything else is refused, naming the supported path."""
+        fixed = self.optimizer is None or (self.kernel is not None and self.kernel.n_dims == 0)
+        if classes.size > 2 or self.inducing_points is None or not fixed:
+            raise TypeError(
+                "X: on arrays other than numpy's (scikit-learn's array_api_dispatch) GPClassifier fits a binary "
+                "sparse model at a fixed kernel (inducing_points=M, optimizer=None, RBF or ConstantKernel * RBF); "
+                "dense models, learned hyperparameters and more than two classes need numpy arrays"
+            )
+
+    def _at(self, X: ArrayLike, method: str) -> tuple[Any, Any]:
+        """``X`` validated, and the fitted model's ``method`` at it (numpy, on the host)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_, X))
+        return X, getattr(self.model_, method)(X)
 
     def _search(self, method: Any = None) -> _EvidenceSearch:
         """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
@@ -372,9 +394,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         Joint multi-class: mean ``(n, C)`` and covariance ``(n, C, C)`` of the ``C`` latents;
         one-vs-rest: means and variances ``(n, C)`` of the ``C`` binary latents.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
-        return self.model_.predict_latent(X)
+        X, (mean, var) = self._at(X, "predict_latent")
+        return on_device_of(mean, X), on_device_of(var, X)
 
     def decision_function(self, X: ArrayLike) -> Array:
         r"""Scores that rank test points as :meth:`predict_proba` does.
@@ -389,15 +410,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
            It was the latent posterior mean, which need not rank as the probabilities do (they
            also depend on the latent variance); that is :meth:`latent_mean_and_variance`'s first output.
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
-        return self.model_.decision_function(X)
+        X, d = self._at(X, "decision_function")
+        return on_device_of(d, X)
 
     def predict_log_proba(self, X: ArrayLike) -> Array:
         """Log class probabilities, columns in ``classes_`` order, computed in log space."""
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
-        return self.model_.predict_log_proba(X)
+        X, log_p = self._at(X, "predict_log_proba")
+        return on_device_of(log_p, X)
 
     def predict_proba(self, X: ArrayLike) -> Array:
         r"""Class probabilities, columns in ``classes_`` order.
@@ -405,16 +424,14 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         :math:`P(y_* = c_1) = \int t(f) N(f | \mu_*, s^2_*)\, df` (the likelihood's predictive),
         binary columns ``[expit(-d), expit(d)]`` of the log-odds ``d`` (:meth:`decision_function`).
         """
-        check_is_fitted(self)
-        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
-        return self.model_.predict_proba(X)
+        X, p = self._at(X, "predict_proba")
+        return on_device_of(p, X)
 
     def predict(self, X: ArrayLike) -> NDArray:
         """The most probable class: binary, ``classes_[1]`` where :meth:`decision_function` is
         positive (``predict_proba[:, 1] > 0.5``), else ``classes_[0]``; multi-class, the argmax of
         :meth:`decision_function` (and of :meth:`predict_proba`).
         """
-        d = self.decision_function(X)
-        if d.ndim == 2:
-            return self.classes_[np.argmax(d, axis=1)]
-        return label_of(d, self.classes_)
+        X, d = self._at(X, "decision_function")
+        labels = self.classes_[np.argmax(d, axis=1)] if d.ndim == 2 else label_of(d, self.classes_)
+        return labels if labels.dtype.kind not in "biuf" else on_device_of(labels, X, keep_dtype=True)

@@ -35,6 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array, Status
+from relaxep._xp import namespace
 from relaxep.errors import ImproperPosteriorError
 from relaxep.inference.evidence import log_evidence
 from relaxep.inference.warm import Sites
@@ -155,15 +156,16 @@ class InferenceResult:
 
     def predict_latent(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> tuple[Array, Array]:
         r"""Latent mean and variance at test points from ``K_star`` (``m x n``) and ``k_star_diag`` (``m``)."""
-        ks = np.asarray(cross_kernel, dtype=float)
-        kd = np.asarray(test_diag, dtype=float)
+        xp, numpy = namespace(cross_kernel, test_diag)  # another array library's stay there (relaxep._xp)
+        ks = np.asarray(cross_kernel, dtype=float) if numpy else cross_kernel
+        kd = np.asarray(test_diag, dtype=float) if numpy else test_diag
         if ks.ndim != 2:
             raise ValueError(f"K_star must be a matrix of cross-covariances, got shape {ks.shape}")
         if kd.shape != (ks.shape[0],):
             raise ValueError(f"k_star_diag must have shape ({ks.shape[0]},), got {kd.shape}")
-        if not (np.all(np.isfinite(ks)) and np.all(np.isfinite(kd))):
+        if not (bool(xp.all(xp.isfinite(ks))) and bool(xp.all(xp.isfinite(kd)))):
             raise ValueError("K_star or k_star_diag contains NaN or inf")
-        if np.any(kd < 0.0):
+        if bool(xp.any(kd < 0.0)):
             raise ValueError("k_star_diag holds prior variances; they must be >= 0")
         return self.posterior.predict_latent(ks, kd)
 

@@ -226,7 +226,12 @@ class Prior(ABC):
         rows = self.test_block
         if rows is None:
             return predict(*self.cross_covariance(X_test))
-        parts = [predict(*self.cross_covariance(X_test[s : s + rows])) for s in range(0, X_test.shape[0], rows)]
+        n = X_test.shape[0]  # (slices end inside the array: the array API does not clip them)
+        if getattr(X_test, "ndim", 1) == 2:
+            rows_of = lambda s: X_test[s : min(s + rows, n), :]  # noqa: E731
+        else:
+            rows_of = lambda s: X_test[s : min(s + rows, n)]  # noqa: E731
+        parts = [predict(*self.cross_covariance(rows_of(s))) for s in range(0, n, rows)]
         if isinstance(parts[0], tuple):
             return tuple(np.concatenate(column) for column in zip(*parts, strict=True))  # type: ignore[return-value]
         return np.concatenate(parts)  # type: ignore[return-value]

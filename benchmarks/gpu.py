@@ -1,0 +1,191 @@
+"""relaxep's sparse EP on a GPU (PyTorch through the array API) beside GPyTorch's SVGP on the same card.
+
+``python benchmarks/gpu.py [--n 1000000] [--inducing 200] [--out benchmarks/results/gpu.md]``
+
+The problem of ``benchmarks/sparse.py`` (d = 8 probit GP, ``--n`` training rows, 20 000 test rows,
+the Bayes floor from the true latent).  Rows, all in this process, on the device it finds (CUDA if
+torch sees one, else the CPU, and the table says which):
+
+``relaxep FITC EP, fixed kernel, torch``
+    ``GPClassifier(4 * RBF(2), Probit(), inducing_points=M, optimizer=None)`` fitted on torch tensors
+    under scikit-learn's ``array_api_dispatch``: the FITC algebra on the device, the sites and the
+    probit moments on the host (``relaxep._xp``).  Time: k-means placement, the prior, EP.
+``one FITC refresh, torch``
+    one refresh of that posterior from its sites (the O(nM^2) pass, the floor of a sweep).
+``relaxep FITC EP, fixed kernel, numpy``
+    the same fit on numpy arrays, every core (``--cpu-max`` rows at most).
+``GPyTorch SVGP``
+    ``ScaleKernel(RBFKernel)``, Bernoulli (probit), whitened Cholesky variational distribution,
+    learned inducing inputs from the same k-means start, 2000 Adam steps at learning rate 0.01, batches
+    of 1000 and of 10 000 rows (``benchmarks/sparse.py``'s settings), float64, on the device.
+
+Stochastic learning and the dense representation do not run on the device yet; they are not rows.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("SCIPY_ARRAY_API", "1")  # scikit-learn's array API dispatch needs it before scipy loads
+
+import argparse
+import sys
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from sparse import bayes, problem, scores
+
+STEPS, LR = 2000, 0.01
+
+
+def _sync(torch: object, device: object) -> None:
+    if getattr(device, "type", "cpu") == "cuda":
+        torch.cuda.synchronize()  # type: ignore[attr-defined]
+
+
+def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) -> list[tuple]:
+    import sklearn
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from relaxep import GPClassifier, Probit
+    from relaxep._xp import to_numpy
+
+    X, y, Xt, yt, _ = problem(n)
+    rows = []
+
+    def make() -> GPClassifier:
+        return GPClassifier(C(4.0) * RBF(2.0), Probit(), inducing_points=M, optimizer=None, random_state=0)
+
+    tX, ty = torch.asarray(X, device=device), torch.asarray(y, device=device)  # type: ignore[attr-defined]
+    tXt = torch.asarray(Xt, device=device)  # type: ignore[attr-defined]
+    with sklearn.config_context(array_api_dispatch=True):
+        start = time.perf_counter()
+        clf = make().fit(tX, ty)
+        _sync(torch, device)
+        fit = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = to_numpy(clf.predict_proba(tXt)[:, 1])
+        predict = time.perf_counter() - start
+        post = clf.result_.posterior
+        start = time.perf_counter()
+        post.refresh()
+        _sync(torch, device)
+        refresh = time.perf_counter() - start
+    rows.append(("relaxep FITC EP, fixed kernel, torch", fit, predict, *scores(p1, yt), clf.result_.n_sweeps))
+    rows.append(("one FITC refresh, torch", refresh, float("nan"), float("nan"), float("nan"), ""))
+    if n <= cpu_max:
+        start = time.perf_counter()
+        ref = make().fit(X, y)
+        fit = time.perf_counter() - start
+        start = time.perf_counter()
+        p_ref = ref.predict_proba(Xt)[:, 1]
+        predict = time.perf_counter() - start
+        rows.append(("relaxep FITC EP, fixed kernel, numpy", fit, predict, *scores(p_ref, yt), ref.result_.n_sweeps))
+        rows.append(
+            (
+                "(torch against numpy: largest probability difference)",
+                float(np.max(np.abs(p1 - p_ref))),
+                *[float("nan")] * 3,
+                "",
+            )
+        )
+    return rows
+
+
+def gpytorch_row(torch: object, device: object, n: int, M: int, batch: int, steps: int = STEPS) -> tuple:
+    import gpytorch
+
+    from relaxep.estimators._inducing import initial_inducing_points
+
+    torch.manual_seed(0)  # type: ignore[attr-defined]
+    X, y, Xt, yt, _ = problem(n)
+    start = time.perf_counter()
+    Z = initial_inducing_points(X, M, "kmeans", np.random.RandomState(0))
+
+    class Model(gpytorch.models.ApproximateGP):
+        def __init__(self, inducing: object) -> None:
+            q = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))  # type: ignore[attr-defined]
+            strategy = gpytorch.variational.VariationalStrategy(self, inducing, q, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ZeroMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
+
+        def forward(self, x: object) -> object:
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
+
+    as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # type: ignore[attr-defined]  # noqa: E731
+    Xtr, ytr = as_t(X), as_t((y > 0).astype(float))
+    model = Model(as_t(Z)).double().to(device)
+    model.covar_module.outputscale = 1.0
+    model.covar_module.base_kernel.lengthscale = 1.0
+    likelihood = gpytorch.likelihoods.BernoulliLikelihood().double().to(device)
+    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
+    opt = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=LR)  # type: ignore[attr-defined]
+    model.train()
+    likelihood.train()
+    gen = np.random.default_rng(0)
+    order, cursor = gen.permutation(n), 0
+    for _ in range(steps):
+        if cursor + batch > n:
+            order, cursor = gen.permutation(n), 0
+        idx = torch.as_tensor(order[cursor : cursor + batch], device=device)  # type: ignore[attr-defined]
+        cursor += batch
+        opt.zero_grad()
+        loss = -elbo(model(Xtr[idx]), ytr[idx])
+        loss.backward()
+        opt.step()
+    _sync(torch, device)
+    fit = time.perf_counter() - start
+    model.eval()
+    likelihood.eval()
+    start = time.perf_counter()
+    with torch.no_grad(), gpytorch.settings.fast_pred_var():  # type: ignore[attr-defined]
+        p1 = likelihood(model(as_t(Xt))).mean.cpu().numpy().ravel()
+    return (f"GPyTorch SVGP, {steps} Adam steps, batch {batch}", fit, time.perf_counter() - start, *scores(p1, yt), "")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=1_000_000)
+    parser.add_argument("--inducing", type=int, default=200)
+    parser.add_argument("--cpu-max", type=int, default=1_000_000, help="numpy row only up to this many rows")
+    parser.add_argument("--batches", type=int, nargs="*", default=[1000, 10_000])
+    parser.add_argument("--steps", type=int, default=STEPS, help="SVGP's Adam steps (a smoke test takes fewer)")
+    parser.add_argument("--out", default=None)
+    args = parser.parse_args()
+    import torch
+
+    warnings.simplefilter("ignore")
+    device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    card = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({os.cpu_count()} cores)"
+    _, _, _, yt, ft = problem(args.n)
+    err, nll = bayes(yt, ft)
+    lines = [
+        f"# relaxep on {card} beside GPyTorch (`python benchmarks/gpu.py --n {args.n}`)",
+        "",
+        f"n = {args.n}, M = {args.inducing}, d = 8 probit GP, 20 000 test rows; Bayes floor: error "
+        f"{err:.4f}, NLL {nll:.4f}. float64 everywhere; torch {torch.__version__}.",
+        "",
+        "| fit | fit (s) | predict (s) | test error | test NLL | EP sweeps |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    rows = relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)
+    rows += [gpytorch_row(torch, device, args.n, args.inducing, b, args.steps) for b in args.batches]
+    for name, fit, predict, error, nll_, sweeps in rows:
+        cells = [f"{v:.3g}" for v in (fit, predict)] + [f"{v:.4f}" for v in (error, nll_)]
+        cells = ["" if c == "nan" else c for c in cells]
+        lines.append(f"| {name} | {' | '.join(cells)} | {sweeps} |")
+        print(lines[-1], flush=True)
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+
+
+if __name__ == "__main__":
+    main()
