@@ -270,6 +270,12 @@ with sklearn.config_context(array_api_dispatch=True):
         out["refused"] = ""
     except TypeError as exc:
         out["refused"] = str(exc)
+    from relaxep import GPRegressor
+    try:
+        GPRegressor().fit(lib(X), lib(X[:, 0]))
+        out["regressor"] = ""
+    except TypeError as exc:
+        out["regressor"] = str(exc)
 print(json.dumps(out))
 """
 
@@ -290,3 +296,4 @@ def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(lib
     assert out["proba"] < 1e-8 and out["decision"] < 1e-8 and out["labels"]
     assert out["evidence"] < 1e-8
     assert "inducing_points=M" in out["refused"]
+    assert "numpy arrays only" in out["regressor"]

@@ -28,6 +28,7 @@ from relaxep._memory import check_memory, dense_bytes
 from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
+from relaxep._xp import namespace
 from relaxep.estimators._checks import check_kernel, check_restarts, check_rule, input_format
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._hyper import HyperVector
@@ -171,6 +172,11 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         likelihood = self._check_likelihood()
         check_rule(self.rule)
         self._check_parameters()
+        if not namespace(X, y)[1]:
+            raise TypeError(
+                "X: GPRegressor runs on numpy arrays only; on other array libraries (scikit-learn's "
+                "array_api_dispatch) GPClassifier fits a binary sparse model at a fixed kernel"
+            )
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_))
         n_targets = y.shape[1] if y.ndim > 1 else 1
