@@ -255,6 +255,10 @@ def make():
     return GPClassifier(C(1.5) * RBF(0.9), Probit(), inducing_points=Z, optimizer=None)
 ref = make().fit(X, y)
 out = {}
+st_ref = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=Z, optimizer="stochastic", optimizer_maxiter=40,
+                      random_state=0).fit(X, y)
+out["ref_theta"], out["ref_z"] = st_ref.kernel_.theta.tolist(), st_ref.inducing_points_.tolist()
+out["ref_st_proba"] = st_ref.predict_proba(X_test)[:, 1].tolist()
 with sklearn.config_context(array_api_dispatch=True):
     clf = make().fit(lib(X), lib(y))
     p = clf.predict_proba(lib(X_test))
@@ -265,6 +269,13 @@ with sklearn.config_context(array_api_dispatch=True):
     out["labels"] = bool(np.array_equal(to_numpy(clf.predict(lib(X_test))), ref.predict(X_test)))
     out["evidence"] = abs(clf.log_marginal_likelihood_value_ - ref.log_marginal_likelihood_value_)
     out["train_kind"] = type(clf.X_train_).__module__.split(".")[0]
+    def learned():
+        return GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=Z, optimizer="stochastic",
+                            optimizer_maxiter=40, random_state=0)
+    st = learned().fit(lib(X), lib(y))
+    out["theta"] = st.kernel_.theta.tolist()
+    out["z"] = st.inducing_points_.tolist()
+    out["st_proba"] = to_numpy(st.predict_proba(lib(X_test)))[:, 1].tolist()
     try:
         GPClassifier(C(1.0) * RBF(1.0), Probit()).fit(lib(X), lib(y))
         out["refused"] = ""
@@ -295,5 +306,9 @@ def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(lib
     assert out["kind"] == out["train_kind"] == library.split("_")[0].replace("array", "array_api_strict")
     assert out["proba"] < 1e-8 and out["decision"] < 1e-8 and out["labels"]
     assert out["evidence"] < 1e-8
+    # the stochastic search (hyperparameters and inducing inputs, 40 steps from a fixed seed): numpy's answer
+    np.testing.assert_allclose(out["theta"], out["ref_theta"], rtol=1e-8)
+    np.testing.assert_allclose(out["z"], out["ref_z"], rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(out["st_proba"], out["ref_st_proba"], rtol=1e-8, atol=1e-10)
     assert "inducing_points=M" in out["refused"]
     assert "numpy arrays only" in out["regressor"]

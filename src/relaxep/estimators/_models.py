@@ -30,7 +30,13 @@ from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import SparseFit
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, scored
-from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, local_batches, row_sites
+from relaxep.estimators._stochastic import (
+    StochasticOptions,
+    feature_scale,
+    learn_stochastic,
+    local_batches,
+    row_sites,
+)
 from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
 from relaxep.inference.warm import Sites, WarmStarts
@@ -273,7 +279,7 @@ def fit_sparse_model(
     steps = StochasticOptions.for_steps(plan.maxiter)
     batches = local_batches(X, y, steps.batch_size, plan.rng, plan.n_jobs)
     learned = learn_stochastic(
-        kernel, likelihood, plan.Z, y.shape[0], np.std(X, axis=0), latent_noise, plan.learn_theta, plan.learn_z,
+        kernel, likelihood, plan.Z, y.shape[0], feature_scale(X), latent_noise, plan.learn_theta, plan.learn_z,
         batches, steps, search.report_step,
     )  # fmt: skip
     fitted.kernel_.theta = learned.kernel.theta

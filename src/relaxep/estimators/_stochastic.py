@@ -20,6 +20,7 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._threads import small_matrix_threads
 from relaxep._typing import Array
+from relaxep._xp import namespace, to_numpy
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.inference.stochastic_ep import Step, Sums, TiedSites, minibatch_sums, sites_of_rows
@@ -107,9 +108,21 @@ def local_batches(
             state["order"], state["cursor"] = rng.permutation(n), 0
         idx = state["order"][state["cursor"] : state["cursor"] + b]
         state["cursor"] += b
-        return minibatch_sums(step, X[idx], y[idx], n_jobs)
+        return minibatch_sums(step, _rows(X, idx), y[idx], n_jobs)
 
     return evaluate
+
+
+def _rows(X: Array, idx: Array) -> Array:
+    """The rows ``idx`` of ``X``, in ``X``'s array library and on its device (:mod:`relaxep._xp`)."""
+    xp, numpy = namespace(X)
+    return X[idx] if numpy else xp.take(X, xp.asarray(idx, device=X.device), axis=0)
+
+
+def feature_scale(X: Array) -> Array:
+    """The features' standard deviations, on the host."""
+    xp, numpy = namespace(X)
+    return np.std(X, axis=0) if numpy else to_numpy(xp.std(X, axis=0))
 
 
 def learn_stochastic(

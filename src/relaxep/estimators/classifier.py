@@ -272,11 +272,13 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary sparse model at a fixed
         kernel; anything else is refused, naming the supported path."""
         fixed = self.optimizer is None or (self.kernel is not None and self.kernel.n_dims == 0)
-        if classes.size > 2 or self.inducing_points is None or not fixed:
+        stochastic = isinstance(self.optimizer, str) and self.optimizer in ("stochastic", "auto")
+        if classes.size > 2 or self.inducing_points is None or not (fixed or stochastic):
             raise TypeError(
                 "X: on arrays other than numpy's (scikit-learn's array_api_dispatch) GPClassifier fits a binary "
-                "sparse model at a fixed kernel (inducing_points=M, optimizer=None, RBF or ConstantKernel * RBF); "
-                "dense models, learned hyperparameters and more than two classes need numpy arrays"
+                "sparse model (inducing_points=M, an RBF or ConstantKernel * RBF kernel) at a fixed kernel "
+                "(optimizer=None) or learned by the stochastic search (optimizer='stochastic'); dense models, "
+                "L-BFGS-B and more than two classes need numpy arrays"
             )
 
     def _at(self, X: ArrayLike, method: str) -> tuple[Any, Any]:
@@ -316,6 +318,11 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=self.kernel_.n_dims,
             n_jobs=self.n_jobs,
         )  # fmt: skip
+        if plan.learns and not plan.stochastic and not namespace(X)[1]:
+            raise TypeError(
+                f"optimizer={self.optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
+                "libraries pass optimizer='stochastic' or None"
+            )
         search = self._search(plan.method)
         model, report = fit_sparse_model(
             plan, _BinaryModel, self.kernel_, likelihood, rule, search, X, y_binary, self.jitter, **options

@@ -54,8 +54,9 @@ from scipy import linalg
 from relaxep._blas import rows_solve_lower
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
+from relaxep._xp import namespace, on_device_of, solve_lower, to_numpy
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import chunks, solve_rows
+from relaxep.posterior._sparse_linalg import CHUNK, DEVICE_ROWS, chunks, row_squares, solve_rows
 from relaxep.posterior.sparse_gradient import _cross_terms, _in_theta_order, _inducing_terms, _rbf
 from relaxep.sites import site_from_tilted
 
@@ -126,11 +127,19 @@ def minibatch_terms(
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring)."""
     A, K_bu = _whitened_rows(kern, X, Z, L_uu)
-    g = np.maximum(kern.constant + noise - np.einsum("ij,ij->i", A, A), 0.0)
-    AS = A @ S
-    r = np.einsum("ij,ij->i", AS, A)
+    xp, numpy = namespace(A)
+    if numpy:
+        g = np.maximum(kern.constant + noise - np.einsum("ij,ij->i", A, A), 0.0)
+        AS = A @ S
+        r = np.einsum("ij,ij->i", AS, A)
+    else:  # another array library: the rows' algebra there, the likelihood's moments on the host
+        g = kern.constant + noise - row_squares(A)
+        g = xp.maximum(g, xp.zeros_like(g))
+        AS = A @ S
+        r = xp.sum(AS * A, axis=1)
     mu = A @ m
     s = r + g
+    mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)
     t = likelihood.log_z(y, mu, s)
     return Terms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
 
@@ -152,9 +161,15 @@ def _row_gradient(
     :math:`H = \partial E/\partial K_{bu} = G_A L_{uu}^{-1}`) and the constant's, the length scales' and
     ``Z``'s terms through :math:`K_{bu}` and :math:`k_{ii}`."""
     ds = 0.5 * (terms.d2 + terms.d1**2)
-    G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
-    H = rows_solve_lower(L_uu, G_A)  # G_A L^-1 = dE/dK_bu
-    return (H.T @ terms.A, *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
+    xp, numpy = namespace(terms.A)
+    if numpy:
+        G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
+        H = rows_solve_lower(L_uu, G_A)  # G_A L^-1 = dE/dK_bu
+        return (H.T @ terms.A, *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
+    d1, ds = on_device_of(terms.d1, terms.A), on_device_of(ds, terms.A)
+    G_A = d1[:, None] * m[None, :] + 2.0 * ds[:, None] * (terms.AS - terms.A)
+    H = solve_lower(xp, L_uu, G_A.T, trans=True).T
+    return (to_numpy(H.T @ terms.A), *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
 
 
 def _inducing_gradient(
@@ -226,9 +241,9 @@ MINIBATCH_BLOCK = 256
 def minibatch_sums(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> Sums:
     """:class:`Sums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
     threads, added in block order, then the minibatch's :math:`M \times M` terms once."""
-    parts = fold_blocks(
-        lambda c: _block_sums(step, X[c], y[c]), list(chunks(y.shape[0], MINIBATCH_BLOCK)), n_jobs, _add_sums
-    )
+    on, numpy = _step_on(step, X)
+    blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if numpy else [slice(0, y.shape[0])]
+    parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
     count, log_z, lam, eta, gradient = parts
     out = Sums(count, log_z, 0.5 * (lam + lam.T), eta)
     if step.gradient:
@@ -246,7 +261,20 @@ def _block_sums(step: Step, X: Array, y: Array) -> tuple:
     if step.gradient:
         g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
         gradient = (*_row_gradient(step.view, terms, X, step.Z, step.L_uu, step.m), g_lik)
-    return y.shape[0], float(np.sum(terms.log_z)), (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta, gradient
+    w, beta = on_device_of(w, terms.A), on_device_of(beta, terms.A)
+    lam, eta = (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta
+    return y.shape[0], float(np.sum(terms.log_z)), to_numpy(lam), to_numpy(eta), gradient
+
+
+def _step_on(step: Step, X: Array) -> tuple[Step, bool]:
+    """``step`` with its arrays in ``X``'s array library and on its device, and whether that is numpy."""
+    numpy = namespace(X)[1]
+    if numpy:
+        return step, True
+    Z, K_uu, L_uu, S, m = (
+        on_device_of(np.asarray(a, dtype=float), X) for a in (step.Z, step.K_uu, step.L_uu, step.S, step.m)
+    )
+    return Step(step.view, step.likelihood, Z, K_uu, L_uu, step.noise, S, m, step.gradient), False
 
 
 def _add_sums(a: tuple, b: tuple) -> tuple:
@@ -258,10 +286,11 @@ def sites_of_rows(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> tup
     r"""Every row's site :math:`(\tilde\tau_i, \tilde\nu_i)` from the cavity of ``step`` (module docstring),
     in row chunks on ``n_jobs`` threads (:mod:`relaxep._threads`): :math:`O(nM^2)`."""
     tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
+    on, numpy = _step_on(step, X)
 
     def block(c: slice) -> None:
-        t = minibatch_terms(step.view, step.likelihood, X[c], y[c], step.Z, step.L_uu, step.noise, step.S, step.m)
+        t = minibatch_terms(on.view, on.likelihood, X[c, :], y[c], on.Z, on.L_uu, on.noise, on.S, on.m)
         tau[c], nu[c] = site_from_tilted(t.d1, t.d2, t.mu, t.s)
 
-    each_block(block, list(chunks(y.shape[0])), n_jobs)
+    each_block(block, list(chunks(y.shape[0], CHUNK if numpy else DEVICE_ROWS)), n_jobs if numpy else 1)
     return tau, nu

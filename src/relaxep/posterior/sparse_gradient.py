@@ -35,6 +35,7 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._threads import fold_blocks
 from relaxep._typing import Array
+from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.posterior._kernels import SparseKernel, as_sparse_kernel
 from relaxep.posterior._kernels import rbf as _rbf
 from relaxep.posterior._sparse_linalg import add_weighted_gram, chunks, symmetric_from_lower
@@ -102,6 +103,13 @@ def _cross_terms(
     r"""The constant's, the length scales' and ``Z``'s terms from :math:`\partial E/\partial K_{fu}` and
     :math:`\partial E/\partial k_{ii}` (``k_ii = c``: the latent noise does not move)."""
     gk = g_fu * K_fu
+    xp, numpy = namespace(gk)
+    if not numpy:  # another array library (relaxep._xp): the same contractions there, the sums back on the host
+        Zd, ell2 = on_device_of(np.asarray(Z, dtype=float), gk), on_device_of(kern.length_scale**2, gk)
+        row_sum, col_sum, gk_b = xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X
+        sq = (row_sum @ (X * X) - 2.0 * xp.sum(Zd * gk_b, axis=0) + col_sum @ (Zd * Zd)) / ell2
+        dz = (gk_b - col_sum[:, None] * Zd) / ell2
+        return float(xp.sum(gk) + xp.sum(c) * kern.constant), to_numpy(sq), to_numpy(dz)
     sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
     return float(gk.sum() + c.sum() * kern.constant), sq, dz
 
