@@ -312,3 +312,23 @@ def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(lib
     np.testing.assert_allclose(out["st_proba"], out["ref_st_proba"], rtol=1e-8, atol=1e-10)
     assert "inducing_points=M" in out["refused"]
     assert "numpy arrays only" in out["regressor"]
+
+
+def test_a_sparse_prior_that_cannot_fit_on_the_device_is_refused_before_the_allocation(dispatch, monkeypatch):
+    from sklearn.gaussian_process.kernels import RBF
+
+    from relaxep import MemoryLimitError
+    from relaxep.posterior import SparsePrior, _kernels
+
+    monkeypatch.delenv("RELAXEP_MAX_MEMORY", raising=False)
+    monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e6)  # a device with 1 MB free
+    calls = []
+    real = _kernels.rbf
+    monkeypatch.setattr(_kernels, "rbf", lambda *a: calls.append(1) or real(*a))
+    X = _strict(np.random.default_rng(8).normal(size=(2000, 2)))
+    with pytest.raises(MemoryLimitError, match=r"n = 2000 rows with M = 50.*fewer inducing inputs"):
+        SparsePrior(X, np.random.default_rng(9).normal(size=(50, 2)), RBF(1.0))
+    assert not calls  # refused before the kernel was evaluated
+    monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e9)  # room for it: built there
+    assert not isinstance(SparsePrior(X, np.random.default_rng(9).normal(size=(50, 2)), RBF(1.0)).Vt, np.ndarray)
+    assert calls

@@ -16,6 +16,7 @@ host (DLPack), which is exact and only as fast as the host.
 
 from __future__ import annotations
 
+import os
 from types import ModuleType
 from typing import Any
 
@@ -23,7 +24,18 @@ import numpy as np
 import scipy.special
 from scipy import linalg
 
-__all__ = ["cholesky_lower", "erfcx", "is_numpy", "log_ndtr", "namespace", "on_device_of", "solve_lower", "to_numpy"]
+__all__ = [
+    "check_device_memory",
+    "cholesky_lower",
+    "device_free_memory",
+    "erfcx",
+    "is_numpy",
+    "log_ndtr",
+    "namespace",
+    "on_device_of",
+    "solve_lower",
+    "to_numpy",
+]
 
 
 def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
@@ -92,6 +104,38 @@ def on_device_of(values: np.ndarray, like: Any, *, keep_dtype: bool = False) -> 
         return values
     dtype = None if keep_dtype else like.dtype
     return xp.asarray(values, dtype=dtype, device=getattr(like, "device", None))
+
+
+# ------------------------------------------------------------------ memory
+def device_free_memory(like: Any) -> float | None:
+    """Free bytes on ``like``'s device (a CUDA GPU through PyTorch or CuPy); ``None`` elsewhere (the host's
+    memory is :mod:`relaxep._memory`'s)."""
+    library = type(like).__module__.split(".")[0]
+    if library == "torch" and getattr(like, "is_cuda", False):
+        import torch
+
+        return float(torch.cuda.mem_get_info(like.device)[0])
+    if library == "cupy":
+        return float(like.device.mem_info[0])
+    return None
+
+
+def check_device_memory(like: Any, nbytes: float, what: str, remedy: str) -> None:
+    """Refuse, before allocating, a computation of ``nbytes`` on ``like``'s device: a
+    :class:`~relaxep.MemoryLimitError` with the bytes and the remedy, not an out-of-memory error from deep
+    inside the library.  On the host, :func:`relaxep._memory.check_memory`."""
+    from relaxep._memory import ENV_VAR, check_memory, format_bytes
+    from relaxep.errors import MemoryLimitError
+
+    free = device_free_memory(like)
+    if free is None or os.environ.get(ENV_VAR) is not None:
+        check_memory(nbytes, what, remedy)
+        return
+    if nbytes > free:
+        raise MemoryLimitError(
+            f"{what} needs about {format_bytes(nbytes)} on the device, more than its {format_bytes(free)} free: "
+            f"{remedy}."
+        )
 
 
 # ------------------------------------------------------------------ linear algebra

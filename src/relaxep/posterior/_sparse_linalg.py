@@ -21,7 +21,7 @@ from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
-from relaxep._xp import cholesky_lower, namespace, on_device_of, solve_lower
+from relaxep._xp import check_device_memory, cholesky_lower, namespace, on_device_of, solve_lower
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 
 __all__ = [
@@ -324,6 +324,11 @@ DEVICE_ROWS = 1 << 18
 
 
 def _device_rows(xp: Any, kernel: Any, X: Array, Z: Array, L_uu: Array, latent_noise: float) -> tuple:
+    n, m = X.shape[0], Z.shape[0]
+    check_device_memory(  # V^T, a refresh's two n x M temporaries and a block of K_Xu
+        X, 8.0 * m * (3.0 * n + 2.0 * min(n, DEVICE_ROWS)), f"a sparse GP on n = {n} rows with M = {m} inducing inputs",
+        "use fewer inducing inputs (M), or fit on the CPU with numpy arrays (memory O(n M) there too)",
+    )  # fmt: skip
     L_dev = on_device_of(L_uu, X)
     rows, diag = [], []
     for c in chunks(X.shape[0], DEVICE_ROWS):
