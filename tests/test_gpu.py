@@ -1,0 +1,67 @@
+"""The array-API path on a CUDA GPU (PyTorch or CuPy): skipped cleanly without one.
+
+The same checks as ``tests/test_xp.py`` (which runs them on the CPU with array-api-strict and PyTorch),
+on the device: the FITC posterior and a classifier's probabilities equal numpy's to 1e-8, and the
+arrays stay on the device."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+if not torch.cuda.is_available():
+    pytest.skip("no CUDA device", allow_module_level=True)
+
+import relaxep._xp as rxp  # noqa: E402
+from relaxep.posterior import SparsePrior  # noqa: E402
+
+
+@pytest.fixture
+def dispatch(monkeypatch):
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+
+
+def test_the_fitc_posterior_on_the_gpu_is_numpys(dispatch):
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    rng = np.random.default_rng(0)
+    X, Z = rng.normal(size=(5000, 4)), rng.normal(size=(60, 4))
+    tau, nu = rng.uniform(0.1, 2.0, 5000), rng.normal(size=5000)
+    kernel = C(1.5) * RBF(1.1)
+    want = SparsePrior(X, Z, kernel).posterior(tau, nu)
+    got = SparsePrior(torch.asarray(X, device="cuda"), Z, kernel).posterior(tau, nu)
+    assert got.prior.Vt.is_cuda and got.chol_b.is_cuda
+    np.testing.assert_allclose(got.mean, want.mean, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(got.marginal_var, want.marginal_var, rtol=1e-8)
+    assert got.log_det_b() == pytest.approx(want.log_det_b(), rel=1e-10)
+
+
+def test_a_classifier_fitted_on_the_gpu_predicts_as_on_numpy():
+    code = """
+import numpy as np, sklearn, torch, warnings
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
+from relaxep import GPClassifier, Probit
+warnings.simplefilter("ignore")
+rng = np.random.default_rng(1)
+X = rng.normal(size=(20000, 3)); y = (X[:, 0] + 0.4 * rng.normal(size=20000) > 0).astype(np.int64)
+Xt = rng.normal(size=(500, 3))
+for optimizer in (None, "stochastic"):
+    make = lambda: GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=50, optimizer=optimizer,
+                                optimizer_maxiter=100, random_state=0)
+    ref = make().fit(X, y).predict_proba(Xt)
+    with sklearn.config_context(array_api_dispatch=True):
+        p = make().fit(torch.asarray(X, device="cuda"), torch.asarray(y, device="cuda")).predict_proba(
+            torch.asarray(Xt, device="cuda"))
+    assert p.is_cuda
+    print(float(np.max(np.abs(p.cpu().numpy() - ref))))
+"""
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    gaps = [float(v) for v in out.stdout.split()]
+    assert len(gaps) == 2 and max(gaps) < 1e-8
