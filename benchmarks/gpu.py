@@ -41,9 +41,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse import bayes, problem, scores
-
-STEPS, LR = 2000, 0.01
+from sparse import SVGP_STEPS, bayes, problem, run_gpytorch, scores
 
 
 def _sync(torch: object, device: object) -> None:
@@ -112,56 +110,10 @@ def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) ->
     return rows
 
 
-def gpytorch_row(torch: object, device: object, n: int, M: int, batch: int, steps: int = STEPS) -> tuple:
-    import gpytorch
-
-    from relaxep.estimators._inducing import initial_inducing_points
-
-    torch.manual_seed(0)  # type: ignore[attr-defined]
-    X, y, Xt, yt, _ = problem(n)
-    start = time.perf_counter()
-    Z = initial_inducing_points(X, M, "kmeans", np.random.RandomState(0))
-
-    class Model(gpytorch.models.ApproximateGP):
-        def __init__(self, inducing: object) -> None:
-            q = gpytorch.variational.CholeskyVariationalDistribution(inducing.size(0))  # type: ignore[attr-defined]
-            strategy = gpytorch.variational.VariationalStrategy(self, inducing, q, learn_inducing_locations=True)
-            super().__init__(strategy)
-            self.mean_module = gpytorch.means.ZeroMean()
-            self.covar_module = gpytorch.kernels.ScaleKernel(gpytorch.kernels.RBFKernel())
-
-        def forward(self, x: object) -> object:
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
-
-    as_t = lambda a: torch.as_tensor(a, dtype=torch.float64, device=device)  # type: ignore[attr-defined]  # noqa: E731
-    Xtr, ytr = as_t(X), as_t((y > 0).astype(float))
-    model = Model(as_t(Z)).double().to(device)
-    model.covar_module.outputscale = 1.0
-    model.covar_module.base_kernel.lengthscale = 1.0
-    likelihood = gpytorch.likelihoods.BernoulliLikelihood().double().to(device)
-    elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
-    opt = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=LR)  # type: ignore[attr-defined]
-    model.train()
-    likelihood.train()
-    gen = np.random.default_rng(0)
-    order, cursor = gen.permutation(n), 0
-    for _ in range(steps):
-        if cursor + batch > n:
-            order, cursor = gen.permutation(n), 0
-        idx = torch.as_tensor(order[cursor : cursor + batch], device=device)  # type: ignore[attr-defined]
-        cursor += batch
-        opt.zero_grad()
-        loss = -elbo(model(Xtr[idx]), ytr[idx])
-        loss.backward()
-        opt.step()
-    _sync(torch, device)
-    fit = time.perf_counter() - start
-    model.eval()
-    likelihood.eval()
-    start = time.perf_counter()
-    with torch.no_grad(), gpytorch.settings.fast_pred_var():  # type: ignore[attr-defined]
-        p1 = likelihood(model(as_t(Xt))).mean.cpu().numpy().ravel()
-    return (f"GPyTorch SVGP, {steps} Adam steps, batch {batch}", fit, time.perf_counter() - start, *scores(p1, yt), "")
+def gpytorch_row(device: object, n: int, M: int, batch: int, steps: int) -> tuple:
+    """GPyTorch's SVGP as ``benchmarks/sparse.py`` runs it, on ``device`` with torch's own threads."""
+    fit, predict, p1, _ = run_gpytorch(n, M, device=str(device), batch=batch, steps=steps, threads=None)
+    return (f"GPyTorch SVGP, {steps} Adam steps, batch {batch}", fit, predict, *scores(p1, problem(n)[3]), "")
 
 
 def main() -> None:
@@ -170,7 +122,7 @@ def main() -> None:
     parser.add_argument("--inducing", type=int, default=200)
     parser.add_argument("--cpu-max", type=int, default=1_000_000, help="numpy row only up to this many rows")
     parser.add_argument("--batches", type=int, nargs="*", default=[1000, 10_000])
-    parser.add_argument("--steps", type=int, default=STEPS, help="SVGP's Adam steps (a smoke test takes fewer)")
+    parser.add_argument("--steps", type=int, default=SVGP_STEPS, help="SVGP's Adam steps (a smoke test takes fewer)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -190,7 +142,7 @@ def main() -> None:
         "|---|---:|---:|---:|---:|---:|",
     ]
     rows = relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)
-    rows += [gpytorch_row(torch, device, args.n, args.inducing, b, args.steps) for b in args.batches]
+    rows += [gpytorch_row(device, args.n, args.inducing, b, args.steps) for b in args.batches]
     for name, fit, predict, error, nll_, sweeps in rows:
         cells = [f"{v:.3g}" for v in (fit, predict)] + [f"{v:.4f}" for v in (error, nll_)]
         cells = ["" if c == "nan" else c for c in cells]

@@ -195,16 +195,19 @@ def run_svgp(n: int, M: int) -> tuple[float, float, np.ndarray, str]:
     return fit_time, time.perf_counter() - start, p1, kern
 
 
-def run_gpytorch(n: int, M: int) -> tuple[float, float, np.ndarray, str]:
+def run_gpytorch(
+    n: int, M: int, device: str = "cpu", batch: int = SVGP_BATCH, steps: int = SVGP_STEPS, threads: int | None = 1
+) -> tuple[float, float, np.ndarray, str]:
     """GPyTorch's SVGP with the settings of :func:`run_svgp` (``ScaleKernel(RBFKernel)``, Bernoulli
     likelihood with its probit link, whitened Cholesky variational distribution, learned inducing
-    inputs, ``VariationalELBO``), one torch thread."""
+    inputs, ``VariationalELBO``), float64 on ``device``, ``threads`` torch threads (``None``: torch's)."""
     import gpytorch
     import torch
 
     from relaxep.estimators._inducing import initial_inducing_points
 
-    torch.set_num_threads(1)
+    if threads is not None:
+        torch.set_num_threads(threads)
     torch.manual_seed(0)
     X, y, Xt, _, _ = problem(n)
     start = time.perf_counter()
@@ -221,32 +224,37 @@ def run_gpytorch(n: int, M: int) -> tuple[float, float, np.ndarray, str]:
         def forward(self, x: torch.Tensor) -> gpytorch.distributions.MultivariateNormal:
             return gpytorch.distributions.MultivariateNormal(self.mean_module(x), self.covar_module(x))
 
-    Xtr, ytr = torch.as_tensor(X), torch.as_tensor((y > 0).astype(float))
-    model = Model(torch.as_tensor(Z)).double()
+    def as_t(a: np.ndarray) -> torch.Tensor:
+        return torch.as_tensor(a, dtype=torch.float64, device=device)
+
+    Xtr, ytr = as_t(X), as_t((y > 0).astype(float))
+    model = Model(as_t(Z)).double().to(device)
     model.covar_module.outputscale = 1.0
     model.covar_module.base_kernel.lengthscale = 1.0
-    likelihood = gpytorch.likelihoods.BernoulliLikelihood().double()
+    likelihood = gpytorch.likelihoods.BernoulliLikelihood().double().to(device)
     elbo = gpytorch.mlls.VariationalELBO(likelihood, model, num_data=n)
     opt = torch.optim.Adam([*model.parameters(), *likelihood.parameters()], lr=SVGP_LR)
     model.train()
     likelihood.train()
     gen = np.random.default_rng(0)
     order, cursor = gen.permutation(n), 0
-    for _ in range(SVGP_STEPS):
-        if cursor + SVGP_BATCH > n:
+    for _ in range(steps):
+        if cursor + batch > n:
             order, cursor = gen.permutation(n), 0
-        idx = torch.as_tensor(order[cursor : cursor + SVGP_BATCH])
-        cursor += SVGP_BATCH
+        idx = torch.as_tensor(order[cursor : cursor + batch], device=device)
+        cursor += batch
         opt.zero_grad()
         loss = -elbo(model(Xtr[idx]), ytr[idx])
         loss.backward()
         opt.step()
+    if str(device).startswith("cuda"):
+        torch.cuda.synchronize()
     fit_time = time.perf_counter() - start
     model.eval()
     likelihood.eval()
     start = time.perf_counter()
     with torch.no_grad(), gpytorch.settings.fast_pred_var():
-        p1 = likelihood(model(torch.as_tensor(Xt))).mean.numpy().ravel()
+        p1 = likelihood(model(as_t(Xt))).mean.cpu().numpy().ravel()
     kern = f"{float(model.covar_module.outputscale):.3g} * RBF({float(model.covar_module.base_kernel.lengthscale):.3g})"
     return fit_time, time.perf_counter() - start, p1, kern
 
