@@ -178,3 +178,56 @@ def test_a_forked_child_runs_its_blocks_on_its_own_threads():
 
 def _blocks_in_child() -> list:
     return fold_blocks(lambda i: [i * i], [0, 1, 2, 3], 2, lambda a, b: a + b)
+
+
+def test_limits_entered_and_left_out_of_order_by_two_threads_give_the_callers_setting_back():
+    """Thread A enters, B enters, A leaves, B leaves: the caller's setting is back at the end
+    (threadpoolctl's limits are the process's; OpenBLAS may ignore a setting made from a second thread,
+    so what B's block sees in between is not asserted)."""
+    from relaxep._threads import small_matrix_threads
+
+    a_in, b_in, a_out = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def first():
+        with small_matrix_threads():
+            a_in.set()
+            b_in.wait(10)
+        a_out.set()
+
+    def second():
+        a_in.wait(10)
+        with small_matrix_threads():
+            b_in.set()
+            a_out.wait(10)
+            seen["after A left"] = _blas_threads()
+
+    caller = _blas_threads()
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(20)
+    assert "after A left" in seen
+    assert _blas_threads() == caller  # (each context restoring its own saved setting left BLAS at one thread)
+
+
+def test_one_vs_rest_keeps_n_jobs_1_on_one_thread():
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(90, 2))
+    y = np.repeat([0, 1, 2], 30)
+    clf = GPClassifier(C(1.0) * RBF(1.0), multi_class="one_vs_rest", optimizer=None, n_jobs=1).fit(X, y)
+    assert [e.n_jobs for e in clf.estimators_] == [1, 1, 1]
+
+
+def test_the_gil_free_blas_refuses_a_factor_of_the_wrong_size():
+    rows = np.ones((4, 5))
+    with pytest.raises(ValueError, match="5 x 5"):
+        rows_times_lower_t(np.eye(3), rows)
+    with pytest.raises(ValueError, match="5 x 5"):
+        syrk_rows(np.zeros((3, 3), order="F"), rows, 1.0)
+    post = SparsePrior(
+        np.random.default_rng(5).normal(size=(20, 2)), np.zeros((5, 2)) + np.arange(5)[:, None], RBF(1.0)
+    )
+    with pytest.raises(ValueError, match=r"K_\*u must have shape \(m, 5\)"):
+        post.posterior().predict_latent_cov(np.ones((3, 300)), np.eye(3))

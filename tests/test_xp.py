@@ -254,11 +254,16 @@ Z, X_test = X[::20].copy(), rng.normal(size=(50, 2))
 def make():
     return GPClassifier(C(1.5) * RBF(0.9), Probit(), inducing_points=Z, optimizer=None)
 ref = make().fit(X, y)
+if sys.argv[1] == "torch":  # a CUDA tensor cannot become a numpy array implicitly: neither may these
+    def _refuse(*args, **kwargs):
+        raise TypeError("implicit conversion of a torch tensor to numpy")
 out = {}
 st_ref = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=Z, optimizer="stochastic", optimizer_maxiter=40,
                       random_state=0).fit(X, y)
 out["ref_theta"], out["ref_z"] = st_ref.kernel_.theta.tolist(), st_ref.inducing_points_.tolist()
 out["ref_st_proba"] = st_ref.predict_proba(X_test)[:, 1].tolist()
+if sys.argv[1] == "torch":
+    torch.Tensor.__array__ = _refuse
 with sklearn.config_context(array_api_dispatch=True):
     clf = make().fit(lib(X), lib(y))
     p = clf.predict_proba(lib(X_test))
@@ -332,3 +337,20 @@ def test_a_sparse_prior_that_cannot_fit_on_the_device_is_refused_before_the_allo
     monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e9)  # room for it: built there
     assert not isinstance(SparsePrior(X, np.random.default_rng(9).normal(size=(50, 2)), RBF(1.0)).Vt, np.ndarray)
     assert calls
+
+
+def test_float32_inputs_are_computed_in_float64(dispatch):
+    torch = pytest.importorskip("torch")
+    from sklearn.gaussian_process.kernels import RBF
+
+    from relaxep.posterior import SparsePrior
+
+    X = np.random.default_rng(10).normal(size=(50, 2))
+    prior = SparsePrior(torch.asarray(X, dtype=torch.float32), X[:5], RBF(1.0))
+    assert prior.Vt.dtype == torch.float64
+
+
+def test_jax_numpy_is_not_numpy():
+    import types
+
+    assert rxp.is_numpy(np) and not rxp.is_numpy(types.ModuleType("jax.numpy"))

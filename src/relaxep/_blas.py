@@ -69,7 +69,10 @@ def syrk_rows(gram: Array, rows: Array, alpha: float) -> Array:
     r"""``gram`` :math:`+\ \alpha Y^\top Y` in its lower triangle, in place (``gram``: Fortran-ordered ``M x M``)."""
     n, m = rows.shape
     rows = np.ascontiguousarray(rows, dtype=np.float64)
-    if _C is None or not gram.flags.f_contiguous:  # pragma: no cover - old scipy
+    if gram.shape != (m, m):
+        raise ValueError(f"gram must be {m} x {m} for rows of {m} columns, got shape {gram.shape}")
+    usable = gram.dtype == np.float64 and gram.flags.f_contiguous and gram.flags.writeable
+    if _C is None or not usable:  # scipy's wrapper copies or refuses what BLAS cannot write in place
         return dsyrk(alpha, rows.T, beta=1.0, c=gram, trans=0, lower=1, overwrite_c=1)
     if n:
         ld = _INT(max(m, 1))
@@ -82,6 +85,8 @@ def _triangular(name: str, lower: Array, rows: Array, trans: bytes = b"N") -> Ar
     """``dtrmm``/``dtrsm`` from the left (``op(L) = L`` or, ``trans="T"``, :math:`L^\top`) on the Fortran
     ``M x n`` view of a copy of the C-ordered rows."""
     n, m = rows.shape
+    if lower.shape != (m, m):
+        raise ValueError(f"the triangular factor must be {m} x {m} for rows of {m} columns, got shape {lower.shape}")
     out = np.array(rows, dtype=np.float64, order="C")  # a copy: the caller's rows are not written
     lower = np.asfortranarray(lower, dtype=np.float64)
     if n:

@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 import threading
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
-from contextlib import AbstractContextManager, nullcontext
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from functools import lru_cache
 from itertools import islice
 from numbers import Integral
@@ -52,9 +52,30 @@ def _controller() -> ThreadpoolController:
     return _CONTROLLER
 
 
-def small_matrix_threads() -> AbstractContextManager:
-    """A context in which BLAS uses one thread (the caller's limits are restored on exit)."""
-    return _controller().limit(limits=1, user_api="blas")
+@contextmanager
+def small_matrix_threads() -> Iterator[None]:
+    """A context in which BLAS uses one thread, the caller's limits restored when the last such context
+    ends.  threadpoolctl's limits are the process's: contexts entered and left by several threads out of
+    order would restore each other's saved setting, and could leave BLAS at one thread for good.  So
+    the first context in sets the limit and the last one out restores it (a count under a lock)."""
+    global _DEPTH, _LIMITER
+    with _LIMIT_LOCK:
+        if _DEPTH == 0:
+            _LIMITER = _controller().limit(limits=1, user_api="blas")
+        _DEPTH += 1
+    try:
+        yield
+    finally:
+        with _LIMIT_LOCK:
+            _DEPTH -= 1
+            if _DEPTH == 0 and _LIMITER is not None:
+                _LIMITER.restore_original_limits()
+                _LIMITER = None
+
+
+_LIMIT_LOCK = threading.Lock()
+_DEPTH = 0
+_LIMITER: Any = None
 
 
 #: a dense posterior of this many sites or more factorises with the caller's BLAS threads; below, with one.
@@ -73,8 +94,8 @@ def fit_threads(n_sites: int, dense: bool) -> AbstractContextManager:
 
 
 def n_threads(n_jobs: int | None) -> int:
-    """The thread count ``n_jobs`` asks for on this machine (module docstring); ``ValueError`` naming
-    ``n_jobs`` for 0, a non-integer or a negative count beyond the cores."""
+    """The thread count ``n_jobs`` asks for on this machine (module docstring; a negative count beyond the
+    cores gives 1); ``ValueError`` naming ``n_jobs`` for 0 or a non-integer."""
     cores = _cores()
     if n_jobs is None:
         env = os.environ.get("OMP_NUM_THREADS", "")
@@ -156,10 +177,10 @@ def _pool(threads: int) -> ThreadPoolExecutor:
 
 
 def _forget_pools() -> None:
-    """In a forked child: it has the dict but not the threads, and the lock may have been held at the fork."""
-    global _POOLS_LOCK
+    """In a forked child: it has the dict but not the threads, and the locks may have been held at the fork."""
+    global _POOLS_LOCK, _LIMIT_LOCK
     _POOLS.clear()
-    _POOLS_LOCK = threading.Lock()
+    _POOLS_LOCK, _LIMIT_LOCK = threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):

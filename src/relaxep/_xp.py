@@ -61,7 +61,7 @@ def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
 
 def is_numpy(xp: ModuleType) -> bool:
     """Whether ``xp`` is numpy (or array-api-compat's wrapper of it)."""
-    return xp is np or getattr(xp, "__name__", "").endswith("numpy")
+    return xp is np or getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")  # (not jax.numpy)
 
 
 def _dispatch() -> bool:

@@ -250,7 +250,7 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         if classes.size > 2 and self.multi_class == "one_vs_rest":
             params = self.get_params(deep=False)
             processes = 1 if self.n_jobs is None else min(n_threads(self.n_jobs), classes.size)
-            params["n_jobs"] = None if processes == 1 else max(1, n_threads(self.n_jobs) // processes)
+            params["n_jobs"] = self.n_jobs if processes == 1 else max(1, n_threads(self.n_jobs) // processes)
             model = _OneVsRest(lambda: type(self)(**params), processes)
             model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_

@@ -231,7 +231,7 @@ def _check_inputs(A: ArrayLike, name: str) -> Array:
             A = np.array(A, dtype=float)
         except (TypeError, ValueError) as exc:
             raise TypeError(f"{name} must be a numeric array, got {type(A).__name__}") from exc
-    elif not xp.isdtype(A.dtype, "real floating"):
+    elif A.dtype != xp.float64:
         A = xp.astype(A, xp.float64)  # float64 on every device
     if A.ndim != 2 or A.shape[0] == 0:
         raise ValueError(f"{name} must be a non-empty 2-d array (rows are inputs), got shape {A.shape}")
@@ -363,6 +363,8 @@ class SparsePosterior(Posterior):
         :math:`A = L_{uu}^{-1}K_{u*}`, :math:`R = L_B^{-1}A` (:meth:`predict_latent`'s, jointly; memory
         :math:`O(m^2 + mM)`)."""
         p = self.prior
+        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
+            raise ValueError(f"K_*u must have shape (m, {p.n_inducing}), got {cross_kernel.shape}")
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
         a = solve_rows(p.L_uu, cross_kernel)
         r = multiply_rows(self._chol_inv, a)

@@ -105,7 +105,8 @@ def _cross_terms(
     gk = g_fu * K_fu
     xp, numpy = namespace(gk)
     if not numpy:  # another array library (relaxep._xp): the same contractions there, the sums back on the host
-        Zd, ell2 = on_device_of(np.asarray(Z, dtype=float), gk), on_device_of(kern.length_scale**2, gk)
+        Zd = Z if not namespace(Z)[1] else on_device_of(np.asarray(Z, dtype=float), gk)  # (no implicit transfer)
+        ell2 = on_device_of(kern.length_scale**2, gk)
         row_sum, col_sum, gk_b = xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X
         sq = (row_sum @ (X * X) - 2.0 * xp.sum(Zd * gk_b, axis=0) + col_sum @ (Zd * Zd)) / ell2
         dz = (gk_b - col_sum[:, None] * Zd) / ell2
