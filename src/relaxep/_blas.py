@@ -83,10 +83,13 @@ def syrk_rows(gram: Array, rows: Array, alpha: float) -> Array:
 
 def _triangular(name: str, lower: Array, rows: Array, trans: bytes = b"N") -> Array:
     """``dtrmm``/``dtrsm`` from the left (``op(L) = L`` or, ``trans="T"``, :math:`L^\top`) on the Fortran
-    ``M x n`` view of a copy of the C-ordered rows."""
+    ``M x n`` view of a copy of the C-ordered rows (scipy's wrapper where the C routines cannot be read)."""
     n, m = rows.shape
     if lower.shape != (m, m):
         raise ValueError(f"the triangular factor must be {m} x {m} for rows of {m} columns, got shape {lower.shape}")
+    if _C is None:  # pragma: no cover - old scipy
+        routine = {"dtrmm": dtrmm, "dtrsm": dtrsm}[name]
+        return routine(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=int(trans == b"T"), diag=0).T
     out = np.array(rows, dtype=np.float64, order="C")  # a copy: the caller's rows are not written
     lower = np.asfortranarray(lower, dtype=np.float64)
     if n:
@@ -98,20 +101,14 @@ def _triangular(name: str, lower: Array, rows: Array, trans: bytes = b"N") -> Ar
 
 def rows_times_lower_t(lower: Array, rows: Array) -> Array:
     r""":math:`Y L^\top` (``dtrmm``)."""
-    if _C is None:  # pragma: no cover - old scipy
-        return dtrmm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
     return _triangular("dtrmm", lower, rows)
 
 
 def rows_solve_lower_t(lower: Array, rows: Array) -> Array:
     r""":math:`Y L^{-\top}`, that is :math:`(L^{-1}Y^\top)^\top` (``dtrsm``)."""
-    if _C is None:  # pragma: no cover - old scipy
-        return dtrsm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=0, diag=0).T
     return _triangular("dtrsm", lower, rows)
 
 
 def rows_solve_lower(lower: Array, rows: Array) -> Array:
     r""":math:`Y L^{-1}`, that is :math:`(L^{-\top}Y^\top)^\top` (``dtrsm`` with the factor transposed)."""
-    if _C is None:  # pragma: no cover - old scipy
-        return dtrsm(1.0, lower, np.ascontiguousarray(rows).T, side=0, lower=1, trans_a=1, diag=0).T
     return _triangular("dtrsm", lower, rows, b"T")

@@ -8,8 +8,8 @@ Two kinds of work, two rules (measured in ``benchmarks/results/threads.md``):
   nothing from a BLAS thread pool and pay its start and synchronisation at every call: on 2 cores a
   stochastic fit at 10^5 rows took 31 s with OpenBLAS's default threads against 13 s with one.  Such
   loops run under :func:`small_matrix_threads`: one BLAS thread, the caller's setting given back on exit.
-* **Independent row blocks** (the sparse posterior's :math:`O(nM^2)` passes, the minibatch's rows, the
-  per-site Newton solves) run on :func:`each_block` / :func:`fold_blocks`: a pool of ``n_jobs`` threads
+* **Independent row blocks** (the sparse posterior's :math:`O(nM^2)` passes, the minibatch's rows)
+  run on :func:`each_block` / :func:`fold_blocks`: a pool of ``n_jobs`` threads
   (numpy and scipy release the GIL in BLAS and in their element-wise loops), every block with one BLAS
   thread.  The blocks are fixed by the data, never by the thread count, and their partial sums are added
   in block order, so 1, 2 or 16 threads give the same bits.

@@ -83,7 +83,7 @@ def _library(xp: ModuleType) -> str:
 
 # ------------------------------------------------------------------ host and device
 def to_numpy(x: Any) -> np.ndarray:
-    """A numpy copy of ``x`` on the host (from any library and device)."""
+    """``x`` as a numpy array on the host (from any library and device; a numpy array itself)."""
     if isinstance(x, np.ndarray):
         return x
     library = type(x).__module__.split(".")[0]

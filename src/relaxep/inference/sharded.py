@@ -25,6 +25,7 @@ from relaxep.likelihoods import Likelihood
 from relaxep.posterior._sparse_linalg import (
     factor_b,
     inducing_factor,
+    log_det_of,
     natural_sums,
     predict_rows,
     shard_marginals,
@@ -288,7 +289,7 @@ class ShardedFITC:
             chol, chol_inv, m = factor_b(gram, b)
         except ArithmeticError:
             return None
-        return chol, chol_inv, m, sum(p[2] for p in parts) + 2.0 * float(np.sum(np.log(np.diagonal(chol))))
+        return chol, chol_inv, m, sum(p[2] for p in parts) + log_det_of(chol)
 
     def infer(self) -> ShardedResult:
         """One run of parallel EP over the shards under the warm-start policy (class docstring)."""

@@ -56,7 +56,7 @@ from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, solve_lower, to_numpy
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import CHUNK, DEVICE_ROWS, chunks, row_squares, solve_rows
+from relaxep.posterior._sparse_linalg import CHUNK, DEVICE_ROWS, chunks, row_dots, row_squares, solve_rows
 from relaxep.posterior.sparse_gradient import _cross_terms, _in_theta_order, _inducing_terms, _rbf
 from relaxep.sites import site_from_tilted
 
@@ -126,17 +126,12 @@ def minibatch_terms(
 ) -> Terms:
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring)."""
-    A, K_bu = _whitened_rows(kern, X, Z, L_uu)
-    xp, numpy = namespace(A)
-    if numpy:
-        g = np.maximum(kern.constant + noise - np.einsum("ij,ij->i", A, A), 0.0)
-        AS = A @ S
-        r = np.einsum("ij,ij->i", AS, A)
-    else:  # another array library: the rows' algebra there, the likelihood's moments on the host
-        g = kern.constant + noise - row_squares(A)
-        g = xp.maximum(g, xp.zeros_like(g))
-        AS = A @ S
-        r = xp.sum(AS * A, axis=1)
+    A, K_bu = _whitened_rows(kern, X, Z, L_uu)  # (another array library: the rows' algebra there, the
+    xp, _ = namespace(A)  # likelihood's moments on the host)
+    g = kern.constant + noise - row_squares(A)
+    g = xp.maximum(g, xp.zeros_like(g))
+    AS = A @ S
+    r = row_dots(AS, A)
     mu = A @ m
     s = r + g
     mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)

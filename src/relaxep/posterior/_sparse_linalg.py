@@ -86,10 +86,21 @@ def multiply_rows(lower: Array, rows: Array) -> Array:
     return rows_times_lower_t(lower, rows)
 
 
+def row_dots(left: Array, right: Array) -> Array:
+    r""":math:`x_i^\top y_i` for every row (numpy: ``einsum``)."""
+    xp, numpy = namespace(left, right)
+    return np.einsum("ij,ij->i", left, right) if numpy else xp.sum(left * right, axis=1)
+
+
 def row_squares(rows: Array) -> Array:
     r""":math:`\|y_i\|^2` for every row."""
-    xp, numpy = namespace(rows)
-    return np.einsum("ij,ij->i", rows, rows) if numpy else xp.sum(rows * rows, axis=1)
+    return row_dots(rows, rows)
+
+
+def log_det_of(chol: Array) -> float:
+    r""":math:`\log|LL^\top| = 2\sum_i \log L_{ii}` from a Cholesky factor, in its array library."""
+    xp, numpy = namespace(chol)
+    return 2.0 * float(xp.sum(xp.log(np.diagonal(chol) if numpy else xp.linalg.diagonal(chol))))
 
 
 def add_weighted_gram(gram: Array, rows: Array, weights: Array) -> Array:
@@ -172,9 +183,9 @@ def posterior_pass(
 ) -> tuple[Array, Array, Array, Array, float, Array, Array]:
     r"""A refresh from the sites: the Gram and ``b`` sums (:func:`natural_sums`), :math:`L_B`, :math:`L_B^{-1}`,
     :math:`m` (:func:`factor_b`) and the marginals (:func:`shard_marginals`); ``(L_B, L_B^{-1}, m, b,
-    \sum\log d_i, \mu, A_{ii})``.  numpy: row blocks of ``size`` on ``n_jobs`` threads, summed in block order;
-    another array library: one block, its own scheduling.  Raises :class:`~relaxep.ImproperPosteriorError`
-    where the sites make the posterior improper."""
+    \log|I + (Q+G)T| = \sum\log d_i + \log|B|, \mu, A_{ii})``.  numpy: row blocks of ``size`` on
+    ``n_jobs`` threads, summed in block order; another array library: one block, its own scheduling.
+    Raises :class:`~relaxep.ImproperPosteriorError` where the sites make the posterior improper."""
     xp, numpy = namespace(Vt, tau)
     if not (bool(xp.all(xp.isfinite(tau))) and bool(xp.all(xp.isfinite(nu)))):
         raise ImproperPosteriorError("site parameters are not finite")
@@ -198,20 +209,16 @@ def posterior_pass(
         mean, var = shard_marginals(Vt, g, tau, nu, chol_inv, m)
     if not bool(xp.all(var > 0.0)):
         raise ImproperPosteriorError("a posterior marginal variance is not positive")
-    return chol, chol_inv, m, b, log_d, mean, var
+    return chol, chol_inv, m, b, log_d + log_det_of(chol), mean, var
 
 
 def matrices_prior(K_uu: Array, K_fu: Array, size: int) -> tuple[Array, Array, Array]:
     r""":math:`K_{uu}` symmetrised, its Cholesky factor and :math:`V^\top = K_{fu}L_{uu}^{-\top}` (numpy: in row
     blocks of ``size``), in the matrices' array library."""
-    xp, numpy = namespace(K_uu, K_fu)
     k_uu = 0.5 * (K_uu + K_uu.T)
-    if not numpy:
-        factor = cholesky_lower(xp, k_uu)
-        if factor is None:
-            raise KernelNotPositiveDefiniteError(f"K_uu has no Cholesky factor. {NOT_PSD_ADVICE}")
-        return k_uu, factor, solve_rows(factor, K_fu)
     factor = cholesky_kuu(k_uu)
+    if not namespace(K_fu)[1]:
+        return k_uu, factor, solve_rows(factor, K_fu)
     rows = np.empty(K_fu.shape)
     for c in chunks(K_fu.shape[0], size):
         rows[c] = solve_rows(factor, K_fu[c])
@@ -235,17 +242,18 @@ def predict_rows(
     .. math:: \mu_* = a_*^\top m,\qquad s^2_* = \max\big(k_{**} - \|a_*\|^2 + \|L_B^{-1}a_*\|^2,\ 0\big).
     """
     xp, numpy = namespace(L_uu, cross_kernel)
+
+    def conditional(K: Array, diag: Array) -> tuple[Array, Array]:
+        a = solve_rows(L_uu, K)
+        return a @ inducing_mean, diag - row_squares(a) + row_squares(multiply_rows(chol_inv, a))
+
     if not numpy:  # one block on the device: the library schedules its own work
-        a = solve_rows(L_uu, cross_kernel)
-        var = test_diag - row_squares(a) + row_squares(multiply_rows(chol_inv, a))
-        return a @ inducing_mean, xp.maximum(var, xp.zeros_like(var))
+        mean, var = conditional(cross_kernel, test_diag)
+        return mean, xp.maximum(var, xp.zeros_like(var))
     mean, var = np.empty(cross_kernel.shape[0]), np.empty(cross_kernel.shape[0])
 
     def block(c: slice) -> None:
-        a = solve_rows(L_uu, cross_kernel[c])
-        r = multiply_rows(chol_inv, a)
-        mean[c] = a @ inducing_mean
-        var[c] = test_diag[c] - np.einsum("ij,ij->i", a, a) + np.einsum("ij,ij->i", r, r)
+        mean[c], var[c] = conditional(cross_kernel[c], test_diag[c])
 
     each_block(block, list(chunks(cross_kernel.shape[0], size)), n_jobs)
     return mean, np.maximum(var, 0.0)
@@ -257,14 +265,15 @@ KUU_JITTER = 1e-6
 
 
 def cholesky_kuu(k_uu: Array) -> Array:
-    """The lower Cholesky factor of :math:`K_{uu}` (raises :class:`~relaxep.KernelNotPositiveDefiniteError`)."""
-    try:
-        return linalg.cholesky(k_uu, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
+    """The lower Cholesky factor of :math:`K_{uu}`, in its array library (raises
+    :class:`~relaxep.KernelNotPositiveDefiniteError`)."""
+    factor = cholesky_lower(namespace(k_uu)[0], k_uu)
+    if factor is None:
         raise KernelNotPositiveDefiniteError(
             f"K_uu (the kernel at the inducing inputs) has no Cholesky factor: are two inducing inputs equal? "
             f"{NOT_PSD_ADVICE}"
-        ) from exc
+        )
+    return factor
 
 
 def inducing_factor(kernel: Any, Z: Array, jitter: float = KUU_JITTER) -> tuple[Array, Array, float]:
@@ -351,5 +360,5 @@ def device_cross_kernel(kernel: Any, X: Array, Z: Array) -> tuple[Array, Array]:
             f"kernel: on arrays other than numpy's the FITC prior evaluates RBF or ConstantKernel * RBF, got {kernel!r}"
         ) from exc
     xp, _ = namespace(X)
-    diag = xp.full((X.shape[0],), view.constant, dtype=X.dtype, device=getattr(X, "device", None))
+    diag = xp.full((X.shape[0],), view.constant, dtype=X.dtype, device=_device(X))
     return rbf(view, X, on_device_of(np.asarray(Z, dtype=float), X)), diag

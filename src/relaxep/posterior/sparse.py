@@ -317,14 +317,9 @@ class SparsePosterior(Posterior):
         """
         p = self.prior
         tau, nu = (on_device_of(a, p.Vt) for a in (self.site_precision, self.site_mean_precision))
-        chol, chol_inv, m, b, log_d, mean, var = posterior_pass(p.Vt, p.g, tau, nu, p.chunk_size, p.n_jobs)
-        mean, var = to_numpy(mean), to_numpy(var)
-        self._chol, self._chol_inv, self._m, self._b = chol, chol_inv, m, b
-        xp, _ = namespace(chol)
-        self._log_det = log_d + 2.0 * float(
-            xp.sum(xp.log(xp.linalg.diagonal(chol) if xp is not np else np.diagonal(chol)))
-        )
-        self._mean, self._var = mean, var
+        chol, chol_inv, m, b, log_det, mean, var = posterior_pass(p.Vt, p.g, tau, nu, p.chunk_size, p.n_jobs)
+        self._chol, self._chol_inv, self._m, self._b, self._log_det = chol, chol_inv, m, b, log_det
+        self._mean, self._var = to_numpy(mean), to_numpy(var)
         self._sigma = None
         self._factor_stale = False
 

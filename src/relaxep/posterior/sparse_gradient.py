@@ -49,8 +49,10 @@ def _contract(
 ) -> tuple[Array, Array]:
     r""":math:`\sum_{ab} GK_{ab}(A_{aj} - B_{bj})^2/\ell_j^2` per feature :math:`j`, and
     :math:`\sum_a GK_{ab}(A_{aj} - B_{bj})/\ell_j^2` per row :math:`b` of ``B`` (``gk_b`` is :math:`GK^\top A`)."""
-    ell2 = kern.length_scale**2
-    sq = (row_sum @ (A * A) - 2.0 * np.einsum("bj,bj->j", B, gk_b) + col_sum @ (B * B)) / ell2
+    xp, numpy = namespace(gk)
+    ell2 = on_device_of(kern.length_scale**2, gk)
+    cross = np.einsum("bj,bj->j", B, gk_b) if numpy else xp.sum(B * gk_b, axis=0)
+    sq = (row_sum @ (A * A) - 2.0 * cross + col_sum @ (B * B)) / ell2
     return sq, (gk_b - col_sum[:, None] * B) / ell2
 
 
@@ -104,15 +106,10 @@ def _cross_terms(
     :math:`\partial E/\partial k_{ii}` (``k_ii = c``: the latent noise does not move)."""
     gk = g_fu * K_fu
     xp, numpy = namespace(gk)
-    if not numpy:  # another array library (relaxep._xp): the same contractions there, the sums back on the host
-        Zd = Z if not namespace(Z)[1] else on_device_of(np.asarray(Z, dtype=float), gk)  # (no implicit transfer)
-        ell2 = on_device_of(kern.length_scale**2, gk)
-        row_sum, col_sum, gk_b = xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X
-        sq = (row_sum @ (X * X) - 2.0 * xp.sum(Zd * gk_b, axis=0) + col_sum @ (Zd * Zd)) / ell2
-        dz = (gk_b - col_sum[:, None] * Zd) / ell2
-        return float(xp.sum(gk) + xp.sum(c) * kern.constant), to_numpy(sq), to_numpy(dz)
-    sq, dz = _contract(kern, gk, X, Z, gk.sum(1), gk.sum(0), gk.T @ X)
-    return float(gk.sum() + c.sum() * kern.constant), sq, dz
+    if not numpy and namespace(Z)[1]:  # another array library (relaxep._xp): Z there too, by an explicit copy
+        Z = on_device_of(np.asarray(Z, dtype=float), gk)
+    sq, dz = _contract(kern, gk, X, Z, xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X)
+    return float(xp.sum(gk) + xp.sum(c) * kern.constant), to_numpy(sq), to_numpy(dz)
 
 
 def _inducing_terms(kern: SparseKernel, Z: Array, g_uu: Array, K_uu: Array) -> tuple[float, Array, Array]:
