@@ -131,10 +131,15 @@ class SparseFit:
             rng = np.random.RandomState() if random_state is None else check_random_state(random_state)
         except ValueError as exc:
             raise ValueError(f"random_state: {exc}") from None
-        host = X if namespace(X)[1] else to_numpy(X)  # another array library's rows: placed on the host
-        Z = initial_inducing_points(host, spec, inducing_init, rng)
+        on_host = namespace(X)[1]
+        Z = initial_inducing_points(X if on_host else to_numpy(X), spec, inducing_init, rng)  # placed on the host
         learn_z = bool(learn_inducing_points) and method is not None
         subset = None if optimizer_subset is None else int(optimizer_subset)
         learn_theta = method is not None and n_learned > 0
+        if not on_host and (learn_theta or learn_z) and method != "stochastic":
+            raise TypeError(
+                f"optimizer={optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
+                "libraries pass optimizer='stochastic' or None"
+            )
         n_threads(n_jobs)  # refuses a bad n_jobs, naming it
         return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng, n_jobs)

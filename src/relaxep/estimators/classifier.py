@@ -269,11 +269,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _check_array_api(self, classes: NDArray) -> None:
-        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary sparse model at a fixed
-        kernel; anything else is refused, naming the supported path."""
-        fixed = self.optimizer is None or (self.kernel is not None and self.kernel.n_dims == 0)
-        stochastic = isinstance(self.optimizer, str) and self.optimizer in ("stochastic", "auto")
-        if classes.size > 2 or self.inducing_points is None or not (fixed or stochastic):
+        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary sparse model; anything
+        else is refused, naming the supported path (the sparse plan refuses L-BFGS-B there)."""
+        if classes.size > 2 or self.inducing_points is None:
             raise TypeError(
                 "X: on arrays other than numpy's (scikit-learn's array_api_dispatch) GPClassifier fits a binary "
                 "sparse model (inducing_points=M, an RBF or ConstantKernel * RBF kernel) at a fixed kernel "
@@ -318,11 +316,6 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=self.kernel_.n_dims,
             n_jobs=self.n_jobs,
         )  # fmt: skip
-        if plan.learns and not plan.stochastic and not namespace(X)[1]:
-            raise TypeError(
-                f"optimizer={self.optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
-                "libraries pass optimizer='stochastic' or None"
-            )
         search = self._search(plan.method)
         model, report = fit_sparse_model(
             plan, _BinaryModel, self.kernel_, likelihood, rule, search, X, y_binary, self.jitter, **options
