@@ -25,6 +25,7 @@ import scipy.special
 from scipy import linalg
 
 __all__ = [
+    "add_to_diagonal",
     "check_device_memory",
     "cholesky_lower",
     "device_free_memory",
@@ -178,6 +179,22 @@ def solve_lower(xp: ModuleType, lower: Any, b: Any, *, trans: bool = False) -> A
 
         return solve_triangular(lower, b, lower=True, trans=1 if trans else 0)
     return xp.linalg.solve(xp.linalg.matrix_transpose(lower) if trans else lower, b)
+
+
+def add_to_diagonal(xp: ModuleType, a: Any, values: Any) -> Any:
+    r""":math:`A + \operatorname{diag}(v)` (``values`` a scalar or a vector of ``a``'s library), in place where the
+    library allows it (numpy, PyTorch, CuPy: no ``n x n`` temporary; ``a`` must be the caller's own work array),
+    else as a new array."""
+    library = _library(xp)
+    n = a.shape[0]
+    if library in ("numpy", "cupy"):
+        a[xp.arange(n), xp.arange(n)] += values
+        return a
+    if library == "torch":
+        a.diagonal().add_(values)
+        return a
+    eye = xp.eye(n, dtype=a.dtype, device=getattr(a, "device", None))
+    return a + eye * (values[None, :] if getattr(values, "ndim", 0) else values)
 
 
 # ------------------------------------------------------------------ special functions

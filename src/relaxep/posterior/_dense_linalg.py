@@ -25,6 +25,7 @@ __all__ = [
     "blocked_sweep",
     "covariance_from_inverse",
     "covariance_plus",
+    "evidence_gradient",
     "kernel_matrix",
     "marginals_from_inverse",
     "posterior_mean",
@@ -299,3 +300,35 @@ def blocked_sweep(
         set_sites(block, new_tau, new_nu)
     stats = SweepStats(np.sort(np.asarray(skipped, dtype=np.intp)), improper, nonfinite)
     return vectors[:, :used], coefs[:used], stats
+
+
+def evidence_gradient(alpha: Array, tau: Array, cov: Array, kernel_gradient: Array) -> Array:
+    r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
+
+    At an EP fixed point the evidence is stationary in the sites, so only the
+    explicit dependence on :math:`K` remains:
+
+    .. math::
+        \frac{\partial \log Z_{EP}}{\partial\theta_j}
+        = \tfrac12 \alpha^\top \frac{\partial K}{\partial\theta_j}\alpha
+          - \tfrac12 \operatorname{tr}\Big(R \frac{\partial K}{\partial\theta_j}\Big),
+        \qquad R = (K + T^{-1})^{-1} = T - T A T,
+
+    with :math:`\alpha = (I + TK)^{-1}\nu` and :math:`A` the posterior covariance (the
+    Woodbury form of :math:`R` holds for negative site precisions too).  For Power EP
+    and REP the same formula is evaluated at their sites; there it is the gradient of
+    the EP-form evidence with the sites held fixed, not an exact derivative.
+
+    Parameters
+    ----------
+    alpha, tau : ndarray of shape (n,)
+        :math:`\alpha` and the site precisions :math:`\tau`.
+    cov : ndarray of shape (n, n)
+        The posterior covariance :math:`A`.
+    kernel_gradient : ndarray of shape (n, n, n_hyperparameters)
+        :math:`\partial K/\partial\theta_j` (scikit-learn's ``kernel(X, eval_gradient=True)[1]``).
+    """
+    r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
+    quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
+    trace = np.einsum("ij,jik->k", r, kernel_gradient)
+    return 0.5 * (quad - trace)

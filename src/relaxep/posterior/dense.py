@@ -31,12 +31,15 @@ from scipy.linalg.blas import dgemm, dger
 from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE, check_kernel_matrix, cholesky_factor
+from relaxep._xp import namespace, to_numpy
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior import _dense_device as device
 from relaxep.posterior._dense_linalg import (
     TINY,
     b_matrix,
     blocked_sweep,
     covariance_plus,
+    evidence_gradient,
     kernel_matrix,
     marginals_from_inverse,
     posterior_mean,
@@ -72,6 +75,9 @@ class DensePrior(Prior):
     kernel_gradient: Array | None = None
 
     def __init__(self, K: ArrayLike, check_psd: bool = True) -> None:
+        if not namespace(K)[1]:  # another array library's K (relaxep._xp): the parallel schedule on its device
+            self.K = device.check_device_matrix(K, check_psd)
+            return
         n = int(np.shape(K)[0]) if np.ndim(K) == 2 else 0
         # beside K: its factor, the posterior covariance and a work array
         check_memory(dense_bytes(n, 3), f"dense inference on n = {n} points (beside K)", FIT_REMEDY)
@@ -91,7 +97,10 @@ class DensePrior(Prior):
         ``eval_gradient`` the prior keeps :attr:`kernel_gradient` for
         :meth:`~relaxep.posterior.DensePosterior.evidence_gradient`.
         """
-        K, dK = kernel_matrix(kernel, X, noise, eval_gradient)
+        if namespace(X)[1]:
+            K, dK = kernel_matrix(kernel, X, noise, eval_gradient)
+        else:  # (the device's evidence gradient needs no dK: DeviceDensePosterior.evidence_gradient)
+            K, dK = device.device_kernel_matrix(kernel, X, noise), None
         prior = cls(K, check_psd)
         prior.covariance_function, prior.X, prior.noise, prior.kernel_gradient = kernel, X, float(noise), dK
         return prior
@@ -101,6 +110,8 @@ class DensePrior(Prior):
         if self.covariance_function is None:
             return super().cross_covariance(X_test)
         k = self.covariance_function
+        if not namespace(self.X)[1]:
+            return device.device_cross_covariance(k, X_test, self.X, self.noise)
         return k(X_test, self.X), k.diag(X_test) + self.noise
 
     @property
@@ -119,11 +130,17 @@ class DensePrior(Prior):
         site_precision: Array | None = None,
         site_mean_precision: Array | None = None,
         marginals_only: bool = False,
-    ) -> DensePosterior:
+    ) -> DensePosterior | device.DeviceDensePosterior:
+        if not namespace(self.K)[1]:
+            return device.DeviceDensePosterior(self.K, site_precision, site_mean_precision)
         return DensePosterior(self.K, site_precision, site_mean_precision, marginals_only=marginals_only)
 
     def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
         """One Cholesky and solves (:func:`~relaxep.posterior.dense.posterior_mean`), no inverse."""
+        if not namespace(self.K)[1]:
+            return device.dense_pass(
+                self.K, *(np.asarray(to_numpy(a), float) for a in (site_precision, site_mean_precision))
+            )[4]
         return posterior_mean(self.K, np.asarray(site_precision, float), np.asarray(site_mean_precision, float))
 
 
@@ -417,29 +434,5 @@ class DensePosterior(Posterior):
 
     # ------------------------------------------------------------ gradient
     def evidence_gradient(self, kernel_gradient: Array) -> Array:
-        r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
-
-        At an EP fixed point the evidence is stationary in the sites, so only the
-        explicit dependence on :math:`K` remains:
-
-        .. math::
-            \frac{\partial \log Z_{EP}}{\partial\theta_j}
-            = \tfrac12 \alpha^\top \frac{\partial K}{\partial\theta_j}\alpha
-              - \tfrac12 \operatorname{tr}\Big(R \frac{\partial K}{\partial\theta_j}\Big),
-            \qquad R = (K + T^{-1})^{-1} = T - T A T,
-
-        with :math:`\alpha = (I + TK)^{-1}\nu` and :math:`A` the posterior covariance (the
-        Woodbury form of :math:`R` holds for negative site precisions too).  For Power EP
-        and REP the same formula is evaluated at their sites; there it is the gradient of
-        the EP-form evidence with the sites held fixed, not an exact derivative.
-
-        Parameters
-        ----------
-        kernel_gradient : ndarray of shape (n, n, n_hyperparameters)
-            :math:`\partial K/\partial\theta_j` (scikit-learn's ``kernel(X, eval_gradient=True)[1]``).
-        """
-        alpha, tau, cov = self.alpha, self.site_precision, self.cov.T  # (cov.T: C order, as InferenceResult.cov)
-        r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
-        quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
-        trace = np.einsum("ij,jik->k", r, kernel_gradient)
-        return 0.5 * (quad - trace)
+        """:func:`~relaxep.posterior._dense_linalg.evidence_gradient` at the current sites."""
+        return evidence_gradient(self.alpha, self.site_precision, self.cov.T, kernel_gradient)  # (cov.T: C order)
