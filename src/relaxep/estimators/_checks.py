@@ -14,7 +14,7 @@ from relaxep.inference import InferenceMethod
 from relaxep.likelihoods import Likelihood
 from relaxep.sites import SiteRule
 
-__all__ = ["check_kernel", "check_likelihood", "check_restarts", "check_rule", "input_format"]
+__all__ = ["check_device_kernel", "check_kernel", "check_likelihood", "check_restarts", "check_rule", "input_format"]
 
 
 def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
@@ -69,3 +69,18 @@ def check_restarts(n_restarts: object) -> int:
     if n_restarts < 0:
         raise ValueError(f"n_restarts_optimizer must be an integer >= 0, got {n_restarts!r}")
     return int(n_restarts)
+
+
+def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
+    """On another array library's ``X`` (:mod:`relaxep._xp`) the kernel is computed in closed form there: ``RBF``
+    or ``ConstantKernel * RBF``; a ``TypeError`` naming ``kernel`` and the supported path otherwise."""
+    from relaxep.posterior._kernels import as_sparse_kernel
+
+    try:
+        as_sparse_kernel(kernel, n_features)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"kernel: on arrays other than numpy's (scikit-learn's array_api_dispatch) {estimator} computes the "
+            f"kernel on the arrays' device, for RBF or ConstantKernel * RBF only; got {kernel!r}: use one of "
+            "those, or numpy arrays for any other kernel"
+        ) from exc

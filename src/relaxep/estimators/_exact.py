@@ -117,8 +117,8 @@ class _ExactModel:
             grad = np.append(grad, 0.5 * float(likelihood.noise) * np.trace(inner))  # type: ignore[attr-defined]
         return lml, grad
 
-    def fit(self, X: Any, y: Array, rng: np.random.RandomState | None) -> FitReport:
-        """Learn (``rng`` given) the hyperparameters, then factor :math:`K + \\Sigma` at them."""
+    def _learn(self, X: Any, y: Array, rng: np.random.RandomState | None) -> FitReport:
+        """Learn (``rng`` given) the hyperparameters; the report names those at their bounds."""
         bounds: tuple[str, ...] = ()
         if rng is not None:
             hyper = self.hyper
@@ -127,6 +127,11 @@ class _ExactModel:
                 kernel, self.likelihood, _ = hyper.split(best)
                 self.kernel_.theta = kernel.theta
             bounds = at_bounds(self.kernel_) + (() if self.likelihood is None else at_bounds(self.likelihood))
+        return FitReport("converged", at_bounds=bounds)
+
+    def fit(self, X: Any, y: Array, rng: np.random.RandomState | None) -> FitReport:
+        """Learn (``rng`` given) the hyperparameters, then factor :math:`K + \\Sigma` at them."""
+        report = self._learn(X, y, rng)
         try:
             self.L_, _ = self.factor(self.kernel_, X, self._noise(self.likelihood))
         except linalg.LinAlgError as exc:
@@ -136,7 +141,7 @@ class _ExactModel:
         self.X, self.y = X, y
         Y = y.reshape(y.shape[0], -1)
         self.result_ = ExactFit(_log_ml(self.L_, Y, self.alpha_.reshape(Y.shape)))
-        return FitReport("converged", at_bounds=bounds)
+        return report
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         """The log marginal likelihood at the kernel's ``theta`` (the noise as fitted), or at both."""

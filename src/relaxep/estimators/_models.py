@@ -26,6 +26,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
+from relaxep._xp import namespace, to_numpy
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import SparseFit
@@ -78,7 +79,10 @@ class _DensePriors:
         return DensePrior.from_kernel(kernel, X, self.noise, eval_gradient, check_psd=not eval_gradient)
 
     def gradient(self, prior: DensePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, None]:
-        """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`."""
+        """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>` (on
+        another array library's device, the RBF's closed form, without ``dK``)."""
+        if prior.kernel_gradient is None:
+            return posterior.evidence_gradient(prior.X, as_sparse_kernel(kernel, prior.X.shape[1]), prior.noise), None
         return posterior.evidence_gradient(prior.kernel_gradient), None
 
 
@@ -96,6 +100,11 @@ class _SparsePriors:
         return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs)
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
+        if not namespace(prior.Vt)[1]:
+            raise TypeError(
+                "the sparse evidence gradient runs on numpy arrays only: on another array library learn a sparse "
+                "model by optimizer='stochastic', or evaluate log_marginal_likelihood without eval_gradient"
+            )
         return sparse_evidence_gradient(posterior, kernel)
 
 
@@ -222,7 +231,7 @@ class _LatentModel:
     def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
         """Latent mean and covariance at ``X`` (the posterior's ``predict_latent_cov``)."""
         cross_kernel, _ = self.prior_.cross_covariance(X)
-        return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(X))
+        return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(to_numpy(X)))  # (K** host)
 
 
 class _BinaryModel(_LatentModel):

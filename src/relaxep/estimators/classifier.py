@@ -28,7 +28,14 @@ from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep._xp import namespace, on_device_of, to_numpy
-from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
+from relaxep.estimators._checks import (
+    check_device_kernel,
+    check_kernel,
+    check_likelihood,
+    check_restarts,
+    check_rule,
+    input_format,
+)
 from relaxep.estimators._models import (
     _BinaryModel,
     _DensePriors,
@@ -269,14 +276,17 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         return self
 
     def _check_array_api(self, classes: NDArray) -> None:
-        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary sparse model; anything
-        else is refused, naming the supported path (the sparse plan refuses L-BFGS-B there)."""
-        if classes.size > 2 or self.inducing_points is None:
+        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with
+        an RBF or ConstantKernel * RBF kernel; anything else is refused, naming the supported paths (the sparse
+        plan refuses L-BFGS-B there)."""
+        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else self.kernel
+        check_device_kernel(kernel, self.n_features_in_, "GPClassifier")
+        if classes.size > 2:
             raise TypeError(
                 "X: on arrays other than numpy's (scikit-learn's array_api_dispatch) GPClassifier fits a binary "
-                "sparse model (inducing_points=M, an RBF or ConstantKernel * RBF kernel) at a fixed kernel "
-                "(optimizer=None) or learned by the stochastic search (optimizer='stochastic'); dense models, "
-                "L-BFGS-B and more than two classes need numpy arrays"
+                "model: dense (parallel schedule, at a fixed kernel or learned by L-BFGS-B) or sparse "
+                "(inducing_points=M, at a fixed kernel or learned by optimizer='stochastic'); more than two "
+                "classes (one-vs-rest or joint) need numpy arrays"
             )
 
     def _at(self, X: ArrayLike, method: str) -> tuple[Any, Any]:

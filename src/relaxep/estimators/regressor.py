@@ -28,12 +28,14 @@ from relaxep._memory import check_memory, dense_bytes
 from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep._xp import namespace
-from relaxep.estimators._checks import check_kernel, check_restarts, check_rule, input_format
+from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.estimators._checks import check_device_kernel, check_kernel, check_restarts, check_rule, input_format
 from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit, dense_or
+from relaxep.estimators._predictive import TargetPredictive
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -43,7 +45,7 @@ from relaxep.sites import EP, SiteRule
 __all__ = ["GPRegressor"]
 
 
-class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
+class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstimator):
     r"""Gaussian process regression, robust to outliers with a Student-t or Laplace likelihood (by EP).
 
     The first eight parameters, the methods and the fitted attributes are scikit-learn's
@@ -172,13 +174,12 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         likelihood = self._check_likelihood()
         check_rule(self.rule)
         self._check_parameters()
-        if not namespace(X, y)[1]:
-            raise TypeError(
-                "X: GPRegressor runs on numpy arrays only; on other array libraries (scikit-learn's "
-                "array_api_dispatch) GPClassifier fits a binary sparse model at a fixed kernel"
-            )
+        xp, numpy = namespace(X)
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_))
+        X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_, X))
+        y = np.asarray(to_numpy(y), dtype=float)  # the targets live on the host (O(n))
+        if not numpy:
+            check_device_kernel(self.kernel_, X.shape[1], "GPRegressor")
         n_targets = y.shape[1] if y.ndim > 1 else 1
         if self.n_targets is not None and n_targets != self.n_targets:
             raise ValueError(
@@ -193,7 +194,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
             shape = (y.shape[1],) if y.ndim == 2 else 1
             self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
         alpha = self._check_alpha(y.shape[0])
-        self.X_train_ = np.copy(X) if self.copy_X_train else X
+        self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.optimizer is not None and n_learned > 0:
@@ -201,7 +202,7 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
             if exact and self.inducing_points is None:
-                model: Any = _ExactModel(self.kernel_, alpha, likelihood, self._search())
+                model: Any = device_exact_model(self.kernel_, alpha, likelihood, self._search(), self.X_train_)
                 learn = self.optimizer is not None and n_learned > 0
                 rng = check_random_state(self.random_state) if learn else None
                 report = model.fit(self.X_train_, self.y_train_, rng)
@@ -344,10 +345,17 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
         the predictive of a target is :meth:`predict_y` / :meth:`predict_interval`.  Before ``fit``:
         the prior.
         """
+        out = self._predict(X, return_std, return_cov)
+        if namespace(X)[1]:
+            return out
+        return tuple(on_device_of(a, X) for a in out) if isinstance(out, tuple) else on_device_of(out, X)
+
+    def _predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Any:
+        """:meth:`predict` on the host (numpy), whatever ``X``'s library."""
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         kernel = self.kernel_ if hasattr(self, "X_train_") else self.kernel
-        X = validate_data(self, X, reset=False, **input_format(kernel))
+        X = validate_data(self, X, reset=False, **input_format(kernel, X))
         if return_cov:
             m = X.shape[0] if hasattr(X, "shape") else len(X)
             targets = self.y_train_.shape[1] if np.ndim(getattr(self, "y_train_", None)) == 2 else 1
@@ -357,8 +365,8 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
                 "ask for return_std=True (the variances) instead, or predict fewer points at a time",
             )
         if not hasattr(self, "X_train_"):
-            return self._predict_prior(X, return_std, return_cov)
-        mean, second = self._latent(X, full_cov=return_cov)
+            return self._predict_prior(to_numpy(X), return_std, return_cov)
+        mean, second = (to_numpy(a) for a in self._latent(X, full_cov=return_cov))
         y_mean = self._y_train_std * mean.reshape(mean.shape[0], -1) + self._y_train_mean
         if y_mean.ndim > 1 and y_mean.shape[1] == 1:
             y_mean = np.squeeze(y_mean, axis=1)
@@ -391,52 +399,12 @@ class GPRegressor(MultiOutputMixin, RegressorMixin, BaseEstimator):
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: Any = 0) -> Array:
         """Draws of the latent function at ``X``: shape ``(n, n_samples)`` or ``(n, n_targets, n_samples)``."""
         rng = check_random_state(random_state)
-        y_mean, y_cov = self.predict(X, return_cov=True)
+        y_mean, y_cov = self._predict(X, return_cov=True)
         if y_mean.ndim == 1:
-            return rng.multivariate_normal(y_mean, y_cov, n_samples).T
-        draws = [
-            rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[:, np.newaxis]
-            for t in range(y_mean.shape[1])
-        ]
-        return np.hstack(draws)
-
-    # ------------------------------------------------------------ the predictive of y
-    def _noise_model(self) -> Likelihood:
-        """The likelihood of a target given the latent, in normalised units (``alpha`` as Gaussian noise when none)."""
-        if self.likelihood_ is not None:
-            return self.likelihood_
-        noise = float(np.mean(np.asarray(self.alpha, dtype=float)))  # (an array alpha: its mean)
-        return Gaussian(noise=max(noise, np.finfo(float).tiny), noise_bounds="fixed")
-
-    def _single_output(self, what: str) -> tuple[Array, Array]:
-        if np.ndim(self._y_train_mean) and np.size(self._y_train_mean) > 1:
-            raise ValueError(f"{what} is for a single output; this fit has {np.size(self._y_train_mean)}")
-        return float(np.ravel(self._y_train_mean)[0]), float(np.ravel(self._y_train_std)[0])
-
-    def predict_y(self, X: ArrayLike) -> tuple[Array, Array]:
-        r"""Mean and standard deviation of the predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*)
-        q(f_*)\, df_*` (the likelihood's noise included; infinite for a Student-t with ``df <= 2``)."""
-        check_is_fitted(self)
-        mu, sd = self._single_output("predict_y")
-        mean, std = self.predict(X, return_std=True)
-        m, v = self._noise_model().predict_y((mean - mu) / sd, (std / sd) ** 2)
-        return mu + sd * m, sd * np.sqrt(v)
-
-    def predict_interval(self, X: ArrayLike, level: float = 0.95) -> tuple[Array, Array]:
-        """The central ``level`` interval of the predictive of a target at ``X`` (not Gaussian in general)."""
-        check_is_fitted(self)
-        mu, sd = self._single_output("predict_interval")
-        mean, std = self.predict(X, return_std=True)
-        low, high = self._noise_model().predict_interval((mean - mu) / sd, (std / sd) ** 2, level)
-        return mu + sd * low, mu + sd * high
-
-    def log_predictive_density(self, X: ArrayLike, y: ArrayLike) -> Array:
-        r"""Pointwise :math:`\log p(y_* | y) = \log\int p(y_* | f_*) q(f_*)\, df_*` (the test NLPD: minus its mean)."""
-        check_is_fitted(self)
-        mu, sd = self._single_output("log_predictive_density")
-        mean, std = self.predict(X, return_std=True)
-        y = np.asarray(y, dtype=float).reshape(-1)
-        if y.shape != mean.shape:
-            raise ValueError(f"y must have shape {mean.shape} (one target per row of X), got {y.shape}")
-        tilted = self._noise_model().log_z((y - mu) / sd, (mean - mu) / sd, np.maximum((std / sd) ** 2, 1e-300))
-        return tilted.log_z - np.log(sd)
+            draws = rng.multivariate_normal(y_mean, y_cov, n_samples).T
+        else:
+            draws = np.hstack([
+                rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[:, np.newaxis]
+                for t in range(y_mean.shape[1])
+            ])  # fmt: skip
+        return draws if namespace(X)[1] else on_device_of(draws, X)

@@ -361,6 +361,7 @@ class SparsePosterior(Posterior):
         if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
             raise ValueError(f"K_*u must have shape (m, {p.n_inducing}), got {cross_kernel.shape}")
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
+        cross_kernel, test_kernel = on_device_of(cross_kernel, p.Vt), on_device_of(test_kernel, p.Vt)
         a = solve_rows(p.L_uu, cross_kernel)
         r = multiply_rows(self._chol_inv, a)
         cov = test_kernel - a @ a.T + r @ r.T

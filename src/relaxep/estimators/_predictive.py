@@ -1,0 +1,75 @@
+r"""The predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*) q(f_*)\, df_*`: the methods
+:class:`~relaxep.GPRegressor` adds to scikit-learn's (its latent predictions from ``_predict``, on the host)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.utils.validation import check_is_fitted
+
+from relaxep._typing import Array
+from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.likelihoods import Gaussian, Likelihood
+
+__all__ = ["TargetPredictive"]
+
+
+class TargetPredictive:
+    """``predict_y``, ``predict_interval`` and ``log_predictive_density`` from the latent predictive
+    (``_predict(X, return_std=True)``, host numpy) and the fitted likelihood (``likelihood_``; ``alpha`` as
+    Gaussian noise when none); answers in ``X``'s array library."""
+
+    likelihood_: Likelihood | None
+    alpha: Any
+    _y_train_mean: Any
+    _y_train_std: Any
+
+    def _predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Any:  # pragma: no cover
+        raise NotImplementedError
+
+    def _noise_model(self) -> Likelihood:
+        """The likelihood of a target given the latent, in normalised units (``alpha`` as Gaussian noise when none)."""
+        if self.likelihood_ is not None:
+            return self.likelihood_
+        noise = float(np.mean(np.asarray(self.alpha, dtype=float)))  # (an array alpha: its mean)
+        return Gaussian(noise=max(noise, np.finfo(float).tiny), noise_bounds="fixed")
+
+    def _single_output(self, what: str) -> tuple[Array, Array]:
+        if np.ndim(self._y_train_mean) and np.size(self._y_train_mean) > 1:
+            raise ValueError(f"{what} is for a single output; this fit has {np.size(self._y_train_mean)}")
+        return float(np.ravel(self._y_train_mean)[0]), float(np.ravel(self._y_train_std)[0])
+
+    def predict_y(self, X: ArrayLike) -> tuple[Array, Array]:
+        r"""Mean and standard deviation of the predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*)
+        q(f_*)\, df_*` (the likelihood's noise included; infinite for a Student-t with ``df <= 2``)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("predict_y")
+        mean, std = self._predict(X, return_std=True)
+        m, v = self._noise_model().predict_y((mean - mu) / sd, (std / sd) ** 2)
+        return _like(X, mu + sd * m, sd * np.sqrt(v))
+
+    def predict_interval(self, X: ArrayLike, level: float = 0.95) -> tuple[Array, Array]:
+        """The central ``level`` interval of the predictive of a target at ``X`` (not Gaussian in general)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("predict_interval")
+        mean, std = self._predict(X, return_std=True)
+        low, high = self._noise_model().predict_interval((mean - mu) / sd, (std / sd) ** 2, level)
+        return _like(X, mu + sd * low, mu + sd * high)
+
+    def log_predictive_density(self, X: ArrayLike, y: ArrayLike) -> Array:
+        r"""Pointwise :math:`\log p(y_* | y) = \log\int p(y_* | f_*) q(f_*)\, df_*` (the test NLPD: minus its mean)."""
+        check_is_fitted(self)
+        mu, sd = self._single_output("log_predictive_density")
+        mean, std = self._predict(X, return_std=True)
+        y = np.asarray(to_numpy(y), dtype=float).reshape(-1)
+        if y.shape != mean.shape:
+            raise ValueError(f"y must have shape {mean.shape} (one target per row of X), got {y.shape}")
+        tilted = self._noise_model().log_z((y - mu) / sd, (mean - mu) / sd, np.maximum((std / sd) ** 2, 1e-300))
+        return _like(X, tilted.log_z - np.log(sd))[0]
+
+
+def _like(X: Any, *arrays: Array) -> tuple[Any, ...]:
+    """``arrays`` (numpy) in ``X``'s library and device (:mod:`relaxep._xp`)."""
+    return arrays if namespace(X)[1] else tuple(on_device_of(np.asarray(a), X) for a in arrays)
