@@ -1,4 +1,4 @@
-"""relaxep's sparse EP on a GPU (PyTorch through the array API) beside GPyTorch's SVGP on the same card.
+"""relaxep's sparse and dense EP on a GPU (PyTorch through the array API) beside GPyTorch's SVGP on the same card.
 
 ``python benchmarks/gpu.py [--n 1000000] [--inducing 200] [--out benchmarks/results/gpu.md]``
 
@@ -23,7 +23,14 @@ torch sees one, else the CPU, and the table says which):
     learned inducing inputs from the same k-means start, 2000 Adam steps at learning rate 0.01, batches
     of 1000 and of 10 000 rows (``benchmarks/sparse.py``'s settings), float64, on the device.
 
-L-BFGS-B and the dense representation do not run on the device yet; they are not rows.
+``relaxep dense EP, fixed kernel, torch`` (``--dense-n`` rows, 40 000 by default)
+    ``GPClassifier(4 * RBF(2), Probit(), optimizer=None)`` on torch tensors: the dense parallel EP, one
+    Cholesky factor of :math:`B = I + S^{1/2}KS^{1/2}` and one triangular solve per sweep on the device.
+``relaxep dense EP, learned by L-BFGS-B, torch`` (``--learned-n`` rows, 10 000 by default)
+    ``GPClassifier(1 * RBF(1), Probit())``: the kernel learned on the EP evidence, its gradient in closed
+    form on the device.
+``relaxep dense EP, fixed kernel, numpy``
+    the first row's fit on numpy arrays (LAPACK) at ``--dense-cpu-max`` rows at most, for the agreement row.
 """
 
 from __future__ import annotations
@@ -110,6 +117,50 @@ def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) ->
     return rows
 
 
+def dense_rows(torch: object, device: object, n_fixed: int, n_learned: int, cpu_max: int) -> list[tuple]:
+    """The dense representation on the device: EP at a fixed kernel, and learned by L-BFGS-B."""
+    import sklearn
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from relaxep import GPClassifier, Probit
+    from relaxep._xp import to_numpy
+
+    rows = []
+    for n, learn in ((n_fixed, False), (n_learned, True)):
+        if n <= 0:
+            continue
+        X, y, Xt, yt, _ = problem(n)
+        kernel = C(1.0) * RBF(1.0) if learn else C(4.0) * RBF(2.0)
+
+        def make(kernel=kernel, learn=learn) -> GPClassifier:
+            return GPClassifier(kernel, Probit(), optimizer="fmin_l_bfgs_b" if learn else None)
+
+        tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
+        with sklearn.config_context(array_api_dispatch=True):
+            start = time.perf_counter()
+            clf = make().fit(tX, ty)
+            _sync(torch, device)
+            fit = time.perf_counter() - start
+            start = time.perf_counter()
+            p1 = to_numpy(clf.predict_proba(tXt)[:, 1])
+            predict = time.perf_counter() - start
+        what = f"learned by L-BFGS-B ({clf.kernel_})" if learn else "fixed kernel"
+        rows.append((f"relaxep dense EP, {what}, torch, n = {n}", fit, predict, *scores(p1, yt), clf.result_.n_sweeps))
+        if not learn and n <= cpu_max:
+            start = time.perf_counter()
+            ref = make().fit(X, y)
+            fit = time.perf_counter() - start
+            start = time.perf_counter()
+            p_ref = ref.predict_proba(Xt)[:, 1]
+            predict = time.perf_counter() - start
+            rows.append((f"relaxep dense EP, fixed kernel, numpy, n = {n}", fit, predict, *scores(p_ref, yt),
+                         ref.result_.n_sweeps))  # fmt: skip
+            gap = float(np.max(np.abs(p1 - p_ref)))
+            rows.append(("(dense torch against numpy: largest probability difference)", gap, *[float("nan")] * 3, ""))
+    return rows
+
+
 def gpytorch_row(device: object, n: int, M: int, batch: int, steps: int) -> tuple:
     """GPyTorch's SVGP as ``benchmarks/sparse.py`` runs it, on ``device`` with torch's own threads."""
     fit, predict, p1, _ = run_gpytorch(n, M, device=str(device), batch=batch, steps=steps, threads=None)
@@ -123,6 +174,9 @@ def main() -> None:
     parser.add_argument("--cpu-max", type=int, default=1_000_000, help="numpy row only up to this many rows")
     parser.add_argument("--batches", type=int, nargs="*", default=[1000, 10_000])
     parser.add_argument("--steps", type=int, default=SVGP_STEPS, help="SVGP's Adam steps (a smoke test takes fewer)")
+    parser.add_argument("--dense-n", type=int, default=40_000, help="dense EP at a fixed kernel (0: no row)")
+    parser.add_argument("--learned-n", type=int, default=10_000, help="dense EP learned by L-BFGS-B (0: no row)")
+    parser.add_argument("--dense-cpu-max", type=int, default=5_000, help="numpy dense row only up to this many rows")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -143,6 +197,7 @@ def main() -> None:
     ]
     rows = relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)
     rows += [gpytorch_row(device, args.n, args.inducing, b, args.steps) for b in args.batches]
+    rows += dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max)
     for name, fit, predict, error, nll_, sweeps in rows:
         cells = [f"{v:.3g}" for v in (fit, predict)] + [f"{v:.4f}" for v in (error, nll_)]
         cells = ["" if c == "nan" else c for c in cells]
