@@ -1,6 +1,8 @@
-"""Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression data."""
+"""Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression,
+ordinal and count data."""
 
 from relaxep.datasets._download import fetch
+from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_coal_mining, load_ordinal
 from relaxep.datasets.registry import DATASETS, DatasetInfo, dataset_info, get_data_home
 from relaxep.datasets.regression import (
     REGRESSION_DATASETS,
@@ -19,6 +21,7 @@ from relaxep.datasets.uci import load_dataset
 
 __all__ = [
     "DATASETS",
+    "ORDINAL_DATASETS",
     "REGRESSION_DATASETS",
     "DatasetInfo",
     "RegressionData",
@@ -28,7 +31,9 @@ __all__ = [
     "fixed_splits",
     "flip_labels",
     "get_data_home",
+    "load_coal_mining",
     "load_dataset",
+    "load_ordinal",
     "load_regression",
     "make_friedman",
     "make_neal",

@@ -1,0 +1,126 @@
+"""The shipped ordinal benchmarks (ORCA's pasture, tae, toy with 30 hold-out partitions) and coal-mining counts."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import subprocess
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from relaxep.datasets import ORDINAL_DATASETS, load_coal_mining, load_ordinal
+from relaxep.datasets.registry import PACKAGED_DATA
+
+#: sha256 of the shipped files (data/README.md lists the same)
+FILE_SHA256 = {
+    "coal_mining.csv": "c08b09f56b0f3771cf3793bf141b4594ccca49b783b6fdb95b318f5023eb837d",
+    "ordinal_pasture.npz": "76b3ca103f8aed7986b47baf2aab3250edb80ecd39c273d3f7b0d6ba715de1b4",
+    "ordinal_tae.npz": "c1712204516596fce4fffaa75d4c2e6ee6279980b5bbe7718441583e28553d61",
+    "ordinal_toy.npz": "7af88682fda63aa570f3e68ada97d2240a9d5359be32e6d4251c696be48d4cdf",
+}
+
+# (n_samples, n_features, K, class counts, n_train, n_test); sizes and class distributions as
+# ORCA's README lists them (pasture 36/25/3 (12,12,12), tae 151/54/3 (49,50,52), toy 300/2/5 (35,87,79,68,31))
+EXPECTED = {
+    "pasture": (36, 25, 3, (12, 12, 12), 27, 9),
+    "tae": (151, 54, 3, (49, 50, 52), 113, 38),
+    "toy": (300, 2, 5, (35, 87, 79, 68, 31), 225, 75),
+}
+
+#: the ORCA snapshot the files were converted from (absent in CI: those checks are skipped)
+ORCA_REPO = Path("/work/.mirror/ayrna+orca/repo")
+ORCA_COMMIT = "eaa629e687d04d73628782e16e92d330acb43faf"
+
+
+@pytest.mark.parametrize("file", sorted(FILE_SHA256))
+def test_file_checksums_match_readme(file):
+    assert hashlib.sha256((PACKAGED_DATA / file).read_bytes()).hexdigest() == FILE_SHA256[file]
+    assert (PACKAGED_DATA / "README.md").read_text(encoding="utf-8").count(FILE_SHA256[file]) == 1
+
+
+def test_registry_lists_the_three_sets():
+    assert set(ORDINAL_DATASETS) == set(EXPECTED)
+    for name, (n, d, k, _, n_train, n_test) in EXPECTED.items():
+        assert ORDINAL_DATASETS[name] == (n, d, k, n_train, n_test)
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_shapes_labels_and_class_counts(name):
+    n, d, k, counts, _, _ = EXPECTED[name]
+    X, y, partitions = load_ordinal(name)
+    assert X.shape == (n, d) and X.dtype == np.float64 and np.all(np.isfinite(X))
+    assert y.shape == (n,) and np.issubdtype(y.dtype, np.integer)
+    assert set(np.unique(y).tolist()) == set(range(k))  # labels 0..K-1, every class present
+    assert tuple(np.bincount(y, minlength=k).tolist()) == counts
+    assert len(partitions) == 30
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_partitions_are_disjoint_and_cover_the_data(name):
+    n, _, _, _, n_train, n_test = EXPECTED[name]
+    _, _, partitions = load_ordinal(name)
+    seen = set()
+    for train, test in partitions:
+        assert np.issubdtype(train.dtype, np.integer) and np.issubdtype(test.dtype, np.integer)
+        assert train.shape == (n_train,) and test.shape == (n_test,)
+        assert len(np.unique(train)) == n_train and len(np.unique(test)) == n_test
+        assert np.intersect1d(train, test).size == 0
+        assert np.array_equal(np.sort(np.concatenate([train, test])), np.arange(n))
+        seen.add((tuple(train.tolist()), tuple(test.tolist())))
+    assert len(seen) == 30  # 30 different partitions
+
+
+def test_tae_repeated_rows_are_kept():
+    X, y, _ = load_ordinal("tae")
+    rows = np.column_stack([X, y])
+    assert len(np.unique(rows, axis=0)) == 151 - 41
+
+
+def test_load_returns_fresh_arrays():
+    X, _, partitions = load_ordinal("toy")
+    X[:] = 0.0
+    partitions[0][0][:] = 0
+    X2, _, partitions2 = load_ordinal("toy")
+    assert np.any(X2 != 0.0) and len(np.unique(partitions2[0][0])) == 225
+
+
+@pytest.mark.parametrize("name", ["", "Pasture", "toy5", "heart", "melanoma"])
+def test_unknown_name_refused(name):
+    with pytest.raises(ValueError, match=re.escape(repr(name))):
+        load_ordinal(name)
+
+
+def _orca_rows(path: str) -> np.ndarray:
+    text = subprocess.run(
+        ["git", "-C", str(ORCA_REPO), "show", f"{ORCA_COMMIT}:{path}"], check=True, capture_output=True, text=True
+    ).stdout
+    return np.array([[float(t) for t in line.split()] for line in text.splitlines() if line.strip()])
+
+
+@pytest.mark.skipif(not ORCA_REPO.is_dir(), reason="no ORCA mirror (only on the machine that converted the data)")
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_partitions_reproduce_the_orca_files_exactly(name):
+    if subprocess.run(["git", "-C", str(ORCA_REPO), "cat-file", "-e", ORCA_COMMIT], capture_output=True).returncode:
+        pytest.skip(f"ORCA mirror lacks commit {ORCA_COMMIT}")
+    X, y, partitions = load_ordinal(name)
+    base = f"exampledata/30-holdout/{name}/matlab"
+    for i, (train, test) in enumerate(partitions):
+        for idx, kind in ((train, "train"), (test, "test")):
+            orca = _orca_rows(f"{base}/{kind}_{name}.{i}")
+            ours = np.column_stack([X[idx], y[idx] + 1.0])
+            assert ours.shape == orca.shape and np.array_equal(ours, orca), (name, kind, i)
+
+
+def test_coal_mining_counts():
+    years, counts = load_coal_mining()
+    assert np.array_equal(years, np.arange(1851, 1963))
+    assert counts.shape == (112,) and np.issubdtype(counts.dtype, np.integer) and counts.min() >= 0
+    # boot::coal: "the dates of 191 explosions ... from March 15, 1851 until March 22 1962"
+    assert counts.sum() == 191
+    assert counts[0] > 0 and counts[-1] > 0
+    # spot values of the binned boot::coal dates (see data/README.md)
+    assert counts[:4].tolist() == [4, 5, 4, 1]
+    assert counts[years == 1941].item() == 3 and counts[years == 1942].item() == 3
+    assert counts[years < 1900].sum() == 135 and counts[years >= 1900].sum() == 56
