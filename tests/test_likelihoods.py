@@ -9,7 +9,7 @@ from scipy.special import log_ndtr
 
 import relaxep.likelihoods as likmod
 from oracles import RTOL, lik_fn, positive_truncated_normal, tilted_quad
-from relaxep import Gaussian, Laplace, Logistic, NoisyStep, Probit, StudentT
+from relaxep import Gaussian, Laplace, Logistic, NegativeBinomial, NoisyStep, OrdinalProbit, Poisson, Probit, StudentT
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 
 #: every likelihood with its t(g) written independently (oracles.lik_fn)
@@ -26,6 +26,16 @@ LIKELIHOODS = {
     "gaussian noise=0.5": (Gaussian(0.5), lik_fn("gaussian", 0.5)),
     "student-t df=4 scale=0.3": (StudentT(4.0, 0.3), lik_fn("student-t", 4.0, 0.3)),
     "laplace scale=0.7": (Laplace(0.7), lik_fn("laplace", scale=0.7)),
+    # ordinal and counts at the target y = 1 (the middle of three classes; one event)
+    "ordinal probit K=3": (
+        OrdinalProbit([-1.0, 1.0], 1.0),
+        lambda g: stats.norm.cdf(1.0 - np.asarray(g)) - stats.norm.cdf(-1.0 - np.asarray(g)),
+    ),
+    "poisson": (Poisson(), lambda g: stats.poisson.pmf(1, np.exp(np.asarray(g)))),
+    "negative binomial r=2": (
+        NegativeBinomial(2.0),
+        lambda g: stats.nbinom.pmf(1, 2.0, 2.0 / (2.0 + np.exp(np.asarray(g)))),
+    ),
 }
 BINARY = [key for key, (lik, _) in LIKELIHOODS.items() if isinstance(lik, BinaryLikelihood)]
 CAVITIES = [(0.3, 1.0), (-2.0, 0.5), (4.0, 9.0), (-0.7, 25.0), (1.5, 0.01)]

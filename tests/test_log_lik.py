@@ -22,8 +22,11 @@ from relaxep.likelihoods import (
     Laplace,
     Logistic,
     MultinomialProbit,
+    NegativeBinomial,
     NoisyProbit,
     NoisyStep,
+    OrdinalProbit,
+    Poisson,
     Probit,
     RobustMax,
     StudentT,
@@ -70,6 +73,35 @@ REGRESSION = {
     "laplace scale=0.7": (Laplace(0.7), lambda y, f: -np.log(2 * 0.7) - np.abs(y - f) / 0.7),
     "laplace scale=0.01": (Laplace(0.01), lambda y, f: -np.log(2 * 0.01) - np.abs(y - f) / 0.01),
 }
+
+
+def _interval_log_prob(lo, hi):
+    """log(Phi(hi) - Phi(lo)) by scipy, from the tail the interval lies in (no cancelling difference)."""
+    upper = lo > 0.0
+    return np.where(
+        upper,
+        np.log(stats.norm.sf(np.where(upper, lo, 0.0)) - stats.norm.sf(np.where(upper, hi, 0.0))),
+        np.log(stats.norm.cdf(np.where(upper, 0.0, hi)) - stats.norm.cdf(np.where(upper, 0.0, lo))),
+    )
+
+
+#: likelihoods of class indices and counts: (instance, targets, reference log p(y | f))
+DISCRETE = {
+    "ordinal probit K=4": (
+        OrdinalProbit([-1.0, 0.2, 1.5], 0.7),
+        np.array([0.0, 1.0, 2.0, 3.0]),
+        lambda y, f: _interval_log_prob(
+            (np.array([-np.inf, -1.0, 0.2, 1.5])[y.astype(int)] - f) / 0.7,
+            (np.array([-1.0, 0.2, 1.5, np.inf])[y.astype(int)] - f) / 0.7,
+        ),
+    ),
+    "poisson": (Poisson(), np.array([0.0, 1.0, 7.0, 300.0]), lambda y, f: stats.poisson.logpmf(y, np.exp(f))),
+    "negative binomial r=0.5": (
+        NegativeBinomial(0.5),
+        np.array([0.0, 1.0, 7.0, 300.0]),
+        lambda y, f: stats.nbinom.logpmf(y, 0.5, 0.5 / (0.5 + np.exp(f))),
+    ),
+}
 #: multi-class likelihoods: (instance, number of classes, lowest f_y - f_j of the rows): the multinomial
 #: probit's 48-node Gauss-Hermite rule is exact to rounding while the label's latent lies at most about
 #: 10 (C = 3) or 5 (C = 4) below the others; further below it loses digits (relative error in log p:
@@ -91,7 +123,7 @@ def test_every_exported_likelihood_has_a_reference_formula():
         for obj in vars(likmod).values()
         if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not inspect.isabstract(obj)
     }
-    tested = {type(lik) for table in (BINARY, REGRESSION, MULTICLASS) for lik, *_ in table.values()}
+    tested = {type(lik) for table in (BINARY, REGRESSION, DISCRETE, MULTICLASS) for lik, *_ in table.values()}
     assert classes - tested == set(), "likelihoods without a log_lik formula in tests/test_log_lik.py"
     assert tested <= classes
 
@@ -119,6 +151,20 @@ def test_regression_log_lik_equals_the_formula(key):
     got = lik.log_lik(y, f)
     assert np.all(np.isfinite(expected))
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=0.0)
+
+
+@pytest.mark.parametrize("key", DISCRETE)
+def test_ordinal_and_count_log_lik_equals_the_formula(key):
+    """log p(y | f) against scipy's distributions, each target at latents from -6 to 6 (where scipy's own
+    log of a cdf difference keeps its digits)."""
+    lik, targets, ref = DISCRETE[key]
+    y = targets[:, None]
+    f = np.linspace(-6.0, 6.0, 25)[None, :]
+    expected = ref(y, f)
+    got = lik.log_lik(y, f)
+    assert np.all(np.isfinite(expected))
+    # (atol: where p is within 1e-12 of one, log p ~ -1e-12 and scipy's 1 - tail keeps only its absolute digits)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-15)
 
 
 def _latents(n_classes, lowest, rng):

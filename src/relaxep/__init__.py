@@ -11,6 +11,7 @@ from importlib.metadata import PackageNotFoundError, version
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError, MemoryLimitError
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier
+from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.regressor import GPRegressor
 from relaxep.inference import (
     Attempt,
@@ -30,8 +31,11 @@ from relaxep.likelihoods import (
     Logistic,
     MulticlassLikelihood,
     MultinomialProbit,
+    NegativeBinomial,
     NoisyProbit,
     NoisyStep,
+    OrdinalProbit,
+    Poisson,
     Probit,
     RobustMax,
     StudentT,
@@ -51,6 +55,7 @@ __all__ = [
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
+    "GPOrdinalClassifier",
     "GPRegressor",
     "Gaussian",
     "ImproperPosteriorError",
@@ -63,9 +68,12 @@ __all__ = [
     "MemoryLimitError",
     "MulticlassLikelihood",
     "MultinomialProbit",
+    "NegativeBinomial",
     "NoisyProbit",
     "NoisyStep",
+    "OrdinalProbit",
     "Parallel",
+    "Poisson",
     "PowerEP",
     "Prior",
     "Probit",

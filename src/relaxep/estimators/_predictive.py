@@ -18,7 +18,7 @@ __all__ = ["TargetPredictive"]
 
 class TargetPredictive:
     """``predict_y``, ``predict_interval`` and ``log_predictive_density`` from the latent predictive
-    (``_predict(X, return_std=True)``, host numpy) and the fitted likelihood (``likelihood_``; ``alpha`` as
+    (``_predict(X, return_std=True, latent=True)``, host numpy) and the fitted likelihood (``likelihood_``; ``alpha`` as
     Gaussian noise when none); answers in ``X``'s array library."""
 
     likelihood_: Likelihood | None
@@ -26,7 +26,9 @@ class TargetPredictive:
     _y_train_mean: Any
     _y_train_std: Any
 
-    def _predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Any:  # pragma: no cover
+    def _predict(
+        self, X: ArrayLike, return_std: bool = False, return_cov: bool = False, latent: bool = False
+    ) -> Any:  # pragma: no cover
         raise NotImplementedError
 
     def _noise_model(self) -> Likelihood:
@@ -46,7 +48,7 @@ class TargetPredictive:
         q(f_*)\, df_*` (the likelihood's noise included; infinite for a Student-t with ``df <= 2``)."""
         check_is_fitted(self)
         mu, sd = self._single_output("predict_y")
-        mean, std = self._predict(X, return_std=True)
+        mean, std = self._predict(X, return_std=True, latent=True)
         m, v = self._noise_model().predict_y((mean - mu) / sd, (std / sd) ** 2)
         return _like(X, mu + sd * m, sd * np.sqrt(v))
 
@@ -54,7 +56,7 @@ class TargetPredictive:
         """The central ``level`` interval of the predictive of a target at ``X`` (not Gaussian in general)."""
         check_is_fitted(self)
         mu, sd = self._single_output("predict_interval")
-        mean, std = self._predict(X, return_std=True)
+        mean, std = self._predict(X, return_std=True, latent=True)
         low, high = self._noise_model().predict_interval((mean - mu) / sd, (std / sd) ** 2, level)
         return _like(X, mu + sd * low, mu + sd * high)
 
@@ -62,7 +64,7 @@ class TargetPredictive:
         r"""Pointwise :math:`\log p(y_* | y) = \log\int p(y_* | f_*) q(f_*)\, df_*` (the test NLPD: minus its mean)."""
         check_is_fitted(self)
         mu, sd = self._single_output("log_predictive_density")
-        mean, std = self._predict(X, return_std=True)
+        mean, std = self._predict(X, return_std=True, latent=True)
         y = np.asarray(to_numpy(y), dtype=float).reshape(-1)
         if y.shape != mean.shape:
             raise ValueError(f"y must have shape {mean.shape} (one target per row of X), got {y.shape}")
@@ -73,3 +75,30 @@ class TargetPredictive:
 def _like(X: Any, *arrays: Array) -> tuple[Any, ...]:
     """``arrays`` (numpy) in ``X``'s library and device (:mod:`relaxep._xp`)."""
     return arrays if namespace(X)[1] else tuple(on_device_of(np.asarray(a), X) for a in arrays)
+
+
+def is_count_model(likelihood: Likelihood | None) -> bool:
+    """Whether ``likelihood`` is a count likelihood (Poisson, negative binomial): ``predict`` then gives the
+    predictive mean (and sd) of the count, as scikit-learn's ``PoissonRegressor`` does, not the latent's."""
+    from relaxep.likelihoods.poisson import CountLikelihood
+
+    return isinstance(likelihood, CountLikelihood)
+
+
+def log_exposure(exposure: ArrayLike | None, n: int, likelihood: Likelihood | None, normalize_y: bool) -> Array | None:
+    r"""The log exposure :math:`o_i` of a count model (:math:`E[y_i | f] = e^{f_i + o_i}`), checked: ``None``
+    where none is given; ``ValueError`` naming ``exposure`` for one that is not ``n`` positive finite numbers or
+    is given to a model of other targets, and naming ``normalize_y`` for counts that would be rescaled."""
+    counts = is_count_model(likelihood)
+    if counts and normalize_y:
+        raise ValueError("normalize_y: counts are not rescaled (a count likelihood models them as they are); set False")
+    if exposure is None:
+        return None
+    if not counts:
+        raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
+    exposure = np.asarray(exposure, dtype=float)
+    if exposure.shape != (n,) or not np.all(np.isfinite(exposure)) or np.any(exposure <= 0.0):
+        shape = exposure.shape != (n,)
+        got = f"shape {exposure.shape}" if shape else f"values from {exposure.min():.3g} to {exposure.max():.3g}"
+        raise ValueError(f"exposure must be {n} positive finite numbers (one per row of X), got {got}")
+    return np.log(exposure)

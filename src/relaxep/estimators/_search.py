@@ -172,11 +172,15 @@ class _Backtracking:
         self.obj_func = obj_func
         self.worst = float(start_value) if np.isfinite(start_value) else 0.0
         self.stand_ins: list[float] = []
+        self.best_x: Array | None = None  # the best point evaluated: where a search that ends failed returns
+        self.best_value = np.inf
 
     def __call__(self, x: Array) -> tuple[float, Array]:
         value, grad = self.obj_func(x, eval_gradient=True)
         if np.isfinite(value):
             self.worst = max(self.worst, float(value))
+            if value < self.best_value:
+                self.best_x, self.best_value = np.array(x, dtype=float), float(value)
             return value, grad
         stand_in = self.worst + 1e3 * (1.0 + abs(self.worst))
         self.stand_ins.append(stand_in)
@@ -264,7 +268,8 @@ class _EvidenceSearch:
     def optimise(
         self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None
     ) -> tuple[Array, float]:
-        """One run of the optimiser from ``x0``: its end point and value (the start where L-BFGS-B ends worse)."""
+        """One run of the optimiser from ``x0``: its end point and value (the start where L-BFGS-B ends worse;
+        with ``backtrack``, the best point it evaluated where it ends on a failed run)."""
         if isinstance(self.optimizer, str) and self.optimizer == "fmin_l_bfgs_b":
             lower = np.where(np.isnan(bounds[:, 0]), -np.inf, bounds[:, 0])
             upper = np.where(np.isnan(bounds[:, 1]), np.inf, bounds[:, 1])
@@ -278,6 +283,8 @@ class _EvidenceSearch:
             objective = _Backtracking(obj_func, start_value) if self.backtrack else obj_func
             res = optimize.minimize(objective, x0, method="L-BFGS-B", jac=True, bounds=bounds, options=options)
             failed = self.backtrack and objective.failed(res.fun)  # type: ignore[union-attr]
+            if failed and objective.best_value < start_value:  # type: ignore[union-attr]
+                return objective.best_x, objective.best_value  # type: ignore[union-attr,return-value]
             if not np.isfinite(res.fun) or failed or res.fun > start_value:
                 return x0, start_value
             return res.x, float(res.fun)

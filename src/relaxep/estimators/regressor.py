@@ -35,7 +35,7 @@ from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit, dense_or
-from relaxep.estimators._predictive import TargetPredictive
+from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -168,8 +168,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         return tags
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: ArrayLike, y: ArrayLike) -> GPRegressor:
-        """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``."""
+    def fit(self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None) -> GPRegressor:
+        """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``;
+        ``exposure`` (count likelihoods): each row's exposure, :math:`E[y_i | f] = \\text{exposure}_i\\,e^{f_i}`."""
         check_kernel(self.kernel)
         likelihood = self._check_likelihood()
         check_rule(self.rule)
@@ -186,6 +187,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
                 "The number of targets seen in `y` is different from the parameter "
                 f"`n_targets`. Got {n_targets} != {self.n_targets}."
             )
+        self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, self.normalize_y)
         if self.normalize_y:
             self._y_train_mean = np.mean(y, axis=0)
             self._y_train_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
@@ -237,7 +239,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
             )
         if np.ndim(alpha) > 0:
             raise ValueError("alpha must be a scalar with a non-Gaussian likelihood (it is latent jitter)")
-        y = y.reshape(-1)
+        y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
         rule = "auto" if self.rule is None else self.rule
         # the search scores a run that does not converge as -inf (a region to leave): with "auto" it runs EP alone,
         # given up after 10 sweeps without progress, and the final fit has the whole cascade
@@ -343,17 +345,25 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
 
         As scikit-learn's: the likelihood's noise (``alpha``, a Student-t's scale) is not in them;
         the predictive of a target is :meth:`predict_y` / :meth:`predict_interval`.  Before ``fit``:
-        the prior.
+        the prior.  With a count likelihood (``Poisson``, ``NegativeBinomial``) it is the predictive mean
+        (and sd) of the count at unit exposure, as scikit-learn's ``PoissonRegressor``'s ``predict``; the
+        latent's moments are :meth:`latent_mean_and_variance`'s.
         """
         out = self._predict(X, return_std, return_cov)
         if namespace(X)[1]:
             return out
         return tuple(on_device_of(a, X) for a in out) if isinstance(out, tuple) else on_device_of(out, X)
 
-    def _predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Any:
-        """:meth:`predict` on the host (numpy), whatever ``X``'s library."""
+    def _predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False, latent: bool = False) -> Any:
+        """:meth:`predict` on the host (numpy), whatever ``X``'s library (``latent``: the latent's, for any model)."""
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
+        if not latent and is_count_model(getattr(self, "likelihood_", None)):
+            if return_cov:
+                raise ValueError("return_cov: a count's predictive has no covariance here; use return_std=True")
+            mean, std = self._predict(X, return_std=True, latent=True)
+            m, v = self.likelihood_.predict_y(mean, std**2)
+            return (m, np.sqrt(v)) if return_std else m
         kernel = self.kernel_ if hasattr(self, "X_train_") else self.kernel
         X = validate_data(self, X, reset=False, **input_format(kernel, X))
         if return_cov:
@@ -381,6 +391,12 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
             var[var < 0] = 0.0
         var = np.outer(var, self._y_train_std**2).reshape(*var.shape, -1)
         return y_mean, np.sqrt(np.squeeze(var, axis=1) if var.shape[1] == 1 else var)
+
+    def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
+        """Posterior mean and variance of the latent ``f`` at ``X``, in the targets' units (any likelihood)."""
+        check_is_fitted(self)
+        mean, std = self._predict(X, return_std=True, latent=True)
+        return mean, std**2
 
     def _predict_prior(self, X: Any, return_std: bool, return_cov: bool) -> Array | tuple[Array, Array]:
         kernel = self.kernel

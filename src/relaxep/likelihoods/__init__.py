@@ -6,6 +6,9 @@ from relaxep.likelihoods.folded import BinaryLikelihood
 from relaxep.likelihoods.gaussian import Gaussian
 from relaxep.likelihoods.laplace import Laplace
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
+from relaxep.likelihoods.negative_binomial import NegativeBinomial
+from relaxep.likelihoods.ordinal import OrdinalProbit
+from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
 
@@ -17,8 +20,11 @@ __all__ = [
     "Logistic",
     "MulticlassLikelihood",
     "MultinomialProbit",
+    "NegativeBinomial",
     "NoisyProbit",
     "NoisyStep",
+    "OrdinalProbit",
+    "Poisson",
     "Probit",
     "QuadratureLikelihood",
     "RobustMax",

@@ -1,0 +1,280 @@
+r"""Gaussian process ordinal regression by EP (Chu & Ghahramani 2005): :class:`GPOrdinalClassifier`.
+
+One latent function :math:`f` and ``K - 1`` ordered cut-points :math:`b_1 < \dots < b_{K-1}`,
+
+.. math:: P(y = k \mid f) = \Phi\Big(\frac{b_k - f}{\sigma}\Big) - \Phi\Big(\frac{b_{k-1} - f}{\sigma}\Big),
+          \qquad b_0 = -\infty,\ b_K = +\infty,
+
+(:class:`~relaxep.likelihoods.OrdinalProbit`), the cut-points learned with the kernel by maximising the EP
+evidence, as a Student-t's scale is.  A separate estimator rather than a ``GPClassifier`` likelihood:
+``GPClassifier``'s multi-class options (one latent per class, jointly or one-vs-rest) do not apply to one
+latent with ordered thresholds, and its binary log-odds (``decision_function``) have no ordinal meaning;
+here the classes are the sorted labels, ``predict_proba`` has one column per class, ``predict`` is the
+most probable class.
+"""
+
+from __future__ import annotations
+
+import numbers
+import warnings
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtri
+from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import RBF, Kernel
+from sklearn.metrics import accuracy_score
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+
+from relaxep._threads import fit_threads, n_threads
+from relaxep._typing import Array
+from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
+from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
+from relaxep.estimators._plan import SparseFit, dense_or
+from relaxep.estimators._search import _EvidenceSearch
+from relaxep.inference import InferenceMethod
+from relaxep.inference.schedules import Schedule
+from relaxep.likelihoods import OrdinalProbit
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["GPOrdinalClassifier"]
+
+
+class _OrdinalModel(_LatentModel):
+    """:class:`_LatentModel` of ordinal labels ``0..K-1``: the likelihood's class probabilities at the latent
+    predictive."""
+
+    def predict_proba(self, X: Any) -> Array:
+        mean, var = self.predict_latent(X)
+        return self.likelihood.class_probabilities(mean, np.maximum(var, 0.0))  # type: ignore[attr-defined]
+
+
+class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
+    r"""Gaussian process ordinal regression by EP, Power EP or Relaxed EP (Chu & Ghahramani 2005).
+
+    Parameters
+    ----------
+    kernel : sklearn Kernel, default ``RBF(1.0)``
+        Prior covariance of the latent function; learned unless ``optimizer=None``.  No amplitude by
+        default: the latent's scale trades against the cut-points and the noise (scaling :math:`f`,
+        :math:`b` and :math:`\sigma` together leaves the likelihood unchanged), so Chu & Ghahramani
+        learn :math:`b` and :math:`\sigma` with a unit-amplitude kernel.
+    likelihood : OrdinalProbit or None
+        ``None``: ``OrdinalProbit(noise=1.0)`` with its cut-points and noise learned.  Cut-points left as
+        ``None`` start at :math:`b_k = s\,\Phi^{-1}(F_k)`, :math:`F_k` the training labels' cumulative
+        frequency of classes ``<= k`` and :math:`s^2 = k(x, x) + \sigma^2` the prior variance of
+        :math:`f + \epsilon`; given cut-points must number ``K - 1``.
+    rule : SiteRule, InferenceMethod or "auto", default ``EP()``
+        As :class:`~relaxep.GPClassifier`'s, but EP by default: the ordinal probit is log-concave, so EP's site
+        precisions stay positive.  (``"auto"``'s convergent stage can fail on it at extreme cavities: its
+        quadrature meets a non-finite panel geometry, a known limit.)
+    optimizer : "fmin_l_bfgs_b", "auto", "stochastic", callable or None, default "fmin_l_bfgs_b"
+        Maximise the EP evidence over the kernel's and the likelihood's hyperparameters (the cut-points:
+        the first, then the logs of the gaps; :math:`\log\sigma`).  ``"stochastic"``: sparse fits only.
+    n_restarts_optimizer, optimizer_maxiter, schedule, max_sweeps, tol, jitter, warm_start, random_state,
+    inducing_points, inducing_init, learn_inducing_points, optimizer_subset, n_jobs
+        As :class:`~relaxep.GPClassifier`'s.
+
+    Attributes
+    ----------
+    classes_ : ndarray of shape (K,)
+        The sorted labels: the ordered classes.
+    kernel_, likelihood_ : the fitted kernel and likelihood (``likelihood_.cut_points``).
+    log_marginal_likelihood_value_ : float
+        The EP log evidence at the fit.
+    result_ : InferenceResult
+        The posterior's record: status, sweeps, sites.
+    """
+
+    def __init__(
+        self,
+        kernel: Kernel | None = None,
+        likelihood: OrdinalProbit | None = None,
+        *,
+        rule: SiteRule | InferenceMethod | str | None = None,
+        optimizer: Any = "fmin_l_bfgs_b",
+        n_restarts_optimizer: int = 0,
+        optimizer_maxiter: int | None = None,
+        schedule: Schedule | str = "parallel",
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+        jitter: float = 1e-6,
+        warm_start: bool = True,
+        random_state: Any = None,
+        inducing_points: int | ArrayLike | None = None,
+        inducing_init: str = "kmeans",
+        learn_inducing_points: bool = True,
+        optimizer_subset: int | None = None,
+        n_jobs: int | None = None,
+    ) -> None:
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.rule = rule
+        self.optimizer = optimizer
+        self.n_restarts_optimizer = n_restarts_optimizer
+        self.optimizer_maxiter = optimizer_maxiter
+        self.schedule = schedule
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.jitter = jitter
+        self.warm_start = warm_start
+        self.random_state = random_state
+        self.inducing_points = inducing_points
+        self.inducing_init = inducing_init
+        self.learn_inducing_points = learn_inducing_points
+        self.optimizer_subset = optimizer_subset
+        self.n_jobs = n_jobs
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.poor_score = True
+        return tags
+
+    # ------------------------------------------------------------------ fit
+    def fit(self, X: ArrayLike, y: ArrayLike) -> GPOrdinalClassifier:
+        """Learn the kernel, cut-points and noise (if ``optimizer``) and run inference on ``(X, y)``."""
+        check_kernel(self.kernel)
+        check_likelihood(self.likelihood, "None or a relaxep.OrdinalProbit instance", (OrdinalProbit,))
+        check_rule(self.rule)
+        self._check_parameters()
+        X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
+        check_classification_targets(y)
+        classes = np.unique(y)
+        if classes.size < 2:
+            raise ValueError(f"y: ordinal regression needs at least two classes; the data contain one: {classes[0]!r}")
+        self.classes_ = classes
+        y_index = np.searchsorted(classes, y).astype(float)
+        self.kernel_ = RBF(1.0) if self.kernel is None else clone(self.kernel)
+        likelihood = self._start_likelihood(X, y_index)
+        self.X_train_ = np.array(X, copy=True)
+        with fit_threads(X.shape[0], dense=self.inducing_points is None):
+            model, report = self._fit_model(likelihood, y_index)
+        self.model_, self.kernel_, self.likelihood_ = model, model.kernel_, model.likelihood
+        self.result_ = model.result_
+        self.log_marginal_likelihood_value_ = model.result_.log_evidence
+        for message in report.warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _start_likelihood(self, X: NDArray, y_index: NDArray) -> OrdinalProbit:
+        """The likelihood the fit starts from: cut-points from the class frequencies where none are given."""
+        n_cuts = self.classes_.size - 1
+        likelihood = OrdinalProbit(noise=1.0) if self.likelihood is None else clone(self.likelihood)
+        if likelihood.cut_points is None:
+            cumulative = np.cumsum(np.bincount(y_index.astype(int), minlength=n_cuts + 1))[:-1] / y_index.size
+            prior_sd = float(np.sqrt(self.kernel_.diag(X[:1])[0] + self.jitter + likelihood.noise**2))
+            likelihood.set_params(cut_points=prior_sd * ndtri(cumulative))
+        elif len(likelihood.cut_points) != n_cuts:
+            raise ValueError(
+                f"likelihood: {len(likelihood.cut_points)} cut-points for {n_cuts + 1} classes; give "
+                f"{n_cuts} (K - 1) or None to start them from the class frequencies"
+            )
+        return likelihood
+
+    def _fit_model(self, likelihood: OrdinalProbit, y: NDArray) -> tuple[_OrdinalModel, Any]:
+        rule = EP() if self.rule is None else self.rule  # (log-concave: EP's sites stay positive)
+        # as GPRegressor's: the search's runs are EP's (one that does not converge scores -inf, a region to leave)
+        search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
+        options = dict(
+            schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
+            search_rule=search_rule, search_stall_window=10,
+        )  # fmt: skip
+        n_learned = self.kernel_.n_dims + likelihood.n_dims
+        if self.inducing_points is None:
+            search = self._search()
+            model = _OrdinalModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
+            learn = self.optimizer is not None and n_learned > 0
+            return model, model.fit(self.X_train_, y, self._rng() if learn else None)
+        plan = SparseFit.plan(
+            self.X_train_, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
+            n_jobs=self.n_jobs,
+        )  # fmt: skip
+        model, report = fit_sparse_model(
+            plan, _OrdinalModel, self.kernel_, likelihood, rule, self._search(plan.method), self.X_train_, y,
+            self.jitter, **options,
+        )  # fmt: skip
+        self.inducing_points_ = model.Z
+        return model, report  # type: ignore[return-value]
+
+    def _search(self, method: Any = None) -> _EvidenceSearch:
+        return _EvidenceSearch(
+            dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
+            self.optimizer_maxiter, backtrack=True,
+        )  # fmt: skip
+
+    def _rng(self) -> np.random.RandomState:
+        try:
+            return check_random_state(self.random_state)
+        except ValueError as exc:
+            raise ValueError(f"random_state: {exc}") from None
+
+    def _check_parameters(self) -> None:
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        check_restarts(self.n_restarts_optimizer)
+        n_threads(self.n_jobs)
+        if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
+            raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
+        if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
+            raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
+
+    # ------------------------------------------------------------ evidence
+    def log_marginal_likelihood(
+        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
+    ) -> float | tuple[float, Array]:
+        """EP log evidence at ``theta``: the kernel's log-hyperparameters (the likelihood's as fitted), or
+        those followed by the likelihood's (``likelihood_.theta``); ``None`` returns the fitted value."""
+        check_is_fitted(self)
+        if theta is None:
+            if eval_gradient:
+                raise ValueError("gradient can only be evaluated for theta != None")
+            return np.float64(self.log_marginal_likelihood_value_)
+        theta = np.asarray(theta, dtype=float)
+        k, full = self.kernel_.theta.size, self.kernel_.theta.size + self.likelihood_.n_dims
+        if theta.ndim != 1 or theta.size not in (k, full):
+            raise ValueError(
+                f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
+                f"got shape {theta.shape}"
+            )
+        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+
+    # ------------------------------------------------------------ predict
+    def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
+        """Posterior mean and variance of the latent ``f`` at ``X`` (the cut-points are ``likelihood_.cut_points``)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.predict_latent(X)
+
+    def predict_proba(self, X: ArrayLike) -> Array:
+        r"""Class probabilities, columns in ``classes_`` order: :math:`P(y_* = k) = \Phi(z_k) - \Phi(z_{k-1})`,
+        :math:`z_k = (b_k - \mu_*)/\sqrt{\sigma^2 + s^2_*}` at the latent predictive :math:`N(\mu_*, s^2_*)`."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_))
+        return self.model_.predict_proba(X)
+
+    def predict_log_proba(self, X: ArrayLike) -> Array:
+        """Log class probabilities (of :meth:`predict_proba`; a zero probability gives ``-inf``)."""
+        with np.errstate(divide="ignore"):
+            return np.log(self.predict_proba(X))
+
+    def predict(self, X: ArrayLike) -> NDArray:
+        """The most probable class (the argmax of :meth:`predict_proba`)."""
+        check_is_fitted(self)
+        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
+        """Accuracy of :meth:`predict` on ``(X, y)``; labels absent at fit time are refused (``ValueError``
+        naming ``y``), not counted as errors."""
+        check_is_fitted(self)
+        y = np.asarray(y)
+        unknown = np.setdiff1d(np.unique(y), self.classes_)
+        if unknown.size:
+            raise ValueError(f"y contains labels absent at fit time: {unknown.tolist()} (classes_ = {self.classes_})")
+        return float(accuracy_score(y, self.predict(X), sample_weight=sample_weight))
