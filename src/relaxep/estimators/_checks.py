@@ -14,7 +14,16 @@ from relaxep.inference import InferenceMethod
 from relaxep.likelihoods import Likelihood
 from relaxep.sites import SiteRule
 
-__all__ = ["check_device_kernel", "check_kernel", "check_likelihood", "check_restarts", "check_rule", "input_format"]
+__all__ = [
+    "check_device_kernel",
+    "check_kernel",
+    "check_latent_fit",
+    "check_likelihood",
+    "check_restarts",
+    "check_rule",
+    "input_format",
+    "random_state_of",
+]
 
 
 def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
@@ -84,3 +93,30 @@ def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
             f"kernel on the arrays' device, for RBF or ConstantKernel * RBF only; got {kernel!r}: use one of "
             "those, or numpy arrays for any other kernel"
         ) from exc
+
+
+def check_latent_fit(estimator: Any) -> None:
+    """A latent-function classifier's numeric parameters, checked in ``fit`` (scikit-learn's convention), each
+    named: ``max_sweeps``, ``tol``, ``n_restarts_optimizer``, ``n_jobs`` and ``jitter``."""
+    from relaxep._threads import n_threads
+    from relaxep._validation import check_positive_int, check_positive_number
+
+    check_positive_int(estimator.max_sweeps, "max_sweeps")
+    check_positive_number(estimator.tol, "tol")
+    check_restarts(estimator.n_restarts_optimizer)
+    n_threads(estimator.n_jobs)
+    jitter = estimator.jitter
+    if isinstance(jitter, bool) or not isinstance(jitter, numbers.Real):
+        raise TypeError(f"jitter must be a real number >= 0, got {jitter!r}")
+    if not (np.isfinite(jitter) and jitter >= 0.0):
+        raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
+
+
+def random_state_of(estimator: Any) -> np.random.RandomState:
+    """``check_random_state(estimator.random_state)``, its error naming ``random_state``."""
+    from sklearn.utils.validation import check_random_state
+
+    try:
+        return check_random_state(estimator.random_state)
+    except ValueError as exc:
+        raise ValueError(f"random_state: {exc}") from None

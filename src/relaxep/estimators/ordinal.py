@@ -15,7 +15,6 @@ most probable class.
 
 from __future__ import annotations
 
-import numbers
 import warnings
 from typing import Any
 
@@ -27,12 +26,18 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
-from relaxep._threads import fit_threads, n_threads
+from relaxep._threads import fit_threads
 from relaxep._typing import Array
-from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.estimators._checks import check_kernel, check_likelihood, check_restarts, check_rule, input_format
+from relaxep.estimators._checks import (
+    check_kernel,
+    check_latent_fit,
+    check_likelihood,
+    check_rule,
+    input_format,
+    random_state_of,
+)
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import _EvidenceSearch
@@ -210,20 +215,11 @@ class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
         )  # fmt: skip
 
     def _rng(self) -> np.random.RandomState:
-        try:
-            return check_random_state(self.random_state)
-        except ValueError as exc:
-            raise ValueError(f"random_state: {exc}") from None
+        return random_state_of(self)
 
     def _check_parameters(self) -> None:
-        check_positive_int(self.max_sweeps, "max_sweeps")
-        check_positive_number(self.tol, "tol")
-        check_restarts(self.n_restarts_optimizer)
-        n_threads(self.n_jobs)
-        if isinstance(self.jitter, bool) or not isinstance(self.jitter, numbers.Real):
-            raise TypeError(f"jitter must be a real number >= 0, got {self.jitter!r}")
-        if not (np.isfinite(self.jitter) and self.jitter >= 0.0):
-            raise ValueError(f"jitter must be finite and >= 0, got {self.jitter!r}")
+        """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
+        check_latent_fit(self)
 
     # ------------------------------------------------------------ evidence
     def log_marginal_likelihood(
