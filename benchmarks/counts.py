@@ -3,8 +3,10 @@ Poisson GLM, and the time of the new likelihoods' fits beside the binary probit'
 
 ``python benchmarks/counts.py [--repeats 10] [--timing-n 2000] [--out benchmarks/results/counts.md]``
 
+Sections 1 and 2 are the cells of ``relaxep reproduce counts`` (:mod:`relaxep.experiments.studies.counts`).
+
 1. **A simulated log-Gaussian Cox process** on ``[0, 10]``: log-rate ``g(x) = 2.5 + sin(x) + 0.5 cos(2.3 x)``,
-   counts in ``--bins`` bins of width ``w`` drawn from ``Poisson(w exp(g))``.  The score is the RMSE of the
+   counts in 100 bins of width ``w`` drawn from ``Poisson(w exp(g))``.  The score is the RMSE of the
    predicted rate (per unit length) against the true ``exp(g)`` at the bin centres, mean over ``--repeats``
    draws.  relaxep: ``GPRegressor(C * RBF + C, likelihood=Poisson() | NegativeBinomial())`` with ``exposure = w`` (the
    constant kernel carries the log-rate's level: the latent GP has mean zero),
@@ -15,8 +17,8 @@ Poisson GLM, and the time of the new likelihoods' fits beside the binary probit'
    cross-validated mean test log predictive density of the yearly counts, relaxep's Poisson and negative
    binomial against scikit-learn's ``PoissonRegressor`` on a cubic spline basis of the year (10 knots,
    ``alpha`` 1e-3), with the EP status of every fit.
-3. **Time at ``--timing-n`` rows** (one BLAS thread each, median of 3): a learned Poisson, negative-binomial
-   and ordinal fit beside the learned binary probit ``GPClassifier`` on the same inputs.
+3. **Time at ``--timing-n`` rows** (one BLAS thread each, median of ``--timing-repeats``): a learned Poisson,
+   negative-binomial and ordinal fit beside the learned binary probit ``GPClassifier`` on the same inputs.
 """
 
 from __future__ import annotations
@@ -27,91 +29,42 @@ import warnings
 from pathlib import Path
 
 import numpy as np
-from scipy.stats import poisson
-from sklearn.gaussian_process import GaussianProcessRegressor
-from sklearn.gaussian_process.kernels import RBF, WhiteKernel
+from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
-from sklearn.linear_model import PoissonRegressor
-from sklearn.model_selection import KFold
-from sklearn.pipeline import make_pipeline
-from sklearn.preprocessing import SplineTransformer
 from threadpoolctl import threadpool_limits
 
 from relaxep import GPClassifier, GPOrdinalClassifier, GPRegressor, NegativeBinomial, Poisson, Probit
-from relaxep.datasets import load_coal_mining
+from relaxep.experiments.studies.counts import BINS, coal, simulated_draw
 
 
-def log_rate(x: np.ndarray) -> np.ndarray:
-    return 2.5 + np.sin(x) + 0.5 * np.cos(2.3 * x)
-
-
-def lgcp(bins: int, seed: int) -> tuple[np.ndarray, np.ndarray, float]:
-    width = 10.0 / bins
-    x = (np.arange(bins) + 0.5) * width
-    return x[:, None], np.random.default_rng(seed).poisson(width * np.exp(log_rate(x))).astype(float), width
-
-
-def simulated(bins: int, repeats: int) -> list[str]:
-    scores: dict[str, list[float]] = {}
-    statuses: dict[str, list[str]] = {}
-    for seed in range(repeats):
-        X, y, width = lgcp(bins, seed)
-        truth = np.exp(log_rate(X[:, 0]))
-        exposure = np.full(y.size, width)
-        for name, lik in (("relaxep Poisson EP", Poisson()), ("relaxep negative binomial EP", NegativeBinomial())):
-            model = GPRegressor(C(1.0) * RBF(1.0) + C(1.0), likelihood=lik, random_state=0)
-            model.fit(X, y, exposure=exposure)
-            scores.setdefault(name, []).append(float(np.sqrt(np.mean((model.predict(X) - truth) ** 2))))
-            statuses.setdefault(name, []).append(model.result_.status)
-        kernel = C(1.0) * RBF(1.0) + WhiteKernel(0.1)
-        rate = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(X, y / width).predict(X)
-        scores.setdefault("scikit-learn GPR on the rates", []).append(float(np.sqrt(np.mean((rate - truth) ** 2))))
-        logged = GaussianProcessRegressor(kernel, normalize_y=True, random_state=0).fit(X, np.log1p(y)).predict(X)
-        rate = np.expm1(logged) / width
-        scores.setdefault("scikit-learn GPR on log1p counts", []).append(float(np.sqrt(np.mean((rate - truth) ** 2))))
+def simulated(repeats: int) -> list[str]:
+    draws = [simulated_draw(seed) for seed in range(repeats)]
+    methods = [k for k in draws[0] if k != "seed" and not k.endswith(" status")]
     lines = [
-        f"## Simulated log-Gaussian Cox process ({bins} bins on [0, 10], {repeats} draws)",
+        f"## Simulated log-Gaussian Cox process ({BINS} bins on [0, 10], {repeats} draws)",
         "",
         "| method | RMSE of the rate to the true rate | converged |",
         "|---|---:|---:|",
     ]
-    for name, values in scores.items():
-        conv = statuses.get(name)
-        cell = f"{conv.count('converged')}/{len(conv)}" if conv else ""
-        lines.append(f"| {name} | {np.mean(values):.3f} | {cell} |")
-    best_naive = min(np.mean(scores[k]) for k in scores if k.startswith("scikit-learn"))
-    for name in ("relaxep Poisson EP", "relaxep negative binomial EP"):
-        lines.append(f"| {name} / the better naive GPR | {np.mean(scores[name]) / best_naive:.2f}x | |")
+    for name in methods:
+        status = [d.get(name + " status") for d in draws]
+        cell = f"{status.count('converged')}/{len(status)}" if status[0] else ""
+        lines.append(f"| {name} | {np.mean([d[name] for d in draws]):.3f} | {cell} |")
+    naive = min(np.mean([d[m] for d in draws]) for m in methods if m.startswith("scikit-learn"))
+    for name in methods[:2]:
+        lines.append(f"| {name} / the better naive GPR | {np.mean([d[name] for d in draws]) / naive:.2f}x | |")
     return lines
 
 
-def coal() -> list[str]:
-    years, counts = load_coal_mining()
-    X = ((years - years.mean()) / years.std())[:, None]
-    lpd: dict[str, list[float]] = {}
-    statuses: dict[str, list[str]] = {}
-    for train, test in KFold(10, shuffle=True, random_state=0).split(X):
-        for name, lik in (("relaxep Poisson EP", Poisson()), ("relaxep negative binomial EP", NegativeBinomial())):
-            model = GPRegressor(C(1.0) * RBF(1.0) + C(1.0), likelihood=lik, random_state=0).fit(X[train], counts[train])
-            lpd.setdefault(name, []).extend(model.log_predictive_density(X[test], counts[test]))
-            statuses.setdefault(name, []).append(model.result_.status)
-        glm = make_pipeline(SplineTransformer(n_knots=10), PoissonRegressor(alpha=1e-3, max_iter=1000))
-        mu = glm.fit(X[train], counts[train]).predict(X[test])
-        lpd.setdefault("scikit-learn PoissonRegressor, splines", []).extend(poisson.logpmf(counts[test], mu))
-    lines = [
-        f"## Coal-mining disasters ({years[0]}-{years[-1]}, {int(counts.sum())} disasters), 10-fold CV",
-        "",
-        "| method | mean test log predictive density | converged |",
-        "|---|---:|---:|",
-    ]
-    for name, values in lpd.items():
-        conv = statuses.get(name)
-        cell = f"{conv.count('converged')}/{len(conv)}" if conv else ""
-        lines.append(f"| {name} | {np.mean(values):.3f} | {cell} |")
+def coal_lines() -> list[str]:
+    result = coal(10)
+    lines = ["## Coal-mining disasters (1851-1962, 191 disasters), 10-fold CV", "",
+             "| method | mean test log predictive density | converged |", "|---|---:|---:|"]  # fmt: skip
+    lines += [f"| {k} | {v:.3f} | {result['converged'].get(k, '')} |" for k, v in result["lpd"].items()]
     return lines
 
 
-def timing(n: int) -> list[str]:
+def timing(n: int, repeats: int) -> list[str]:
     rng = np.random.default_rng(0)
     X = rng.uniform(-3, 3, size=(n, 2))
     f = np.sin(X[:, 0]) + 0.5 * X[:, 1]
@@ -124,12 +77,13 @@ def timing(n: int) -> list[str]:
         ),
         "GPOrdinalClassifier (3 classes)": (lambda: GPOrdinalClassifier(), np.searchsorted([-0.5, 0.5], f)),
     }
-    lines = [f"## Time of a learned fit at n = {n} (one BLAS thread, median of 3)", "", "| fit | time (s) | / probit |"]
+    lines = [f"## Time of a learned fit at n = {n} (one BLAS thread, median of {repeats})", "",
+             "| fit | time (s) | / probit |"]  # fmt: skip
     lines.append("|---|---:|---:|")
     base = None
     for name, (make, target) in fits.items():
         times = []
-        for _ in range(3):
+        for _ in range(repeats):
             with threadpool_limits(1):
                 start = time.perf_counter()
                 make().fit(X, target)
@@ -143,17 +97,19 @@ def timing(n: int) -> list[str]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bins", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--timing-n", type=int, default=2000, help="0: no timing section")
+    parser.add_argument("--timing-repeats", type=int, default=1)
+    parser.add_argument("--skip-studies", action="store_true", help="the timing section only")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     lines = [f"# Counts by EP (`python benchmarks/counts.py --repeats {args.repeats} --timing-n {args.timing_n}`)", ""]
-    lines += [*simulated(args.bins, args.repeats), "", *coal(), ""]
+    if not args.skip_studies:
+        lines += [*simulated(args.repeats), "", *coal_lines(), ""]
     print("\n".join(lines), flush=True)
     if args.timing_n:
-        lines += timing(args.timing_n)
+        lines += timing(args.timing_n, args.timing_repeats)
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 import warnings
 from pathlib import Path
 
@@ -16,10 +15,9 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import GPOrdinalClassifier, GPRegressor, NegativeBinomial, Poisson
+from relaxep.experiments.studies.counts import lgcp, log_rate
 
 HERE = Path(__file__).parent
-sys.path.insert(0, str(HERE.parents[1] / "benchmarks"))
-from counts import lgcp, log_rate  # noqa: E402
 
 
 def ordinal_figure() -> None:

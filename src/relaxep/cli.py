@@ -98,6 +98,8 @@ _REPRODUCE_EXAMPLES = """examples:
   relaxep reproduce all --quick --jobs 2 --out quick    every paper study, quick (a few minutes)
   relaxep reproduce uci --data-home ~/data/uci          the UCI study on your own copies of the data
   relaxep reproduce regression --quick --out reg       robust GP regression, quick (a few minutes)
+  relaxep reproduce ordinal --out ord                   ordinal EP on ORCA's 30 partitions
+  relaxep reproduce counts --quick --out counts         Poisson and negative-binomial EP
   relaxep reproduce robustness --scheduler tcp://host:8786 --out rob
                                                         on an existing Dask cluster (pip install "relaxep[dask]")
 
@@ -128,12 +130,15 @@ def _parser() -> argparse.ArgumentParser:
         "reproduce",
         help="rerun the paper's studies; writes CSV tables, PNG figures and OUT/report.md (resumable)",
         description="Rerun the paper's studies (toy, synthetic, uci; 'all' is the three) or the robustness, "
-        "multi-class and regression studies, and write CSV tables, PNG figures and OUT/report.md with the "
-        "paper's claims beside what was measured.",
+        "multi-class, regression, ordinal and count studies, and write CSV tables, PNG figures and OUT/report.md "
+        "with the paper's claims beside what was measured.",
         epilog=_REPRODUCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p_rep.add_argument("study", choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass", "regression"])
+    p_rep.add_argument(
+        "study",
+        choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass", "regression", "ordinal", "counts"],
+    )
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
     p_rep.add_argument(

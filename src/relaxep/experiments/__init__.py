@@ -8,7 +8,7 @@ added here.
 
 from __future__ import annotations
 
-from relaxep.experiments.studies import multiclass, regression, robustness, synthetic, toy, uci
+from relaxep.experiments.studies import counts, multiclass, ordinal, regression, robustness, synthetic, toy, uci
 from relaxep.experiments.study import Study
 
 __all__ = ["PAPER_STUDIES", "STUDIES", "Study"]
@@ -16,7 +16,16 @@ __all__ = ["PAPER_STUDIES", "STUDIES", "Study"]
 #: every study by name, in report order
 STUDIES: dict[str, Study] = {
     study.name: study
-    for study in (toy.STUDY, synthetic.STUDY, uci.STUDY, robustness.STUDY, multiclass.STUDY, regression.STUDY)
+    for study in (
+        toy.STUDY,
+        synthetic.STUDY,
+        uci.STUDY,
+        robustness.STUDY,
+        multiclass.STUDY,
+        regression.STUDY,
+        ordinal.STUDY,
+        counts.STUDY,
+    )
 }
 
 #: the paper's studies, which ``relaxep reproduce all`` runs
