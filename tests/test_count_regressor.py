@@ -50,3 +50,23 @@ def test_exposure_shifts_the_log_rate_and_bad_input_is_refused():
         GPRegressor(kernel, likelihood=Poisson(), optimizer=None).fit(X, y + 0.5)  # not counts: nothing rounded
     with pytest.raises(ValueError, match=r"^return_cov"):
         GPRegressor(kernel, likelihood=Poisson(), optimizer=None).fit(X, y).predict(X, return_cov=True)
+
+
+@pytest.mark.parametrize("likelihood", [Poisson(), NegativeBinomial(2.0)])
+def test_relaxed_ep_takes_targets_with_their_exposure(likelihood):
+    """REP with [count, log exposure] rows: with no relaxation to gain (c huge) it is EP's fixed point exactly
+    (EP with exposure is checked against the sampler in test_count_likelihoods), and a zero log exposure is
+    the plain counts."""
+    from relaxep import RelaxedEP
+
+    X, y, exposure = _counts(n=40, seed=2)
+    prior = DensePrior.from_kernel(RBF(1.0), X, 1e-6)
+    pairs = np.column_stack([y, np.log(exposure)])
+    ep = infer(prior, pairs, likelihood, EP(), tol=1e-10)
+    rep = infer(prior, pairs, likelihood, RelaxedEP(c=1e12), tol=1e-10)
+    np.testing.assert_allclose(rep.mean, ep.mean, rtol=1e-8, atol=1e-10)
+    relaxed = infer(prior, pairs, likelihood, RelaxedEP(c=1.0), tol=1e-8)
+    assert relaxed.status == "converged"
+    zero = infer(prior, np.column_stack([y, np.zeros_like(y)]), likelihood, RelaxedEP(c=1.0), tol=1e-8)
+    plain = infer(prior, y, likelihood, RelaxedEP(c=1.0), tol=1e-8)
+    np.testing.assert_array_equal(zero.mean, plain.mean)

@@ -142,9 +142,12 @@ class RelaxedEP(SiteRule):
 
     def optimal_relaxation(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> Array:
         r"""Line search :math:`b^* = \arg\min_{b\ge0} Q(b)`, vectorised over sites."""
-        columns = (y, cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
+        columns = (cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
         cols = [np.asarray(a, dtype=float)[..., None] for a in columns]
-        y, cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
+        cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
+        y = np.asarray(y, dtype=float)
+        # one target per site, or a row of them (a count and its log exposure): the grid's axis goes before it
+        y = y[..., None] if y.ndim <= np.ndim(cavity.mean) else y[..., None, :]
 
         def q(b: Array) -> Array:
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
