@@ -131,7 +131,7 @@ def _grid(offsets):
     return y, m, v, o
 
 
-@pytest.mark.parametrize("power", [1.0, 0.5])
+@pytest.mark.parametrize("power", [1.0, pytest.param(0.5, marks=pytest.mark.slow)])
 @pytest.mark.parametrize("lik", LIKELIHOODS[:2], ids=IDS[:2])
 def test_tilted_log_z_and_moments_match_adaptive_quadrature(lik, power):
     """log Z to 1e-8 (Z to 1e-8 relative), the mean to 1e-8 tilted sd, the variance to 1e-8 relative."""

@@ -138,7 +138,7 @@ def test_error_rate_counts_wrong_decisions_at_one_half():
 
 
 def test_the_registry_lists_every_study_and_all_means_the_papers():
-    assert list(STUDIES) == ["toy", "synthetic", "uci", "robustness", "multiclass", "regression"]
+    assert list(STUDIES) == ["toy", "synthetic", "uci", "robustness", "multiclass", "regression", "ordinal", "counts"]
     assert PAPER_STUDIES == ("toy", "synthetic", "uci")
     with pytest.raises(ValueError, match="unknown studies"):
         reproduce(("toys",), "unused")

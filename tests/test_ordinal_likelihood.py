@@ -113,7 +113,9 @@ def test_log_lik_in_the_tails_equals_mpmath(key):
 
 # ------------------------------------------------------------------ tilted moments
 @pytest.mark.parametrize("power", [1.0, 0.5])
-@pytest.mark.parametrize("key", CONFIGS)
+@pytest.mark.parametrize(
+    "key", [pytest.param(k, marks=pytest.mark.slow) if k.startswith("K=5") else k for k in CONFIGS]
+)  # (five classes: 12 s of quadrature; the slow run)
 def test_tilted_log_z_and_moments_equal_adaptive_quadrature(key, power):
     """Every class, cavity means -8..8 and variances 1e-3..25: log Z (relative to Z), mean and variance to 1e-8."""
     cuts, sigma = CONFIGS[key]
