@@ -371,3 +371,20 @@ def test_ep_posterior_matches_elliptical_slice_sampling():
     assert np.all(np.abs(res.mean - mcmc.mean) <= 0.2 * sd)
     ratio = res.marginal_var / mcmc.var
     assert np.all((ratio >= 0.8) & (ratio <= 1.25)), (ratio.min(), ratio.max())
+
+
+def test_a_cavity_far_beyond_the_classes_gives_the_tilted_at_the_class_edge():
+    r"""The convergent methods evaluate cavities far out (mean 1e7, variance 7e5: met fitting ORCA's toy with
+    rule="auto"; the mode's bracket reached -1e16 and the panels overflowed to NaN).  There the cavity is a
+    straight slope :math:`s = (m - b)/v` in log density across the class's upper edge :math:`b`, so the tilted is
+    :math:`e^{sf}\Phi((b - f)/\sigma)`: an exponential below the edge convolved with the noise, whose mean is
+    :math:`b - 1/s + s\sigma^2` and variance :math:`1/s^2 + \sigma^2` (closed forms)."""
+    cuts, sigma = [-2.1, -0.9, -0.35, 0.58], 0.0224
+    lik = OrdinalProbit(cuts, noise=sigma)
+    y, m, v = np.array([1.0, 0.0]), np.array([1.0147e7, 2.86e6]), np.array([6.85e5, 1e6])
+    edge = np.array([-0.9, -2.1])
+    slope = (m - edge) / v
+    mean, k2, k3, k4 = lik.tilted_cumulants(y, m, v)
+    assert np.all(np.isfinite(k3)) and np.all(np.isfinite(k4))
+    np.testing.assert_allclose(mean, edge - 1 / slope + slope * sigma**2, rtol=1e-4)
+    np.testing.assert_allclose(k2, 1 / slope**2 + sigma**2, rtol=1e-3)

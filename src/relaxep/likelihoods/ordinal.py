@@ -334,6 +334,14 @@ class OrdinalProbit(Likelihood):
         two two-centre rules' centres, widths, gaps and reaches (mode and cut-points, sorted)."""
         _, d1, _ = self._pointwise(lo_b, hi_b, mean)
         end = mean + var * power * d1
+        # the mode lies between the cavity's mean and the likelihood's maximum (log-concave): the interval's midpoint,
+        # or 40 noise sds inside a one-sided class's edge; a far cavity (1e7, v 7e5) would bracket it by 1e16
+        with np.errstate(invalid="ignore"):
+            mid = 0.5 * (lo_b + hi_b)
+            sigma = float(self.noise)
+            down = np.where(np.isfinite(mid), mid, hi_b - 40.0 * sigma)
+            up = np.where(np.isfinite(mid), mid, lo_b + 40.0 * sigma)
+        end = np.where(end < mean, np.maximum(end, np.minimum(down, mean)), np.minimum(end, np.maximum(up, mean)))
         lo, hi = np.minimum(mean, end), np.maximum(mean, end)
         g = 0.5 * (lo + hi)
         for _ in range(_NEWTON_ITERATIONS):
