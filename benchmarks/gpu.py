@@ -43,6 +43,7 @@ import argparse
 import sys
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -56,13 +57,34 @@ def _sync(torch: object, device: object) -> None:
         torch.cuda.synchronize()  # type: ignore[attr-defined]
 
 
+def timed(estimator: object, X: object, y: object, Xt: object, sync: object = None) -> tuple:
+    """``estimator`` fitted on ``(X, y)`` (under scikit-learn's ``array_api_dispatch`` where ``sync`` is given:
+    another library's arrays, synchronised before the clock stops), its fit and predict seconds and the
+    probabilities of class 1 at ``Xt`` on the host."""
+    import contextlib
+
+    import sklearn
+
+    from relaxep._xp import to_numpy
+
+    dispatch = sklearn.config_context(array_api_dispatch=True) if sync else contextlib.nullcontext()
+    with dispatch:
+        start = time.perf_counter()
+        estimator.fit(X, y)  # type: ignore[attr-defined]
+        if sync:
+            sync()  # type: ignore[operator]
+        fit = time.perf_counter() - start
+        start = time.perf_counter()
+        p1 = to_numpy(estimator.predict_proba(Xt)[:, 1])  # type: ignore[attr-defined]
+    return estimator, fit, time.perf_counter() - start, p1
+
+
 def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) -> list[tuple]:
     import sklearn
     from sklearn.gaussian_process.kernels import RBF
     from sklearn.gaussian_process.kernels import ConstantKernel as C
 
     from relaxep import GPClassifier, Probit
-    from relaxep._xp import to_numpy
 
     X, y, Xt, yt, _ = problem(n)
     rows = []
@@ -72,59 +94,34 @@ def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) ->
 
     tX, ty = torch.asarray(X, device=device), torch.asarray(y, device=device)  # type: ignore[attr-defined]
     tXt = torch.asarray(Xt, device=device)  # type: ignore[attr-defined]
+    sync = partial(_sync, torch, device)
+    clf, fit, predict, p1 = timed(make(), tX, ty, tXt, sync)
     with sklearn.config_context(array_api_dispatch=True):
         start = time.perf_counter()
-        clf = make().fit(tX, ty)
-        _sync(torch, device)
-        fit = time.perf_counter() - start
-        start = time.perf_counter()
-        p1 = to_numpy(clf.predict_proba(tXt)[:, 1])
-        predict = time.perf_counter() - start
-        post = clf.result_.posterior
-        start = time.perf_counter()
-        post.refresh()
-        _sync(torch, device)
+        clf.result_.posterior.refresh()
+        sync()
         refresh = time.perf_counter() - start
     rows.append(("relaxep FITC EP, fixed kernel, torch", fit, predict, *scores(p1, yt), clf.result_.n_sweeps))
     rows.append(("one FITC refresh, torch", refresh, float("nan"), float("nan"), float("nan"), ""))
-    with sklearn.config_context(array_api_dispatch=True):  # the default learned fit from 20 000 rows
-        learned = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=M, optimizer="stochastic", random_state=0)
-        start = time.perf_counter()
-        learned.fit(tX, ty)
-        _sync(torch, device)
-        fit = time.perf_counter() - start
-        start = time.perf_counter()
-        p_learned = to_numpy(learned.predict_proba(tXt)[:, 1])
-        predict = time.perf_counter() - start
+    # the default learned fit from 20 000 rows
+    learned = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=M, optimizer="stochastic", random_state=0)
+    learned, fit, predict, p_learned = timed(learned, tX, ty, tXt, sync)
     name = f"relaxep stochastic learning (1000 steps) + EP, torch: {learned.kernel_}"
     rows.append((name, fit, predict, *scores(p_learned, yt), learned.result_.n_sweeps))
     if n <= cpu_max:
-        start = time.perf_counter()
-        ref = make().fit(X, y)
-        fit = time.perf_counter() - start
-        start = time.perf_counter()
-        p_ref = ref.predict_proba(Xt)[:, 1]
-        predict = time.perf_counter() - start
+        ref, fit, predict, p_ref = timed(make(), X, y, Xt)
         rows.append(("relaxep FITC EP, fixed kernel, numpy", fit, predict, *scores(p_ref, yt), ref.result_.n_sweeps))
-        rows.append(
-            (
-                "(torch against numpy: largest probability difference)",
-                float(np.max(np.abs(p1 - p_ref))),
-                *[float("nan")] * 3,
-                "",
-            )
-        )
+        gap = float(np.max(np.abs(p1 - p_ref)))
+        rows.append(("(torch against numpy: largest probability difference)", gap, *[float("nan")] * 3, ""))
     return rows
 
 
 def dense_rows(torch: object, device: object, n_fixed: int, n_learned: int, cpu_max: int) -> list[tuple]:
     """The dense representation on the device: EP at a fixed kernel, and learned by L-BFGS-B."""
-    import sklearn
     from sklearn.gaussian_process.kernels import RBF
     from sklearn.gaussian_process.kernels import ConstantKernel as C
 
     from relaxep import GPClassifier, Probit
-    from relaxep._xp import to_numpy
 
     rows = []
     for n, learn in ((n_fixed, False), (n_learned, True)):
@@ -137,23 +134,11 @@ def dense_rows(torch: object, device: object, n_fixed: int, n_learned: int, cpu_
             return GPClassifier(kernel, Probit(), optimizer="fmin_l_bfgs_b" if learn else None)
 
         tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
-        with sklearn.config_context(array_api_dispatch=True):
-            start = time.perf_counter()
-            clf = make().fit(tX, ty)
-            _sync(torch, device)
-            fit = time.perf_counter() - start
-            start = time.perf_counter()
-            p1 = to_numpy(clf.predict_proba(tXt)[:, 1])
-            predict = time.perf_counter() - start
+        clf, fit, predict, p1 = timed(make(), tX, ty, tXt, partial(_sync, torch, device))
         what = f"learned by L-BFGS-B ({clf.kernel_})" if learn else "fixed kernel"
         rows.append((f"relaxep dense EP, {what}, torch, n = {n}", fit, predict, *scores(p1, yt), clf.result_.n_sweeps))
         if not learn and n <= cpu_max:
-            start = time.perf_counter()
-            ref = make().fit(X, y)
-            fit = time.perf_counter() - start
-            start = time.perf_counter()
-            p_ref = ref.predict_proba(Xt)[:, 1]
-            predict = time.perf_counter() - start
+            ref, fit, predict, p_ref = timed(make(), X, y, Xt)
             rows.append((f"relaxep dense EP, fixed kernel, numpy, n = {n}", fit, predict, *scores(p_ref, yt),
                          ref.result_.n_sweeps))  # fmt: skip
             gap = float(np.max(np.abs(p1 - p_ref)))

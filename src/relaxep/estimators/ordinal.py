@@ -38,8 +38,9 @@ from relaxep.estimators._checks import (
     input_format,
     random_state_of,
 )
-from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
-from relaxep.estimators._plan import SparseFit, dense_or
+from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._models import _LatentModel
+from relaxep.estimators._plan import dense_or
 from relaxep.estimators._search import _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -182,31 +183,8 @@ class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_model(self, likelihood: OrdinalProbit, y: NDArray) -> tuple[_OrdinalModel, Any]:
         rule = EP() if self.rule is None else self.rule  # (log-concave: EP's sites stay positive)
-        # as GPRegressor's: the search's runs are EP's (one that does not converge scores -inf, a region to leave)
-        search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
-        options = dict(
-            schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
-            search_rule=search_rule, search_stall_window=10,
-        )  # fmt: skip
         n_learned = self.kernel_.n_dims + likelihood.n_dims
-        if self.inducing_points is None:
-            search = self._search()
-            model = _OrdinalModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, search, **options)
-            learn = self.optimizer is not None and n_learned > 0
-            return model, model.fit(self.X_train_, y, self._rng() if learn else None)
-        plan = SparseFit.plan(
-            self.X_train_, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
-            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
-            n_jobs=self.n_jobs,
-        )  # fmt: skip
-        model, report = fit_sparse_model(
-            plan, _OrdinalModel, self.kernel_, likelihood, rule, self._search(plan.method), self.X_train_, y,
-            self.jitter, **options,
-        )  # fmt: skip
-        self.inducing_points_ = model.Z
-        return model, report  # type: ignore[return-value]
+        return fit_latent(self, _OrdinalModel, likelihood, rule, y, self.jitter, n_learned, self._rng)  # type: ignore[return-value]
 
     def _search(self, method: Any = None) -> _EvidenceSearch:
         return _EvidenceSearch(

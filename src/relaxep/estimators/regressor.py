@@ -33,14 +33,15 @@ from relaxep.estimators._checks import check_device_kernel, check_kernel, check_
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
-from relaxep.estimators._plan import SparseFit, dense_or
+from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._models import _LatentModel
+from relaxep.estimators._plan import dense_or
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Gaussian, Likelihood
-from relaxep.sites import EP, SiteRule
+from relaxep.sites import SiteRule
 
 __all__ = ["GPRegressor"]
 
@@ -241,31 +242,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
             raise ValueError("alpha must be a scalar with a non-Gaussian likelihood (it is latent jitter)")
         y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
         rule = "auto" if self.rule is None else self.rule
-        # the search scores a run that does not converge as -inf (a region to leave): with "auto" it runs EP alone,
-        # given up after 10 sweeps without progress, and the final fit has the whole cascade
-        search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
-        options = dict(
-            schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, search_rule=search_rule,
-            search_stall_window=10, warm_start=self.warm_start,
-        )  # fmt: skip
-        if self.inducing_points is None:
-            search = self._search()
-            model = _LatentModel(_DensePriors(alpha), self.kernel_, likelihood, rule, search, **options)
-            learn = self.optimizer is not None and n_learned > 0
-            return model, model.fit(self.X_train_, y, check_random_state(self.random_state) if learn else None)
-        plan = SparseFit.plan(
-            self.X_train_, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
-            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
-            n_jobs=self.n_jobs,
-        )  # fmt: skip
-        model, report = fit_sparse_model(
-            plan, _LatentModel, self.kernel_, likelihood, rule, self._search(plan.method), self.X_train_, y, alpha,
-            **options,
-        )  # fmt: skip
-        self.inducing_points_ = model.Z
-        return model, report
+        return fit_latent(
+            self, _LatentModel, likelihood, rule, y, alpha, n_learned, lambda: check_random_state(self.random_state)
+        )
 
     def _check_likelihood(self) -> Likelihood | None:
         lik = self.likelihood

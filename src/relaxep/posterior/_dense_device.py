@@ -86,11 +86,9 @@ def rbf_evidence_gradient(K: Any, cov: Any, alpha: Array, tau: Array, X: Any, ke
     :math:`\tfrac12\operatorname{tr}((\alpha\alpha^\top - R)\,\partial K/\partial\theta_j)`, :math:`R = T - TAT`,
     for an RBF kernel by :func:`rbf_trace_gradient`."""
     xp = namespace(K)[0]
-    n = K.shape[0]
     tau_d, alpha_d = on_device_of(tau, K), on_device_of(alpha, K)
-    eye = xp.eye(n, dtype=K.dtype, device=getattr(K, "device", None))
-    inner = alpha_d[:, None] * alpha_d[None, :] - (tau_d[:, None] * eye - tau_d[:, None] * cov * tau_d[None, :])
-    return rbf_trace_gradient(inner, K - noise * eye, X, kern)
+    inner = add_to_diagonal(xp, alpha_d[:, None] * alpha_d[None, :] + tau_d[:, None] * cov * tau_d[None, :], -tau_d)
+    return rbf_trace_gradient(inner, add_to_diagonal(xp, xp.asarray(K, copy=True), -noise), X, kern)
 
 
 def rbf_trace_gradient(inner: Any, K: Any, X: Any, kern: Any) -> Array:
@@ -215,7 +213,7 @@ class DeviceDensePosterior(Posterior):
             v = solve_lower(xp, self._chol, sw[:, None] * cross_kernel.T)
             return v, v, mean
         tau = on_device_of(self.site_precision, K)
-        m = tau[:, None] * K + xp.eye(self.n, dtype=K.dtype, device=getattr(K, "device", None))
+        m = add_to_diagonal(xp, tau[:, None] * K, 1.0)  # I + T K
         return cross_kernel.T, xp.linalg.solve(m, tau[:, None] * cross_kernel.T), mean
 
     def evidence_gradient(self, X: Any, kern: Any, noise: float) -> Array:
@@ -273,7 +271,6 @@ def check_device_matrix(K: Any, check_psd: bool = False) -> Any:
     if K.shape[0] and float(xp.max(xp.abs(K - K.T))) > 1e-10 * scale:
         raise ValueError("K must be symmetric")
     if check_psd and K.shape[0]:
-        eye = xp.eye(K.shape[0], dtype=K.dtype, device=getattr(K, "device", None))
-        if cholesky_lower(xp, K + 1e-10 * scale * eye) is None:
+        if cholesky_lower(xp, add_to_diagonal(xp, xp.asarray(K, copy=True), 1e-10 * scale)) is None:
             raise KernelNotPositiveDefiniteError("the kernel matrix K is not positive semi-definite")
     return K
