@@ -16,6 +16,8 @@ torch sees one, else the CPU, and the table says which):
     the default learned fit from 20 000 rows: ``1 * RBF(1)`` and the inducing inputs learned by the
     stochastic search (1000 steps of 1000 rows; the minibatch algebra on the device, the M x M steps
     and the likelihood's moments on the host), then EP on all rows.
+``relaxep FITC EP, fixed kernel, torch, n = --fitc-n`` (10^7 by the command below; 0: no row)
+    the first row at a larger size, the fit and one refresh.
 ``relaxep FITC EP, fixed kernel, numpy``
     the same fit on numpy arrays, every core (``--cpu-max`` rows at most).
 ``GPyTorch SVGP``
@@ -55,6 +57,47 @@ from sparse import SVGP_STEPS, bayes, problem, run_gpytorch, scores
 def _sync(torch: object, device: object) -> None:
     if getattr(device, "type", "cpu") == "cuda":
         torch.cuda.synchronize()  # type: ignore[attr-defined]
+
+
+def device_latent(torch: object, device: object) -> None:
+    """Draw ``benchmarks/sparse.py``'s latent function on ``device`` (the same formula in float64; the 4096
+    cosines per row are the data generation's cost, minutes at 10^7 rows on one CPU core)."""
+    import sparse
+
+    def latent(X: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.ndarray) -> np.ndarray:
+        om, ph, w = (torch.asarray(a, device=device) for a in (omega, phase, weights))  # type: ignore[attr-defined]
+        out = np.empty(X.shape[0])
+        for s in range(0, X.shape[0], 200_000):
+            x = torch.asarray(X[s : s + 200_000], device=device)  # type: ignore[attr-defined]
+            out[s : s + 200_000] = (torch.cos(x @ om + ph) @ w).cpu().numpy()  # type: ignore[attr-defined]
+        return out * np.sqrt(2.0 * sparse.VAR / omega.shape[1])
+
+    sparse._latent = latent
+
+
+def fitc_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:
+    """The fixed-kernel FITC fit on the device at a larger ``n`` (its fit and one refresh)."""
+    import sklearn
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from relaxep import GPClassifier, Probit
+
+    X, y, Xt, yt, _ = problem(n)
+    tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
+    del X, y
+    sync = partial(_sync, torch, device)
+    clf = GPClassifier(C(4.0) * RBF(2.0), Probit(), inducing_points=M, optimizer=None, random_state=0)
+    clf, fit, predict, p1 = timed(clf, tX, ty, tXt, sync)
+    with sklearn.config_context(array_api_dispatch=True):
+        start = time.perf_counter()
+        clf.result_.posterior.refresh()
+        sync()
+        refresh = time.perf_counter() - start
+    return [
+        (f"relaxep FITC EP, fixed kernel, torch, n = {n}", fit, predict, *scores(p1, yt), clf.result_.n_sweeps),
+        (f"one FITC refresh, torch, n = {n}", refresh, float("nan"), float("nan"), float("nan"), ""),
+    ]
 
 
 def timed(estimator: object, X: object, y: object, Xt: object, sync: object = None) -> tuple:
@@ -162,6 +205,7 @@ def main() -> None:
     parser.add_argument("--dense-n", type=int, default=40_000, help="dense EP at a fixed kernel (0: no row)")
     parser.add_argument("--learned-n", type=int, default=10_000, help="dense EP learned by L-BFGS-B (0: no row)")
     parser.add_argument("--dense-cpu-max", type=int, default=5_000, help="numpy dense row only up to this many rows")
+    parser.add_argument("--fitc-n", type=int, default=0, help="the fixed FITC fit again at this size (0: no row)")
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -169,6 +213,8 @@ def main() -> None:
     warnings.simplefilter("ignore")
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     card = torch.cuda.get_device_name(device) if device.type == "cuda" else f"CPU ({os.cpu_count()} cores)"
+    if device.type == "cuda":
+        device_latent(torch, device)
     _, _, _, yt, ft = problem(args.n)
     err, nll = bayes(yt, ft)
     lines = [
@@ -180,18 +226,25 @@ def main() -> None:
         "| fit | fit (s) | predict (s) | test error | test NLL | EP sweeps |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    rows = relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)
-    rows += [gpytorch_row(device, args.n, args.inducing, b, args.steps) for b in args.batches]
-    rows += dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max)
-    for name, fit, predict, error, nll_, sweeps in rows:
-        cells = [f"{v:.3g}" for v in (fit, predict)] + [f"{v:.4f}" for v in (error, nll_)]
-        cells = ["" if c == "nan" else c for c in cells]
-        lines.append(f"| {name} | {' | '.join(cells)} | {sweeps} |")
-        print(lines[-1], flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    for line in lines:
+        print(line, flush=True)
+
+    def emit(rows: list[tuple]) -> None:
+        """Print each row as it comes and rewrite ``--out``, so that a run stopped early keeps what it measured."""
+        for name, fit, predict, error, nll_, sweeps in rows:
+            cells = [f"{v:.3g}" for v in (fit, predict)] + [f"{v:.4f}" for v in (error, nll_)]
+            cells = ["" if c == "nan" else c for c in cells]
+            lines.append(f"| {name} | {' | '.join(cells)} | {sweeps} |")
+            print(lines[-1], flush=True)
+        if args.out:
+            Path(args.out).write_text("\n".join(lines) + "\n")
+
+    emit(relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max))
+    for batch in args.batches:
+        emit([gpytorch_row(device, args.n, args.inducing, batch, args.steps)])
+    if args.fitc_n:
+        emit(fitc_rows(torch, device, args.fitc_n, args.inducing))
+    emit(dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max))
 
 
 if __name__ == "__main__":

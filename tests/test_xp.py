@@ -245,7 +245,7 @@ if sys.argv[1] == "torch":
     lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
 else:
     import array_api_strict as xs
-    lib = xs.asarray
+    lib = lambda a: xs.asarray(a, device=xs.Device("device1"))  # no implicit numpy conversion, as on a GPU
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(7)
 X = rng.normal(size=(400, 2))

@@ -133,7 +133,8 @@ if sys.argv[1] == "torch":
     lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
 else:
     import array_api_strict as xs
-    lib = xs.asarray
+    device = xs.Device("device1")  # its arrays refuse numpy's implicit conversion, as a GPU's do
+    lib = lambda a: xs.asarray(a, device=device)
 warnings.simplefilter("ignore")
 rng = np.random.default_rng(3)
 X, X_test = rng.normal(size=(150, 2)), rng.normal(size=(30, 2))
@@ -162,15 +163,17 @@ for name, make in cases.items():
     ref = make().fit(X, target)
     with sklearn.config_context(array_api_dispatch=True):
         est = make().fit(lib(X), lib(target))
-        row = {"kind": type(est.X_train_).__module__.split(".")[0]}
+        row = {"kind": type(est.X_train_).__module__.split(".")[0], "device": str(est.X_train_.device)}
         if isinstance(est, GPClassifier):
             p = est.predict_proba(lib(X_test))
             row["out_kind"] = type(p).__module__.split(".")[0]
+            row["out_device"] = str(p.device)
             row["predict"] = gap(p, ref.predict_proba(X_test))
         else:
             m, s = est.predict(lib(X_test), return_std=True)
             m0, s0 = ref.predict(X_test, return_std=True)
             row["out_kind"] = type(m).__module__.split(".")[0]
+            row["out_device"] = str(m.device)
             row["predict"] = max(gap(m, m0), gap(s, s0))
             row["cov"] = gap(est.predict(lib(X_test), return_cov=True)[1], ref.predict(X_test, return_cov=True)[1])
             row["lpd"] = gap(est.log_predictive_density(lib(X_test), lib(np.sin(2 * X_test[:, 0]))),
@@ -207,7 +210,7 @@ def test_dense_estimators_on_another_library_fit_there_and_answer_as_on_numpy(li
     out = json.loads(run.stdout.strip().splitlines()[-1])
     kind = "array_api_strict" if library == "array_api_strict" else "torch"
     for name, row in out.items():
-        assert row["kind"] == row["out_kind"] == kind, name
+        assert row["kind"] == row["out_kind"] == kind and row["device"] == row["out_device"], name
         assert row["lml_at"] < 1e-8 and row["grad_at"] < 1e-7, (name, row)
         if "learned" in name:  # the optimiser's path amplifies roundoff: the same optimum, to its tolerance
             assert row["theta"] < 1e-3 and row["predict"] < 1e-4, (name, row)

@@ -239,7 +239,7 @@ class _BinaryModel(_LatentModel):
 
     def decision_function(self, X: Any) -> Array:
         """Log-odds of ``classes_[1]``: the likelihood's ``predict_log_odds`` at the latent predictive."""
-        mean, var = self.predict_latent(X)
+        mean, var = (to_numpy(a) for a in self.predict_latent(X))  # (a dense device posterior answers there)
         return self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))  # type: ignore[attr-defined]
 
     def predict_log_proba(self, X: Any) -> Array:
