@@ -83,10 +83,10 @@ def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
 
     rng = np.random.default_rng(1)
     X, Z = rng.normal(size=(500, 3)), rng.normal(size=(7, 3))
-    y = np.where(X[:, 0] > 0, 1, 0)
+    y = np.where(X[:, 0] > 0, 1.0, -1.0)
     kernel = C(2.0) * RBF(1.0)
     L_uu = np.linalg.cholesky(kernel(Z) + 1e-6 * 2.0 * np.eye(7))
-    state = _shard_start(_shard_prior(_shard_data(X, y, np.array([0, 1])), Z, kernel, L_uu, 1e-6), False)
+    state = _shard_start(_shard_prior(_shard_data(X, y), Z, kernel, L_uu, 1e-6), False)
     state, (gram, b, log_d, d_min) = _shard_sums(state, None)
     assert gram.shape == (7, 7) and b.shape == (7,) and np.isscalar(log_d) and np.isscalar(d_min)
     _, chol_inv, m = factor_b(gram, b)
@@ -160,6 +160,28 @@ def test_dask_predictions_equal_gpclassifiers_ties_included(fixed_pair):
     assert isinstance(got.predict_proba(da.from_array(Xt, chunks=150)), da.Array)
     assert isinstance(got.predict(da.from_array(Xt, chunks=150)), da.Array)
     assert got.predict_proba(Xt)[n_plain:, 1].tolist() == [0.5] * (len(Xt) - n_plain)
+
+
+def test_to_local_is_a_fitted_gpclassifier_that_pickles_and_predicts_as_the_dask_estimator(fixed_pair):
+    """``to_local()``: a GPClassifier holding the posterior at the inducing inputs (no training rows); after a
+    pickle round trip its probabilities, log-odds and labels are the Dask estimator's to 1e-10, and the
+    single-process fit's to 1e-8; the evidence at other hyperparameters is refused by name."""
+    import pickle
+
+    got, ref, Xt, _ = fixed_pair
+    local = pickle.loads(pickle.dumps(got.to_local()))
+    assert type(local) is GPClassifier and local.X_train_ is None
+    assert len(pickle.dumps(local)) < 50_000  # M = 10: nothing of size n
+    Xd = da.from_array(Xt, chunks=150)
+    np.testing.assert_allclose(local.predict_proba(Xt), got.predict_proba(Xd).compute(), rtol=0, atol=1e-10)
+    np.testing.assert_allclose(local.decision_function(Xt), got.decision_function(Xt), rtol=0, atol=1e-10)
+    np.testing.assert_array_equal(local.predict(Xt), got.predict(Xd).compute())
+    np.testing.assert_allclose(local.predict_proba(Xt), ref.predict_proba(Xt), rtol=1e-8, atol=1e-10)
+    assert local.log_marginal_likelihood() == got.log_marginal_likelihood_value_
+    with pytest.raises(ValueError, match="theta: this model was fitted on a Dask cluster"):
+        local.log_marginal_likelihood(local.kernel_.theta)
+    with pytest.raises(Exception, match="not fitted"):
+        DaskGPClassifier().to_local()
 
 
 def test_dask_decision_function_ranks_as_predict_proba(fixed_pair):

@@ -8,9 +8,15 @@ the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments
 
 from importlib.metadata import PackageNotFoundError, version
 
-from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError, MemoryLimitError
+from relaxep.errors import (
+    ClusterError,
+    DivergenceError,
+    ImproperPosteriorError,
+    KernelNotPositiveDefiniteError,
+    MemoryLimitError,
+)
 from relaxep.estimators.classifier import GPClassifier
-from relaxep.estimators.dask import DaskGPClassifier
+from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.regressor import GPRegressor
 from relaxep.inference import (
@@ -48,8 +54,10 @@ __all__ = [
     "Attempt",
     "Auto",
     "Blocked",
+    "ClusterError",
     "ConvergentEP",
     "DaskGPClassifier",
+    "DaskGPRegressor",
     "DensePrior",
     "DivergenceError",
     "DoubleLoopEP",

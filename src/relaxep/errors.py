@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-__all__ = ["DivergenceError", "ImproperPosteriorError", "KernelNotPositiveDefiniteError", "MemoryLimitError"]
+__all__ = [
+    "ClusterError",
+    "DivergenceError",
+    "ImproperPosteriorError",
+    "KernelNotPositiveDefiniteError",
+    "MemoryLimitError",
+]
 
 
 class ImproperPosteriorError(ArithmeticError):
@@ -19,3 +25,8 @@ class DivergenceError(RuntimeError):
 
 class MemoryLimitError(MemoryError):
     """A computation would need more memory than is available; raised before allocating it, with the remedy."""
+
+
+class ClusterError(RuntimeError):
+    """A Dask cluster lost a fit's state (a restarted scheduler or cluster cancelled its futures) or did not
+    answer within the estimator's ``timeout``; the fit is over: check the cluster and fit again."""

@@ -59,6 +59,21 @@ def check_likelihood(likelihood: object, accepted: str, kinds: tuple[type, ...] 
     raise TypeError(f"likelihood must be {accepted}{hint}, got {likelihood!r}")
 
 
+def check_regression_likelihood(likelihood: object) -> None:
+    """``None`` or a likelihood of one real target per latent (not a binary one): a ``TypeError`` naming it."""
+    from relaxep.likelihoods import BinaryLikelihood
+
+    lik = likelihood
+    if lik is None:
+        return
+    if not isinstance(lik, Likelihood) or isinstance(lik, BinaryLikelihood) or lik.latent_dim != 1:
+        raise TypeError(
+            f"likelihood must be None or a regression likelihood instance (Gaussian(), StudentT(), Laplace() "
+            f"or a Likelihood of real targets){' (pass an instance, not a name)' if isinstance(lik, str) else ''}, "
+            f"got {lik!r}"
+        )
+
+
 def check_rule(rule: object) -> None:
     """``rule``: ``None``, ``"auto"``, a site rule or an inference method."""
     if rule is None or isinstance(rule, SiteRule | InferenceMethod):

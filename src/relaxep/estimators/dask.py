@@ -1,9 +1,11 @@
-r"""Sparse EP beyond one machine: ``DaskGPClassifier`` on Dask arrays whose row chunks stay on the workers.
+r"""Sparse EP beyond one machine: ``DaskGPClassifier`` and ``DaskGPRegressor`` on Dask arrays whose row chunks
+stay on the workers.
 
 Following the conventions of LightGBM's and XGBoost's Dask estimators: ``client=None`` uses
 the default client (``distributed.default_client()``); ``fit`` takes Dask arrays (numpy is
-accepted and scattered), ``decision_function``, ``predict_proba``, ``predict_log_proba`` and ``predict``
-return a lazy Dask array for a Dask array.
+accepted and scattered); the predictions return a lazy Dask array for a Dask array; ``to_local()``
+returns the fitted single-process estimator (``GPClassifier``, ``GPRegressor``) for pickling and serving,
+whose predictions these are (:mod:`relaxep.estimators._dask_fit`).
 
 The posterior is the FITC posterior of :mod:`relaxep.posterior.sparse` with the parallel
 schedule of :class:`~relaxep.inference.schedules.Parallel`, reorganised so that nothing of size
@@ -30,15 +32,17 @@ single-process sweep; one sweep is
    :class:`~relaxep.inference.method.ConvergenceMonitor`).
 
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates
-are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` with the same
-site rule (summation order aside): the fit equals the single-process one, and so do the predictions
-(the same log-odds, through the likelihood's ``predict_log_odds``, and the same class at a tie).  Learning the
+are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` (``GPRegressor``'s for the
+regressor) with the same site rule (summation order aside): the fit equals the single-process one, and so
+do the predictions.  The partial sums are reduced in shard order, so the answer does not depend on the
+number of workers (:mod:`relaxep.inference.sharded`).  Learning the
 kernel and the inducing inputs either runs on the client on ``optimizer_subset`` rows drawn
 from the cluster (the single-process code on the same rows), or, with
 ``optimizer_subset=None``, on all shards: each evaluation of the evidence rebuilds the shards'
 prior rows (a map), runs EP on them (warm-started from the last converged sites, as
 ``GPClassifier`` does) and maps the gradient (:mod:`relaxep.posterior.sparse_gradient`; back
-come :math:`M \times M`, :math:`M \times d` and scalars per shard).
+come :math:`M \times M`, :math:`M \times d` and scalars per shard; the likelihood's hyperparameters, a
+Student-t's scale say, are learned with the kernel's).
 
 Pointing it at an existing cluster::
 
@@ -51,31 +55,22 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
+from sklearn.base import ClassifierMixin
 from sklearn.exceptions import ConvergenceWarning
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
-from sklearn.utils.validation import check_is_fitted
+from sklearn.gaussian_process.kernels import Kernel
 
-from relaxep._typing import Array
-from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._checks import check_kernel, check_likelihood
-from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._models import _LatentModel, _SparsePriors, label_of, log_proba_of, proba_of
-from relaxep.estimators._plan import SparseFit, resolve_optimizer
-from relaxep.estimators._search import FitReport, _EvidenceSearch, scored
-from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
-from relaxep.inference.sharded import ShardedFITC, ShardedResult, log_odds_block
-from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
-from relaxep.posterior.sparse_gradient import as_sparse_kernel
+from relaxep.estimators._checks import check_likelihood
+from relaxep.estimators._dask_fit import DaskSparseFit, import_dask
+from relaxep.estimators._inducing_model import InducingBinaryModel
+from relaxep.estimators.dask_regressor import DaskGPRegressor
+from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 from relaxep.sites import EP, SiteRule
 
-__all__ = ["DaskGPClassifier"]
+__all__ = ["DaskGPClassifier", "DaskGPRegressor"]
 
 _LIKELIHOODS = (
     "None or a binary relaxep likelihood instance (relaxep.likelihoods.BinaryLikelihood: Probit(), Logistic(), "
@@ -83,11 +78,9 @@ _LIKELIHOODS = (
 )
 
 
-def _two_columns(d: Any, columns: Callable[[Array], Array]) -> Any:
-    """``columns(d)``, block by block for a Dask array (a lazy ``(n, 2)`` Dask array)."""
-    if isinstance(d, np.ndarray):
-        return columns(d)
-    return d.map_blocks(columns, new_axis=1, chunks=(d.chunks[0], (2,)), dtype=float)
+def _binary_targets(y: Any, classes: Any) -> Any:
+    """Labels as the binary likelihoods take them: +1 for ``classes[1]``, -1 for ``classes[0]``."""
+    return np.where(np.asarray(y) == classes[1], 1.0, -1.0)
 
 
 def _deprecated(name: str, field: str) -> property:
@@ -107,7 +100,7 @@ def _deprecated(name: str, field: str) -> property:
 
 
 # ------------------------------------------------------------------ the estimator
-class DaskGPClassifier(ClassifierMixin, BaseEstimator):
+class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
     r"""Sparse (FITC) EP, Power EP or Relaxed EP classification on a Dask cluster (module docstring).
 
     Parameters
@@ -146,10 +139,17 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         As :class:`~relaxep.GPClassifier`.
     min_step : float, default 1/1024
         The parallel schedule's smallest step.
+    timeout : float or None, default 600
+        Seconds to wait for one map over the shards (one sweep's marginals, say) before giving up with
+        :class:`~relaxep.errors.ClusterError`; the same error, at once, where the cluster cancelled the
+        shards' futures (a restarted scheduler or cluster).  ``None``: wait for ever.  A lost worker is not
+        an error: Dask recomputes its shards, and the answer is unchanged.
 
     Attributes
     ----------
     classes_, kernel_, inducing_points_, log_marginal_likelihood_value_
+    likelihood_ : BinaryLikelihood
+        The likelihood, with any hyperparameters it has learned.
     result_ : ShardedResult
         The final run on the shards: ``status`` (``"converged"`` or ``"max_sweeps"``; a
         ``"diverged"`` run raises :class:`~relaxep.DivergenceError`), ``converged``, ``trace``,
@@ -182,6 +182,7 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         jitter: float = 1e-6,
         min_step: float = 1.0 / 1024,
         random_state: int | np.random.RandomState | None = None,
+        timeout: float | None = 600.0,
     ) -> None:
         self.client = client
         self.kernel = kernel
@@ -198,26 +199,14 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         self.jitter = jitter
         self.min_step = min_step
         self.random_state = random_state
+        self.timeout = timeout
 
-    def _client(self) -> Any:
-        if self.client is not None:
-            return self.client
-        from distributed import default_client
-
-        return default_client()
+    _owner = "DaskGPClassifier"
 
     def _check_parameters(self) -> tuple[SiteRule, BinaryLikelihood]:
         """The rule and the likelihood (defaults filled in), and the kernel, checked before any Dask work."""
-        rule = EP() if self.rule is None else self.rule
-        if not isinstance(rule, SiteRule):
-            raise TypeError(
-                "rule must be a SiteRule (EP(), PowerEP(u), RelaxedEP(c) or FractionalEP(f)), run by parallel site "
-                f"updates on the shards; got {rule!r}: 'auto' and inference methods such as ConvergentEP update "
-                "one posterior in one process (use GPClassifier for them)"
-            )
+        rule = self._check_common("GPClassifier")
         check_likelihood(self.likelihood, _LIKELIHOODS, (BinaryLikelihood,))
-        check_kernel(self.kernel)
-        resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)  # a known name
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
         return rule, likelihood
 
@@ -237,113 +226,49 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         self
         """
         rule, likelihood = self._check_parameters()  # (before importing Dask: no Dask work for a bad parameter)
-        max_sweeps = check_positive_int(self.max_sweeps, "max_sweeps")
-        tol = check_positive_number(self.tol, "tol")
-        import dask.array as da
-
-        X = X if isinstance(X, da.Array) else da.from_array(np.asarray(X, dtype=float), chunks=(10_000, -1))
-        y = y if isinstance(y, da.Array) else da.from_array(np.asarray(y), chunks=X.chunks[0])
-        if X.ndim != 2 or len(X.chunks[1]) != 1:
-            raise ValueError(f"X must be 2-d and chunked along rows only, got chunks {X.chunks}")
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must have shape ({X.shape[0]},), got {y.shape}")
-        n, d = X.shape
-        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-        plan = SparseFit.plan(
-            _Rows(X), inducing_points=self.inducing_points, inducing_init=self.inducing_init,
-            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter, n_restarts=0,
-            random_state=self.random_state, n_learned=kernel.n_dims,
-        )  # fmt: skip
-        if plan.learns:
-            as_sparse_kernel(kernel, d)  # refuses, before any work, a kernel it has no gradient for
-        client = self._client()
-        X = X.astype(float)
-        y = y.rechunk(X.chunks[0])
+        da = import_dask(self._owner)
+        X = self._rows(X)
+        y = self._column(y, X)
         classes = np.unique(da.unique(y).compute())
         if classes.size != 2:
             raise ValueError(f"DaskGPClassifier needs labels of exactly two classes, got {classes.size}")
         self.classes_ = classes
-        self.kernel_ = kernel
-        Z = plan.Z
-        shards = ShardedFITC(
-            client, X, y, classes, float(self.jitter), rule, likelihood, max_sweeps, tol, float(self.min_step)
-        )
-        search = _EvidenceSearch(plan.method, 0, plan.maxiter)  # the -inf policy and the optimiser
-        if plan.stochastic:
-            Z, likelihood = self._learn_stochastic(shards, likelihood, plan)
-        elif plan.learns and plan.subset is not None and plan.subset < n:
-            # the single-process model on rows gathered from the cluster, drawn as GPClassifier draws them
-            idx = np.sort(plan.rng.choice(n, plan.subset, replace=False))
-            X_sub, y_sub = np.asarray(X[idx]), np.asarray(y[idx])
-            model = _LatentModel(
-                _SparsePriors(self.jitter), self.kernel_, likelihood, rule, search,
-                max_sweeps=self.max_sweeps, tol=self.tol, Z=Z, learn_z=plan.learn_z,
-            )  # fmt: skip
-            model.learn(X_sub, np.where(y_sub == classes[1], 1.0, -1.0), plan.rng)
-            Z = model.Z
-        elif plan.learns:
-            Z = self._learn_on_shards(shards, search, plan, d)
-        self.inducing_points_ = np.array(Z)
-        shards.set_prior(self.kernel_, self.inducing_points_)
-        run = shards.infer()
-        if run.status == "diverged":
-            raise DivergenceError(f"{rule!r} diverged on the shards; try damping or RelaxedEP")
-        self.result_: ShardedResult = run
-        self.log_marginal_likelihood_value_ = run.log_evidence
-        self._L_uu, self._likelihood, self._noise = shards.L_uu, likelihood, float(self.jitter)
+        targets = y.map_blocks(_binary_targets, classes=classes, dtype=float)
+        report, shards = self._fit_shards(X, targets, likelihood, rule, float(self.jitter))
         if gather_sites:
             self.site_precision_, self.site_mean_precision_ = shards.sites()
-        for message in FitReport(run.status, run.n_sweeps, run.trace).warnings:
+        for message in report.warnings:
             warnings.warn(message, ConvergenceWarning, stacklevel=2)
         return self
 
-    def _learn_stochastic(self, shards: ShardedFITC, likelihood: Likelihood, plan: SparseFit) -> tuple[Array, Any]:
-        """The stochastic search with each step one map over the shards' minibatches (back come ``M x M``
-        sums); sets ``kernel_.theta``, starts the shards from the learned tied site and returns the inducing
-        inputs and the likelihood."""
-        n, scale = shards.feature_scale()
-        options = StochasticOptions.for_steps(plan.maxiter)
-        batches = shards.minibatches(options.batch_size, np.random.default_rng(plan.rng.randint(2**31 - 1)))
-        noise = float(self.jitter)
-        learned = learn_stochastic(
-            self.kernel_, likelihood, plan.Z, n, scale, noise, plan.learn_theta, plan.learn_z, batches, options
-        )
-        self.kernel_.theta = learned.kernel.theta
-        shards.likelihood = learned.likelihood
-        shards.start_from_tied(tied_start(learned, noise))
-        return learned.Z, learned.likelihood
+    def _local_estimator(self, L_uu: Any, noise: float) -> Any:
+        """The fitted ``GPClassifier`` of :meth:`to_local`: this estimator's parameters, its posterior at the
+        inducing inputs."""
+        from relaxep.estimators.classifier import GPClassifier
 
-    def _learn_on_shards(self, shards: ShardedFITC, search: _EvidenceSearch, plan: SparseFit, d: int) -> Array:
-        """Maximise the sparse EP evidence over all shards (the search of ``GPClassifier``'s sparse model, each
-        evaluation rebuilding the shards' prior, running EP on them and mapping the gradient); sets
-        ``kernel_.theta`` and returns the inducing inputs."""
-        hyper = HyperVector(self.kernel_, None, plan.Z if plan.learn_z else None)  # (the shards' likelihood is fixed)
-        best = search.maximise(partial(_shards_evidence, shards=shards, hyper=hyper, Z0=plan.Z, d=d), hyper, plan.rng)
-        if best is None:
-            return plan.Z
-        kernel, _, Z = hyper.split(best)
-        self.kernel_.theta = kernel.theta
-        return plan.Z if Z is None else np.array(Z)
+        local = GPClassifier(
+            kernel=self.kernel, likelihood=self.likelihood, rule=EP() if self.rule is None else self.rule,
+            optimizer=self.optimizer, max_sweeps=self.max_sweeps, tol=self.tol, jitter=self.jitter,
+            random_state=self.random_state, inducing_points=self.inducing_points,
+            learn_inducing_points=self.learn_inducing_points, inducing_init=self.inducing_init,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+        )  # fmt: skip
+        result = self.result_
+        local.classes_, local.n_features_in_, local.X_train_ = self.classes_, self.n_features_in_, None
+        local.kernel_, local.inducing_points_, local.result_ = self.kernel_, self.inducing_points_, result
+        local.log_marginal_likelihood_value_ = self.log_marginal_likelihood_value_
+        local.model_ = InducingBinaryModel(
+            self.kernel_, self.likelihood_, self.inducing_points_, L_uu, result.chol_inv, result.m, noise, result
+        )
+        return local
 
     # ------------------------------------------------------------ predict
-    def _test_rows(self, X: Any) -> Any:
-        """``X`` as floats: a Dask array in one column chunk, or a numpy array; ``d`` columns either way."""
-        import dask.array as da
-
-        check_is_fitted(self, "result_")
-        d = self.inducing_points_.shape[1]
-        X = X.astype(float).rechunk({1: -1}) if isinstance(X, da.Array) else np.asarray(X, dtype=float)
-        if X.ndim != 2 or X.shape[1] != d:
-            raise ValueError(f"X must have shape (n, {d}) (the training inputs' {d} features), got {X.shape}")
-        return X
-
     def decision_function(self, X: Any) -> Any:
         r"""The log-odds of the predictive, :math:`\log P(y_* = c_1) - \log P(y_* = c_0)`, as ``GPClassifier``'s.
 
-        The likelihood's ``predict_log_odds`` at FITC's predictive mean and variance
-        (:func:`~relaxep.inference.sharded.log_odds_block`), computed in log space; positive where
-        :meth:`predict` gives ``classes_[1]``, and ranking test points as :meth:`predict_proba` does.
+        The likelihood's ``predict_log_odds`` at FITC's predictive mean and variance, computed in log space
+        by the :meth:`to_local` estimator; positive where :meth:`predict` gives ``classes_[1]``, and ranking
+        test points as :meth:`predict_proba` does.
 
         Parameters
         ----------
@@ -354,66 +279,19 @@ class DaskGPClassifier(ClassifierMixin, BaseEstimator):
         dask or numpy array of shape (n,)
             A lazy Dask array (one block per row chunk of ``X``) for a Dask array, else a numpy array.
         """
-        X = self._test_rows(X)
-        result = self.result_
-        block = partial(
-            log_odds_block, kernel=self.kernel_, Z=self.inducing_points_, L_uu=self._L_uu,
-            chol_inv=result.chol_inv, m=result.m, noise=self._noise, likelihood=self._likelihood,
-        )  # fmt: skip
-        if isinstance(X, np.ndarray):
-            return block(X)
-        return X.map_blocks(block, drop_axis=1, dtype=float)
+        return self._apply(X, "decision_function")
 
     def predict_log_proba(self, X: Any) -> Any:
         """Log class probabilities (columns in ``classes_`` order): ``[log_expit(-d), log_expit(d)]`` of the
         log-odds ``d`` (:meth:`decision_function`); a Dask array for a Dask array."""
-        return _two_columns(self.decision_function(X), log_proba_of)
+        return self._apply(X, "predict_log_proba", columns=2)
 
     def predict_proba(self, X: Any) -> Any:
         """Class probabilities (columns in ``classes_`` order): ``[expit(-d), expit(d)]`` of the log-odds ``d``
         (:meth:`decision_function`), as ``GPClassifier``'s; a Dask array for a Dask array."""
-        return _two_columns(self.decision_function(X), proba_of)
+        return self._apply(X, "predict_proba", columns=2)
 
     def predict(self, X: Any) -> Any:
         """``classes_[1]`` where :meth:`decision_function` is positive, else ``classes_[0]`` (a probability
         of exactly 0.5 gives ``classes_[0]``, as ``GPClassifier``); a Dask array for a Dask array."""
-        d = self.decision_function(X)
-        if isinstance(d, np.ndarray):
-            return label_of(d, self.classes_)
-        return d.map_blocks(label_of, classes=self.classes_, dtype=self.classes_.dtype)
-
-
-def _shards_evidence(
-    x: Array, eval_gradient: bool, shards: ShardedFITC, hyper: HyperVector, Z0: Array, d: int
-) -> tuple[float, Any]:
-    """The sparse EP evidence over the shards at the optimiser's ``x`` (the shards' prior rebuilt, EP run on them
-    from the warm start) and, if asked, its gradient (one map)."""
-    kernel, _, Z = hyper.split(x)
-    try:
-        shards.set_prior(kernel, Z0 if Z is None else Z)
-    except KernelNotPositiveDefiniteError:
-        return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-    run = shards.infer()
-    if not eval_gradient:
-        return scored(run.status, run.log_evidence, None, x)
-
-    def gradient() -> Array:
-        g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
-        return hyper.pack(g_theta, g_z)
-
-    return scored(run.status, run.log_evidence, gradient, x)
-
-
-class _Rows:
-    """What :func:`initial_inducing_points` needs of a Dask array: ``shape`` and rows by index, as numpy."""
-
-    def __init__(self, X: Any) -> None:
-        self._X = X
-        self.shape = X.shape
-
-    def __getitem__(self, index: Array) -> Array:
-        order = np.argsort(index)
-        rows = np.asarray(self._X[np.asarray(index)[order]])
-        out = np.empty_like(rows)
-        out[order] = rows
-        return out
+        return self._apply(X, "predict", dtype=self.classes_.dtype)

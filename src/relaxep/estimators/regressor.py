@@ -29,7 +29,14 @@ from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep._xp import namespace, on_device_of, to_numpy
-from relaxep.estimators._checks import check_device_kernel, check_kernel, check_restarts, check_rule, input_format
+from relaxep.estimators._checks import (
+    check_device_kernel,
+    check_kernel,
+    check_regression_likelihood,
+    check_restarts,
+    check_rule,
+    input_format,
+)
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
@@ -40,7 +47,7 @@ from relaxep.estimators._predictive import TargetPredictive, is_count_model, log
 from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
-from relaxep.likelihoods import BinaryLikelihood, Gaussian, Likelihood
+from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import SiteRule
 
 __all__ = ["GPRegressor"]
@@ -247,16 +254,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         )
 
     def _check_likelihood(self) -> Likelihood | None:
-        lik = self.likelihood
-        if lik is None:
-            return None
-        if not isinstance(lik, Likelihood) or isinstance(lik, BinaryLikelihood) or lik.latent_dim != 1:
-            raise TypeError(
-                f"likelihood must be None or a regression likelihood instance (Gaussian(), StudentT(), Laplace() "
-                f"or a Likelihood of real targets){' (pass an instance, not a name)' if isinstance(lik, str) else ''}, "
-                f"got {lik!r}"
-            )
-        return lik
+        check_regression_likelihood(self.likelihood)
+        return self.likelihood
 
     def _check_alpha(self, n: int) -> Any:
         alpha = np.asarray(self.alpha, dtype=float)

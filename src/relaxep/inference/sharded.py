@@ -1,14 +1,24 @@
-r"""Parallel EP on a FITC posterior whose rows are sharded over Dask workers (``DaskGPClassifier``'s engine).
+r"""Parallel EP on a FITC posterior whose rows are sharded over Dask workers (the engine of ``DaskGPClassifier``
+and ``DaskGPRegressor``).
 
-Each shard (one row chunk) holds its inputs, labels, :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`,
+Each shard (one row chunk) holds its inputs, targets, :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`,
 :math:`g_s` (both from :func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as
 ``SparsePrior`` builds its own), its sites and its last proposals, and runs the same pure block
 functions as the single-process sweep; :class:`ShardedFITC` maps them and reduces on the client.
 The algorithm, sweep by sweep, is in :mod:`relaxep.estimators.dask`.
+
+**The same answer on any cluster.**  Every reduction runs on the client over the shards' partial sums in
+shard order (the row chunks' order), and each shard sums its rows in block order
+(:func:`~relaxep._threads.fold_blocks`), so the floating-point result depends on the chunking only: one,
+two or eight workers give the same sites to the last bit.  A map that does not answer within
+``timeout`` seconds, or whose futures the cluster has cancelled (a restarted scheduler or cluster keeps
+none of the shards' state), raises :class:`~relaxep.errors.ClusterError` instead of waiting for ever.
 """
 
 from __future__ import annotations
 
+import time
+from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +26,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep.errors import ClusterError
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, SiteUpdater, parallel_proposals
@@ -27,7 +38,6 @@ from relaxep.posterior._sparse_linalg import (
     inducing_factor,
     log_det_of,
     natural_sums,
-    predict_rows,
     shard_marginals,
     sparse_prior_rows,
 )
@@ -40,15 +50,16 @@ from relaxep.posterior.sparse_gradient import (
 )
 from relaxep.sites import SiteRule
 
-__all__ = ["ShardedFITC", "ShardedResult", "log_odds_block"]
+__all__ = ["ShardedFITC", "ShardedResult"]
 
 
 # ------------------------------------------------------------------ the shards' work
-def _shard_data(X: Array, y: Array, classes: Array) -> dict:
-    """A shard's inputs and labels in -1/+1, flat sites, no warm start."""
+def _shard_data(X: Array, y: Array) -> dict:
+    """A shard's inputs and targets (as the likelihood takes them: labels in -1/+1, real targets, or rows of a
+    count and its log exposure), flat sites, no warm start."""
     n = X.shape[0]
-    labels = np.where(np.asarray(y) == classes[1], 1.0, -1.0)
-    return {"X": np.asarray(X, dtype=float), "y": labels, "tau": np.zeros(n), "nu": np.zeros(n), "warm": None}
+    y = np.asarray(y, dtype=float)
+    return {"X": np.asarray(X, dtype=float), "y": y, "tau": np.zeros(n), "nu": np.zeros(n), "warm": None}
 
 
 def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
@@ -61,7 +72,7 @@ def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: floa
 def _shard_start(state: dict, warm: bool) -> dict:
     """Sites for a new run: the kept (warm) ones or flat; the schedule's and monitor's memory cleared."""
     state = dict(state)
-    n = state["y"].size
+    n = state["y"].shape[0]
     if warm and state["warm"] is not None:
         state["tau"], state["nu"] = state["warm"][0].copy(), state["warm"][1].copy()
     else:
@@ -82,6 +93,15 @@ def _shard_gradient(state: dict, kern: SparseKernel, Z: Array, pieces: dict) -> 
     return shard_gradient(
         kern, state["Vt"], state["g"], state["tau"], state["nu"], state["X"], Z, pieces, state["prev"][1]
     )
+
+
+def _shard_likelihood_gradient(state: dict, likelihood: Likelihood) -> Array:
+    r"""The shard's share of the evidence gradient in the likelihood's hyperparameters,
+    :math:`\sum_i \partial\log\hat Z_i/\partial\theta` at its full cavities
+    (:func:`~relaxep.inference.evidence.likelihood_evidence_gradient`)."""
+    mu, a = state["prev"]
+    h, lam = cavity(mu, a, state["tau"], state["nu"], 1.0)
+    return np.sum(likelihood.dlog_z_dtheta(state["y"], h, lam), axis=0)
 
 
 def _shard_sums(state: dict, step: float | None) -> tuple[dict, tuple[Array, Array, float, float]]:
@@ -139,7 +159,7 @@ def _shard_sites(state: dict) -> tuple[Array, Array]:
 
 def _shard_minibatch(state: dict, step: Step, rows: int, seed: int) -> Sums:
     """The stochastic search's sums over ``rows`` random rows of the shard (:func:`minibatch_sums`)."""
-    n = state["y"].size
+    n = state["y"].shape[0]
     idx = np.random.default_rng(seed).choice(n, min(rows, n), replace=False)
     return minibatch_sums(step, state["X"][idx], state["y"][idx])
 
@@ -169,36 +189,6 @@ def _first(pair: tuple) -> Any:
 
 def _second(pair: tuple) -> Any:
     return pair[1]
-
-
-def log_odds_block(
-    X: Array, kernel: Kernel, Z: Array, L_uu: Array, chol_inv: Array, m: Array, noise: float, likelihood: Likelihood
-) -> Array:
-    r""":math:`\log P(y_* = +1) - \log P(y_* = -1)` at the rows ``X``.
-
-    FITC's test conditional (:func:`predict_rows`, as ``SparsePosterior.predict_latent``) and the binary
-    likelihood's ``predict_log_odds`` at it, as ``GPClassifier``'s ``decision_function``.
-
-    Parameters
-    ----------
-    X : ndarray of shape (m, d)
-        Test inputs (one Dask block).
-    kernel : Kernel
-    Z : ndarray of shape (M, d)
-        The inducing inputs.
-    L_uu, chol_inv, m : ndarray
-        The Cholesky factor of ``K_uu``, :math:`L_B^{-1}` and the inducing mean (:class:`ShardedResult`).
-    noise : float
-        Latent noise added to the test variances.
-    likelihood : BinaryLikelihood
-
-    Returns
-    -------
-    ndarray of shape (m,)
-    """
-    k_diag = np.asarray(kernel.diag(X), dtype=float) + noise
-    mean, var = predict_rows(L_uu, m, chol_inv, np.asarray(kernel(X, Z), dtype=float), k_diag)
-    return likelihood.predict_log_odds(mean, np.maximum(var, 1e-300))
 
 
 @dataclass(frozen=True)
@@ -254,25 +244,49 @@ class ShardedFITC:
     """
 
     def __init__(
-        self, client: Any, X: Any, y: Any, classes: Array, noise: float, rule: SiteRule, likelihood: Likelihood,
-        max_sweeps: int, tol: float, min_step: float,
+        self, client: Any, X: Any, y: Any, noise: float, rule: SiteRule, likelihood: Likelihood, max_sweeps: int,
+        tol: float, min_step: float, timeout: float | None = None,
     ) -> None:  # fmt: skip
         self.client, self.noise, self.rule, self.likelihood = client, noise, rule, likelihood
-        self.max_sweeps, self.tol, self.min_step = max_sweeps, tol, min_step
+        self.max_sweeps, self.tol, self.min_step, self.timeout = max_sweeps, tol, min_step, timeout
         x_futs = client.compute(X.to_delayed().ravel().tolist())
         y_futs = client.compute(y.to_delayed().ravel().tolist())
-        self.states = [
-            client.submit(_shard_data, xf, yf, classes, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)
-        ]
+        self.states = [client.submit(_shard_data, xf, yf, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)]
         self.warm = WarmStarts(keep=self._keep_on_shards)
         self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
+        self.rounds: list[tuple[float, float]] | None = None  # (start, end) of each gather, where a list is set
 
     def _map(self, fn: Any, *args: Any) -> list:
         return [self.client.submit(fn, st, *args, pure=False) for st in self.states]
 
+    def _gather(self, futures: list) -> list:
+        """The futures' results in shard order, within ``timeout`` seconds; a cancelled future (the cluster
+        restarted: the shards' state is gone) or a timeout raise :class:`~relaxep.errors.ClusterError`."""
+        from distributed import wait
+
+        start = time.time()
+        try:
+            wait(futures, timeout=self.timeout)
+            out = self.client.gather(futures)
+        except CancelledError as exc:
+            raise ClusterError(
+                "the cluster lost the shards' state: their futures were cancelled (a scheduler or cluster restart, "
+                "or a client that reconnected to a new scheduler keeps none of it); nothing of this fit is left on "
+                "the cluster: fit again"
+            ) from exc
+        except TimeoutError as exc:
+            raise ClusterError(
+                f"the cluster did not answer one map over the shards within timeout={self.timeout} s (a scheduler "
+                "down or restarting, or no workers left); check the cluster and fit again, or raise timeout for "
+                "maps that take longer"
+            ) from exc
+        if self.rounds is not None:
+            self.rounds.append((start, time.time()))
+        return out
+
     def _split(self, pairs: list) -> list:
         self.states = [self.client.submit(_first, p, pure=False) for p in pairs]
-        return self.client.gather([self.client.submit(_second, p, pure=False) for p in pairs])
+        return self._gather([self.client.submit(_second, p, pure=False) for p in pairs])
 
     def set_prior(self, kernel: Kernel, Z: Array) -> None:
         """Rebuild the shards' prior rows for ``kernel`` and ``Z`` (raises KernelNotPositiveDefiniteError)."""
@@ -357,13 +371,24 @@ class ShardedFITC:
     def gradient(self, kern: SparseKernel, run: ShardedResult) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
         pieces = gradient_broadcast(self.L_uu, run.chol, run.m)
-        parts = self.client.gather(self._map(_shard_gradient, kern, self.Z, pieces))
+        parts = self._gather(self._map(_shard_gradient, kern, self.Z, pieces))
         return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
+
+    def likelihood_gradient(self) -> Array:
+        """The evidence gradient in the likelihood's hyperparameters after :meth:`infer`: one map (``p`` numbers
+        back per shard), summed in shard order."""
+        if self.likelihood.n_dims == 0:
+            return np.zeros(0)
+        parts = self._gather(self._map(_shard_likelihood_gradient, self.likelihood))
+        total = parts[0]
+        for part in parts[1:]:
+            total = total + part
+        return np.asarray(total, dtype=float)
 
     # ------------------------------------------------------------ the stochastic search
     def feature_scale(self) -> tuple[int, Array]:
         """Rows and the features' standard deviations (one map, ``d`` numbers back per shard)."""
-        parts = self.client.gather(self._map(_shard_stats))
+        parts = self._gather(self._map(_shard_stats))
         self.shard_rows = [p[0] for p in parts]
         n = sum(self.shard_rows)
         mean = sum(p[1] for p in parts) / n
@@ -385,7 +410,7 @@ class ShardedFITC:
                 self.client.submit(_shard_minibatch, st, shared, rows, int(seed), pure=False)
                 for st, rows, seed in zip(self.states, shares, seeds, strict=True)
             ]
-            parts = self.client.gather(futures)
+            parts = self._gather(futures)
             total = parts[0]
             for part in parts[1:]:
                 total = total + part
@@ -399,5 +424,5 @@ class ShardedFITC:
         self.warm.reset(True)
 
     def sites(self) -> tuple[Array, Array]:
-        sites = self.client.gather(self._map(_shard_sites))
+        sites = self._gather(self._map(_shard_sites))
         return np.concatenate([t for t, _ in sites]), np.concatenate([v for _, v in sites])

@@ -1,0 +1,236 @@
+r"""``DaskGPRegressor``: robust sparse GP regression by EP on a Dask cluster (the sharded machinery of
+:mod:`relaxep.estimators.dask`, the model of ``GPRegressor(..., inducing_points=M)``).
+
+The targets enter the shards as the likelihood takes them: real targets (centred and scaled by their
+mean and standard deviation where ``normalize_y``, computed on the cluster), or for a count likelihood
+rows of the count and its log exposure.  Everything else is the classifier's: the shards' FITC rows and
+sites stay on the workers, each sweep is a map and a reduce of :math:`M \times M` sums, and the
+hyperparameters (the likelihood's noise or scale with the kernel's) are learned on a subset, on all
+shards by L-BFGS-B, or by the stochastic search.
+
+    from dask.distributed import Client
+    client = Client("tcp://scheduler:8786")
+    reg = DaskGPRegressor(client=client, likelihood=StudentT(), inducing_points=200).fit(X, y)  # dask arrays
+    mean, std = reg.predict(X_new, return_std=True)  # lazy Dask arrays
+    local = reg.to_local()  # a fitted GPRegressor: pickle it, serve it without Dask
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import RegressorMixin
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.gaussian_process.kernels import Kernel
+
+from relaxep._typing import Array
+from relaxep.estimators._checks import check_regression_likelihood
+from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
+from relaxep.estimators._inducing_model import InducingModel
+from relaxep.estimators._predictive import is_count_model, log_exposure
+from relaxep.likelihoods import Gaussian, Likelihood
+from relaxep.sites import EP, SiteRule
+
+__all__ = ["DaskGPRegressor"]
+
+
+class DaskGPRegressor(RegressorMixin, DaskSparseFit):
+    r"""Sparse (FITC) EP, Power EP or Relaxed EP regression on a Dask cluster (module docstring).
+
+    Its fit equals ``GPRegressor(kernel, likelihood=..., rule=..., inducing_points=Z)`` on the same rows
+    (summation order aside), and its predictions are those of that fitted model (:meth:`to_local`).
+
+    Parameters
+    ----------
+    client : distributed.Client or None
+        ``None``: ``distributed.default_client()``.
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        As :class:`~relaxep.GPRegressor`; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
+    likelihood : Likelihood or None, default None (``Gaussian()``, its noise learned)
+        A regression likelihood: ``Gaussian(noise)``, ``StudentT(df, scale)``, ``Laplace(scale)``,
+        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The one default that differs from
+        ``GPRegressor``'s, whose ``None`` is scikit-learn's dense closed form.
+    rule : SiteRule or None, default None (``EP()``)
+        ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(f)``, run with the parallel schedule on the
+        shards; ``"auto"`` and inference methods are refused (as :class:`~relaxep.DaskGPClassifier`).
+    alpha : float, default 1e-10
+        Latent jitter, as ``GPRegressor``'s with a non-Gaussian likelihood.
+    normalize_y : bool, default False
+        Centre and scale the targets by their mean and standard deviation (not for counts).
+    inducing_points, learn_inducing_points, inducing_init, optimizer, optimizer_subset, optimizer_maxiter
+        As :class:`~relaxep.DaskGPClassifier`: ``optimizer_subset`` rows (20 000) gathered to the client to
+        learn on; ``None`` learns on all shards (L-BFGS-B, or the stochastic search, the default from
+        20 000 rows).
+    max_sweeps, tol, min_step, random_state, timeout
+        As :class:`~relaxep.DaskGPClassifier`.
+
+    Attributes
+    ----------
+    kernel_, likelihood_, inducing_points_, log_marginal_likelihood_value_
+    result_ : ShardedResult
+        The final run on the shards (``status``, ``n_sweeps``, ``trace``, ``log_evidence``).
+    """
+
+    _owner = "DaskGPRegressor"
+    _subset_options: ClassVar[dict] = {"search_stall_window": 10}  # as GPRegressor's search
+
+    def __init__(
+        self,
+        client: Any = None,
+        kernel: Kernel | None = None,
+        *,
+        likelihood: Likelihood | None = None,
+        rule: SiteRule | None = None,
+        alpha: float = 1e-10,
+        normalize_y: bool = False,
+        inducing_points: int | ArrayLike = 200,
+        learn_inducing_points: bool = True,
+        inducing_init: str = "kmeans",
+        optimizer: str | Callable | None = "auto",
+        optimizer_subset: int | None = 20_000,
+        optimizer_maxiter: int | None = None,
+        max_sweeps: int = 200,
+        tol: float = 1e-4,
+        min_step: float = 1.0 / 1024,
+        random_state: int | np.random.RandomState | None = None,
+        timeout: float | None = 600.0,
+    ) -> None:
+        self.client = client
+        self.kernel = kernel
+        self.likelihood = likelihood
+        self.rule = rule
+        self.alpha = alpha
+        self.normalize_y = normalize_y
+        self.inducing_points = inducing_points
+        self.learn_inducing_points = learn_inducing_points
+        self.inducing_init = inducing_init
+        self.optimizer = optimizer
+        self.optimizer_subset = optimizer_subset
+        self.optimizer_maxiter = optimizer_maxiter
+        self.max_sweeps = max_sweeps
+        self.tol = tol
+        self.min_step = min_step
+        self.random_state = random_state
+        self.timeout = timeout
+
+    def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
+        """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
+        rule = self._check_common("GPRegressor")
+        check_regression_likelihood(self.likelihood)
+        likelihood = Gaussian() if self.likelihood is None else self.likelihood
+        alpha = self.alpha
+        if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (np.isfinite(alpha) and alpha >= 0):
+            raise ValueError(f"alpha must be a finite scalar >= 0 (latent jitter), got {alpha!r}")
+        log_exposure(None, 0, likelihood, bool(self.normalize_y))  # counts are not rescaled
+        return rule, likelihood, float(alpha)
+
+    def fit(self, X: Any, y: Any, exposure: Any = None) -> DaskGPRegressor:
+        r"""Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered.
+
+        Parameters
+        ----------
+        X : dask or numpy array of shape (n, d)
+        y : dask or numpy array of shape (n,)
+            Real targets (counts for ``Poisson``/``NegativeBinomial``).
+        exposure : dask or numpy array of shape (n,), optional
+            Count likelihoods: each row's exposure, :math:`E[y_i | f] = \text{exposure}_i\,e^{f_i}`.
+
+        Returns
+        -------
+        self
+        """
+        rule, likelihood, alpha = self._check_parameters()  # (before importing Dask)
+        da = import_dask(self._owner)
+        X = self._rows(X)
+        y = self._column(y, X).astype(float)
+        if exposure is not None and not is_count_model(likelihood):
+            raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
+        checks = [da.isfinite(y).all(), y.mean(), y.std()]
+        if exposure is not None:
+            exposure = self._column(exposure, X, "exposure").astype(float)
+            checks += [da.isfinite(exposure).all(), exposure.min()]
+        values = da.compute(*checks)
+        if not values[0]:
+            raise ValueError("y contains NaN or inf")
+        if exposure is not None and not (values[3] and values[4] > 0.0):
+            raise ValueError(f"exposure must be positive finite numbers (one per row of X), got min {values[4]:.3g}")
+        mean, std = (float(values[1]), float(values[2]) or 1.0) if self.normalize_y else (0.0, 1.0)
+        self._y_train_mean, self._y_train_std = mean, std
+        targets = (y - mean) / std
+        if exposure is not None:
+            targets = da.stack([targets, da.log(exposure)], axis=1).rechunk({1: -1})
+        report, _ = self._fit_shards(X, targets, likelihood, rule, alpha)
+        for message in report.warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _local_estimator(self, L_uu: Array, noise: float) -> Any:
+        """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the
+        inducing inputs."""
+        from relaxep.estimators.regressor import GPRegressor
+
+        local = GPRegressor(
+            self.kernel, alpha=self.alpha, optimizer=self.optimizer, normalize_y=self.normalize_y,
+            random_state=self.random_state, likelihood=Gaussian() if self.likelihood is None else self.likelihood,
+            rule=EP() if self.rule is None else self.rule, inducing_points=self.inducing_points,
+            learn_inducing_points=self.learn_inducing_points, inducing_init=self.inducing_init,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+            max_sweeps=self.max_sweeps, tol=self.tol,
+        )  # fmt: skip
+        result = self.result_
+        local.n_features_in_, local.X_train_, local.y_train_ = self.n_features_in_, None, None
+        local.kernel_, local.likelihood_, local.result_ = self.kernel_, self.likelihood_, result
+        local.inducing_points_ = self.inducing_points_
+        local.log_marginal_likelihood_value_ = self.log_marginal_likelihood_value_
+        local._y_train_mean, local._y_train_std = np.float64(self._y_train_mean), np.float64(self._y_train_std)
+        local._log_exposure = None
+        local.model_ = InducingModel(
+            self.kernel_, self.likelihood_, self.inducing_points_, L_uu, result.chol_inv, result.m, noise, result
+        )
+        return local
+
+    # ------------------------------------------------------------ predict
+    def predict(self, X: Any, return_std: bool = False, return_cov: bool = False) -> Any:
+        """``GPRegressor.predict`` (the latent's posterior mean and, if asked, its standard deviation; a count
+        model's predictive mean and sd of the count), lazily for a Dask array; ``return_cov`` for numpy only."""
+        if return_cov and not isinstance(self._test_rows_checked(X), np.ndarray):
+            raise ValueError("return_cov: an n x n covariance of a Dask array's rows; ask for return_std=True")
+        if return_std:
+            return self._apply(X, "predict", outputs=2, return_std=True)
+        return self._apply(X, "predict", return_cov=return_cov) if return_cov else self._apply(X, "predict")
+
+    def predict_y(self, X: Any) -> Any:
+        """``GPRegressor.predict_y``: the mean and standard deviation of the predictive of a target."""
+        return self._apply(X, "predict_y", outputs=2)
+
+    def predict_interval(self, X: Any, level: float = 0.95) -> Any:
+        """``GPRegressor.predict_interval``: the central ``level`` interval of the predictive of a target."""
+        return self._apply(X, "predict_interval", outputs=2, level=level)
+
+    def latent_mean_and_variance(self, X: Any) -> Any:
+        """``GPRegressor.latent_mean_and_variance``: the latent's posterior mean and variance (targets' units)."""
+        return self._apply(X, "latent_mean_and_variance", outputs=2)
+
+    def log_predictive_density(self, X: Any, y: Any) -> Any:
+        r"""``GPRegressor.log_predictive_density``: pointwise :math:`\log p(y_* | y)`; lazy for a Dask ``X``."""
+        X = self._test_rows_checked(X)
+        if isinstance(X, np.ndarray):
+            return self._local.log_predictive_density(X, np.asarray(y))
+        return lazy_map(self._local, X, "log_predictive_density", self._column(y, X).astype(float))
+
+    def sample_y(self, X: Any, n_samples: int = 1, random_state: Any = 0) -> Array:
+        """``GPRegressor.sample_y`` at a numpy ``X`` (joint draws need the ``n x n`` covariance)."""
+        X = self._test_rows_checked(X)
+        if not isinstance(X, np.ndarray):
+            raise TypeError("X: sample_y draws jointly (an n x n covariance); pass a numpy array of test rows")
+        return self._local.sample_y(X, n_samples, random_state)
+
+    def _test_rows_checked(self, X: Any) -> Any:
+        from sklearn.utils.validation import check_is_fitted
+
+        check_is_fitted(self, "result_")
+        return self._test_rows(X)
