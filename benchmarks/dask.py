@@ -12,9 +12,11 @@ cluster in 10 000-row chunks before the clock starts (as data that live there). 
     a user runs it.
 ``Dask, w workers``
     ``DaskGPClassifier`` with the same parameters on a ``LocalCluster`` of ``w`` one-thread worker processes.
-    Its sweeps are split (per sweep, from the cluster's task stream and the client's clock) into: the busiest
-    worker's compute, the busiest worker's transfers, the client's own work between maps (the reductions, the
-    ``M x M`` Cholesky, the schedule, submitting), and the rest, waiting on the scheduler.
+    Its time is split (from the cluster's task stream and the client's clock) into the setup (the inducing
+    inputs' placement, the shards' prior rows) and, per map over the shards (an EP sweep is one map; so is a
+    stochastic step): the busiest worker's compute, the busiest worker's transfers, the client's own work
+    between maps (the reductions, the ``M x M`` Cholesky, the schedule, submitting), and the rest, the
+    scheduler's dispatch and the round trips.
 ``learned``
     The default learned fit at ``--learned-n`` rows: the stochastic search (1000 steps of 1000 rows, each
     step one map over the shards' minibatches), then EP; one process against the cluster.
@@ -27,6 +29,7 @@ cluster in 10 000-row chunks before the clock starts (as data that live there). 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import itertools
 import os
 import signal
@@ -38,8 +41,14 @@ from pathlib import Path
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse import bayes, problem, scores
+HERE = Path(__file__).resolve().parent
+# this file is dask.py: the package must win the import, here and in the worker processes, which start with
+# this path; sparse.py (the data) is loaded from its file
+sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != HERE]
+_spec = importlib.util.spec_from_file_location("benchmarks_sparse", HERE / "sparse.py")
+sparse = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(sparse)
+bayes, problem, scores = sparse.bayes, sparse.problem, sparse.scores
 
 
 def _clusters(n_workers: int):
@@ -51,19 +60,27 @@ def _clusters(n_workers: int):
     return cluster, distributed.Client(cluster)
 
 
-def _split(stream: list, rounds: list, wall: float, sweeps: int) -> tuple[float, ...]:
-    """Per sweep: wall, the busiest worker's compute and transfer, the client's time between maps, the rest."""
+def _split(stream: list, rounds: list, wall: float) -> tuple[float, ...]:
+    """The fit's setup (placement, the shards' prior rows: before the first map's answer), the number of maps
+    that follow (a sweep is one map; a stochastic step is one), and per map: wall, the busiest worker's compute
+    and transfers in that time, the client's own time between maps (reductions, the ``M x M`` factor, the
+    schedule, submitting), and the rest (scheduling and latency)."""
+    if not rounds:
+        return (wall, 0, *[float("nan")] * 5)
+    first, last = rounds[0][0], rounds[-1][1]
     compute: dict = {}
     transfer: dict = {}
     for task in stream:
         for part in task.get("startstops", ()):
-            bucket = compute if part["action"] == "compute" else transfer if part["action"] == "transfer" else None
-            if bucket is not None:
-                bucket[task["worker"]] = bucket.get(task["worker"], 0.0) + part["stop"] - part["start"]
+            bucket = {"compute": compute, "transfer": transfer}.get(part["action"])
+            start, stop = max(part["start"], first), min(part["stop"], last)
+            if bucket is not None and stop > start:
+                bucket[task["worker"]] = bucket.get(task["worker"], 0.0) + stop - start
     client = sum(b[0] - a[1] for a, b in itertools.pairwise(rounds))
     busiest, moving = max(compute.values(), default=0.0), max(transfer.values(), default=0.0)
-    per = [wall, busiest, moving, client, wall - busiest - moving - client]
-    return tuple(v / max(sweeps, 1) for v in per)
+    phase = last - first
+    per = [phase, busiest, moving, client, phase - busiest - moving - client]
+    return (wall - phase, len(rounds), *(v / len(rounds) for v in per))
 
 
 def dask_fit(client, model, X, y, Xt) -> tuple:
@@ -91,7 +108,7 @@ def dask_fit(client, model, X, y, Xt) -> tuple:
         sharded.ShardedFITC.__init__ = original
     p1 = model.predict_proba(Xt)[:, 1]
     rounds = made[-1].rounds if made else []
-    return wall, _split(stream.data, rounds, wall, model.result_.n_sweeps), p1, model.result_.n_sweeps
+    return wall, _split(stream.data, rounds, wall), p1, model.result_.n_sweeps
 
 
 def killed_fit(client, make, X, y, Xt, delay: float) -> tuple[float, np.ndarray]:
@@ -112,7 +129,10 @@ def run(n: int, M: int, workers: list[int], learned_n: int, kill_at: int) -> lis
     from relaxep import DaskGPClassifier, GPClassifier, Probit
 
     lines = []
-    header = "| fit | workers | fit (s) | sweeps | test NLL | per sweep (s) | compute | transfer | client | scheduler |"
+    header = (
+        "| fit | workers | fit (s) | EP sweeps | test NLL | setup (s) | maps | per map (s) | compute | transfer "
+        "| client | scheduler |"
+    )
     # (fit (s) of a Dask row: its speed-up over the first Dask row in brackets)
     for size, learned in ((n, False), (learned_n, True)):
         if size <= 0:
@@ -121,19 +141,17 @@ def run(n: int, M: int, workers: list[int], learned_n: int, kill_at: int) -> lis
         kernel = C(1.0) * RBF(1.0) if learned else C(4.0) * RBF(2.0)
         options = dict(optimizer="stochastic", optimizer_subset=None) if learned else dict(optimizer=None)
         lines += ["", f"## {'learned (stochastic search + EP)' if learned else 'fixed kernel'}, n = {size}, M = {M}"]
-        lines += ["", f"Bayes floor NLL {bayes(yt, ft)[1]:.4f}.", "", header, "|---" * 10 + "|"]
+        lines += ["", f"Bayes floor NLL {bayes(yt, ft)[1]:.4f}.", "", header, "|---" * 12 + "|"]
         print("\n".join(lines[-5:]), flush=True)
         local = dict(optimizer="stochastic") if learned else dict(optimizer=None)
         start = time.perf_counter()
         one = GPClassifier(kernel, Probit(), inducing_points=M, random_state=0, **local).fit(X, y)
         wall = time.perf_counter() - start
         nll = scores(one.predict_proba(Xt)[:, 1], yt)[1]
-        lines.append(
-            f"| one process, every core | - | {wall:.2f} | {one.result_.n_sweeps} | {nll:.4f} |  |  |  |  |  |"
-        )
+        lines.append(f"| one process, every core | - | {wall:.2f} | {one.result_.n_sweeps} | {nll:.4f} |" + " |" * 7)
         print(lines[-1], flush=True)
         base = None
-        for w in workers if not learned else sorted({workers[0], workers[len(workers) // 2], workers[-1]}):
+        for w in workers if not learned else sorted({workers[0], workers[-1]}):
             cluster, client = _clusters(w)
             try:
                 Xd = client.persist(da.from_array(X, chunks=(10_000, -1)))
@@ -145,13 +163,13 @@ def run(n: int, M: int, workers: list[int], learned_n: int, kill_at: int) -> lis
                 wall, split, p1, sweeps = dask_fit(client, make(), Xd, yd, Xt)
                 base = wall if base is None else base
                 nll = scores(p1, yt)[1]
-                cells = " | ".join(f"{v:.3f}" for v in split)
+                cells = " | ".join(f"{v:.3f}" if isinstance(v, float) else str(v) for v in split)
                 lines.append(f"| Dask | {w} | {wall:.2f} ({base / wall:.1f}x) | {sweeps} | {nll:.4f} | {cells} |")
                 print(lines[-1], flush=True)
                 if w == kill_at and not learned:
                     hit, p_hit = killed_fit(client, make, Xd, yd, Xt, 0.4 * wall)
                     gap = float(np.max(np.abs(p_hit - p1)))
-                    lines.append(f"| Dask, a worker killed 40% in | {w} | {hit:.2f} | | change {gap:.1e} | | | | | |")
+                    lines.append(f"| Dask, a worker killed 40% in | {w} | {hit:.2f} | | change {gap:.1e} |" + " |" * 7)
                     print(lines[-1], flush=True)
             finally:
                 client.close()
@@ -176,9 +194,7 @@ def main() -> None:
         import torch
 
         if torch.cuda.is_available():
-            from gpu import device_latent
-
-            device_latent(torch, torch.device("cuda"))
+            sparse.device_latent(torch, torch.device("cuda"))
     except ImportError:
         pass
     head = [

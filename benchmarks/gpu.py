@@ -51,28 +51,12 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from sparse import SVGP_STEPS, bayes, problem, run_gpytorch, scores
+from sparse import SVGP_STEPS, bayes, device_latent, problem, run_gpytorch, scores
 
 
 def _sync(torch: object, device: object) -> None:
     if getattr(device, "type", "cpu") == "cuda":
         torch.cuda.synchronize()  # type: ignore[attr-defined]
-
-
-def device_latent(torch: object, device: object) -> None:
-    """Draw ``benchmarks/sparse.py``'s latent function on ``device`` (the same formula in float64; the 4096
-    cosines per row are the data generation's cost, minutes at 10^7 rows on one CPU core)."""
-    import sparse
-
-    def latent(X: np.ndarray, omega: np.ndarray, phase: np.ndarray, weights: np.ndarray) -> np.ndarray:
-        om, ph, w = (torch.asarray(a, device=device) for a in (omega, phase, weights))  # type: ignore[attr-defined]
-        out = np.empty(X.shape[0])
-        for s in range(0, X.shape[0], 200_000):
-            x = torch.asarray(X[s : s + 200_000], device=device)  # type: ignore[attr-defined]
-            out[s : s + 200_000] = (torch.cos(x @ om + ph) @ w).cpu().numpy()  # type: ignore[attr-defined]
-        return out * np.sqrt(2.0 * sparse.VAR / omega.shape[1])
-
-    sparse._latent = latent
 
 
 def fitc_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:

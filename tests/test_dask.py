@@ -77,7 +77,8 @@ def test_dask_refuses_what_it_cannot_run(client, data):
 
 
 def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
-    """The per-sweep traffic: scalars from the sweep map, M x M and M from the sums map, never O(n)."""
+    """The per-sweep traffic: scalars and the next candidate's M x M and M sums from the sweep map (M x M and M
+    from a sums map where the step changes), never O(n)."""
     from relaxep.inference.sharded import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
     from relaxep.posterior._sparse_linalg import factor_b
 
@@ -91,6 +92,11 @@ def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     assert gram.shape == (7, 7) and b.shape == (7,) and np.isscalar(log_d) and np.isscalar(d_min)
     _, chol_inv, m = factor_b(gram, b)
     _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True)
+    assert all(v is None or np.isscalar(v) for v in summary.values())
+    # with the next candidate's sums computed ahead: M x M and M more, the same as the sums map sends
+    _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True, 1.0)
+    sums = summary.pop("sums")
+    assert sums[0].shape == (7, 7) and sums[1].shape == (7,) and np.isscalar(sums[2]) and np.isscalar(sums[3])
     assert all(v is None or np.isscalar(v) for v in summary.values())
 
 

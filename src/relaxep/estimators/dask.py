@@ -13,25 +13,26 @@ schedule of :class:`~relaxep.inference.schedules.Parallel`, reorganised so that 
 :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`, :math:`g_s` (both from
 :func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as ``SparsePrior`` builds its own),
 its sites and its last proposals.  The shards run the same pure block functions as the
-single-process sweep; one sweep is
+single-process sweep; one sweep is one map and one reduce:
 
-1. **map** (broadcast :math:`L_B^{-1}` and :math:`m`, :math:`O(M^2)`): the shard's marginals
+1. **map** (broadcast :math:`L_B^{-1}`, :math:`m` and the current step :math:`s`, :math:`O(M^2)`): the
+   candidate sites of the last reduce become the shard's sites; the shard's marginals
    (:func:`~relaxep.posterior._sparse_linalg.shard_marginals`), the convergence statistic
    against its previous marginals (:func:`~relaxep.inference.method.marginal_change`), its
-   terms of the EP evidence (:func:`~relaxep.inference.evidence.site_evidence_terms`) and the
-   rule's proposals (:func:`~relaxep.inference.schedules.parallel_proposals`); back come scalars
-   (largest change, counts of improper cavities, the inner products of the damping rule,
-   the evidence terms' sum);
-2. **map** (broadcast the step :math:`s`): the candidate sites
-   :math:`\tau + s(\tau^* - \tau)` and their natural-parameter sums
-   :math:`\sum_i w_i v_iv_i^\top` (:math:`M \times M`), :math:`\sum_i\beta_i v_i` (:math:`M`),
-   :math:`\sum_i\log d_i`;
-3. **reduce** on the client: :math:`B = I + \sum_s C_s`, its Cholesky factor and
-   :math:`m = B^{-1}b` (an improper :math:`B` halves the step and repeats 2; the step is the
-   parallel schedule's :class:`~relaxep.inference.schedules.AdaptiveStep`, the statistic goes to a
-   :class:`~relaxep.inference.method.ConvergenceMonitor`).
+   terms of the EP evidence (:func:`~relaxep.inference.evidence.site_evidence_terms`), the
+   rule's proposals (:func:`~relaxep.inference.schedules.parallel_proposals`), and, computed ahead
+   at :math:`s`, the next candidate sites :math:`\tau + s(\tau^* - \tau)` and their
+   natural-parameter sums :math:`\sum_i w_i v_iv_i^\top` (:math:`M \times M`),
+   :math:`\sum_i\beta_i v_i` (:math:`M`), :math:`\sum_i\log d_i`; back come those sums and scalars
+   (largest change, counts of improper cavities, the inner products of the damping rule, the evidence
+   terms' sum);
+2. **reduce** on the client, in shard order: :math:`B = I + \sum_s C_s`, its Cholesky factor and
+   :math:`m = B^{-1}b`.  The step is the parallel schedule's
+   :class:`~relaxep.inference.schedules.AdaptiveStep`; where it changes the step (it damps an
+   oscillation), or :math:`B` is improper (the step is halved), a second map computes the sums at the
+   new step.  The statistic goes to a :class:`~relaxep.inference.method.ConvergenceMonitor`.
 
-So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, and the iterates
+So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, in one round trip, and the iterates
 are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` (``GPRegressor``'s for the
 regressor) with the same site rule (summation order aside): the fit equals the single-process one, and so
 do the predictions.  The partial sums are reduced in shard order, so the answer does not depend on the

@@ -78,6 +78,7 @@ def _shard_start(state: dict, warm: bool) -> dict:
     else:
         state["tau"], state["nu"] = np.zeros(n), np.zeros(n)
     state.update(last=None, prev=None, prop=None)
+    state.pop("cand", None)
     return state
 
 
@@ -117,20 +118,25 @@ def _shard_sums(state: dict, step: float | None) -> tuple[dict, tuple[Array, Arr
     return state, natural_sums(state["Vt"], state["g"], tau, nu)
 
 
-def _shard_accept(state: dict) -> dict:
-    state = dict(state)
-    state["tau"], state["nu"] = state.pop("cand")
-    return state
-
-
 def _shard_sweep(
-    state: dict, chol_inv: Array, m: Array, rule: SiteRule, likelihood: Likelihood, propose: bool
+    state: dict,
+    chol_inv: Array,
+    m: Array,
+    rule: SiteRule,
+    likelihood: Likelihood,
+    propose: bool,
+    step: float | None = None,
 ) -> tuple[dict, dict]:
     """Marginals from the broadcast factor, the convergence statistic, the evidence terms and the proposals.
 
-    The proposals are kept on the shard (``propose=False``: not kept, the run ends); back come scalars.
+    The candidate sites whose factor was broadcast (the last :func:`_shard_sums`'s) become the sites first.
+    The proposals are kept on the shard (``propose=False``: not kept, the run ends); back come scalars and,
+    at ``step``, the next candidate's sums (:func:`_shard_sums`, computed ahead: the client uses them where
+    the step it settles on is ``step``, as it is unless the schedule damps, saving a round trip a sweep).
     """
     state = dict(state)
+    if "cand" in state:
+        state["tau"], state["nu"] = state.pop("cand")
     Vt, g, tau, nu, y = state["Vt"], state["g"], state["tau"], state["nu"], state["y"]
     mu, a = shard_marginals(Vt, g, tau, nu, chol_inv, m)
     out: dict[str, Any] = {"bad": bool(not np.all(a > 0.0) or not np.all(np.isfinite(mu))), "stat": 0.0}
@@ -150,6 +156,8 @@ def _shard_sweep(
     state["prop"] = (props.index, props.precision, props.mean_precision)
     state["last"] = props.direction
     out.update(n_nonfinite=props.n_nonfinite, dot=props.dot, dir_sq=props.norm_sq, last_sq=props.last_norm_sq)
+    if step is not None:
+        state, out["sums"] = _shard_sums(state, step)
     return state, out
 
 
@@ -183,8 +191,10 @@ def _total(values: Any) -> float | None:
     return None if values[0] is None else sum(values)
 
 
-def _first(pair: tuple) -> Any:
-    return pair[0]
+def _on_shard(fn: Any, state: Any, *args: Any) -> Any:
+    """``fn(state, *args)`` for a shard's state, or for the ``(state, out)`` pair of the last map (the state
+    stays on its worker; only ``out`` is gathered, by :func:`_second`)."""
+    return fn(state[0] if isinstance(state, tuple) else state, *args)
 
 
 def _second(pair: tuple) -> Any:
@@ -257,7 +267,7 @@ class ShardedFITC:
         self.rounds: list[tuple[float, float]] | None = None  # (start, end) of each gather, where a list is set
 
     def _map(self, fn: Any, *args: Any) -> list:
-        return [self.client.submit(fn, st, *args, pure=False) for st in self.states]
+        return [self.client.submit(_on_shard, fn, st, *args, pure=False) for st in self.states]
 
     def _gather(self, futures: list) -> list:
         """The futures' results in shard order, within ``timeout`` seconds; a cancelled future (the cluster
@@ -285,7 +295,8 @@ class ShardedFITC:
         return out
 
     def _split(self, pairs: list) -> list:
-        self.states = [self.client.submit(_first, p, pure=False) for p in pairs]
+        """Keep the ``(state, out)`` pairs as the shards' states and gather the ``out`` parts."""
+        self.states = pairs
         return self._gather([self.client.submit(_second, p, pure=False) for p in pairs])
 
     def set_prior(self, kernel: Kernel, Z: Array) -> None:
@@ -295,7 +306,13 @@ class ShardedFITC:
         self.states = self._map(_shard_prior, Z, kernel, self.L_uu, self.noise)
 
     def _sums(self, step: float | None) -> tuple | None:
-        parts = self._split(self._map(_shard_sums, step))
+        """The candidate sites at ``step`` on every shard and the factor of their posterior (:meth:`_factor`)."""
+        return self._factor(self._split(self._map(_shard_sums, step)))
+
+    @staticmethod
+    def _factor(parts: list) -> tuple | None:
+        r""":math:`B = I + \sum_s C_s`, its factors and :math:`m` from the shards' sums in shard order; ``None``
+        where the candidate posterior is improper."""
         gram, b = sum(p[0] for p in parts), sum(p[1] for p in parts)
         if not all(p[3] > 0.0 for p in parts):
             return None
@@ -324,14 +341,15 @@ class ShardedFITC:
             if not warm:
                 return ShardedResult.diverged()
             return self._run(init=None)  # the warm sites do not fit this prior: start afresh
-        self.states = self._map(_shard_accept)
         step = AdaptiveStep(1.0, self.min_step)
         monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
         status, last_skipped, sweep = "max_sweeps", 0, 0
         coarse_left = COARSE_SWEEPS  # Parallel's count of the first sweeps that may not end a run
         while True:
             propose = sweep < self.max_sweeps
-            summary = self._split(self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose))
+            ahead = step.size if propose else None  # (the candidate's sums at the current step, on the way)
+            sweep_map = self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose, ahead)
+            summary = self._split(sweep_map)
             if any(s["bad"] for s in summary):
                 if sweep == 0 and warm:
                     return self._run(init=None)  # (a refresh of the warm sites would have failed)
@@ -349,15 +367,14 @@ class ShardedFITC:
             if not propose:
                 break
             step.observe(*(_total(s[key] for s in summary) for key in ("dot", "dir_sq", "last_sq")))
-            while True:
+            same = step.size == ahead
+            candidate = self._factor([s["sums"] for s in summary]) if same else self._sums(step.size)
+            while candidate is None and step.halve():
                 candidate = self._sums(step.size)
-                if candidate is not None or not step.halve():
-                    break
             if candidate is None:
                 status = "diverged"
                 break
-            factor = candidate
-            self.states = self._map(_shard_accept)
+            factor = candidate  # (its sites become the shards' sites at the next sweep's start)
             last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
             sweep += 1
         if status == "diverged":
