@@ -202,9 +202,10 @@ def main() -> None:
         f"{' '.join(map(str, args.workers))}`)",
         "",
         f"{cores} cores; one-thread worker processes on one machine (`LocalCluster`); the problem of "
-        "`benchmarks/sparse.py`, its rows persisted on the cluster in 10 000-row chunks. Per sweep: wall, the "
+        "`benchmarks/sparse.py`, its rows persisted on the cluster in 10 000-row chunks. The setup (placement, the "
+        "shards' prior rows) apart, per map over the shards (an EP sweep is one, a stochastic step one): wall, the "
         "busiest worker's compute and transfers (the task stream), the client's own work between maps, and the "
-        "rest (waiting on the scheduler).",
+        "rest (the scheduler's dispatch and the round trips).",
     ]
     print("\n".join(head), flush=True)
     lines = head + run(args.n, args.inducing, args.workers, args.learned_n, args.kill_at)

@@ -5,6 +5,9 @@ Builders take their size and seed; the fixtures in ``conftest.py`` wrap the fixe
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import numpy as np
 
 # The paper's Section 7.1 setting (relaxep.datasets.make_toy is checked against these):
@@ -58,3 +61,18 @@ def oscillating_problem():
     """``K, y, eps`` of :func:`oscillating_inputs`: plain EP oscillates there, damped EP converges."""
     X, y, ls, amp, eps = oscillating_inputs()
     return rbf(X, ls, amp) + 1e-6 * amp * np.eye(len(y)), y, eps
+
+
+@contextmanager
+def local_dask_client(n_workers: int, processes: bool = False) -> Iterator:
+    """A Dask ``LocalCluster`` of ``n_workers`` one-thread workers (processes, or threads of this process) and its
+    client, both closed on exit (the caller has skipped without ``distributed``)."""
+    import distributed
+
+    with (
+        distributed.LocalCluster(
+            n_workers=n_workers, threads_per_worker=1, processes=processes, dashboard_address=":0"
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        yield client

@@ -12,15 +12,13 @@ from relaxep import EP, ConvergentEP, Gaussian, GPClassifier, PowerEP, Probit
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
+from problems import local_dask_client  # noqa: E402
 from relaxep.estimators.dask import DaskGPClassifier  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with local_dask_client(2, processes=True) as c:
         yield c
 
 

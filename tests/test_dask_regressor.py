@@ -15,15 +15,13 @@ from relaxep import EP, Gaussian, GPRegressor, Laplace, NegativeBinomial, Poisso
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
+from problems import local_dask_client  # noqa: E402
 from relaxep.estimators.dask import DaskGPRegressor  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def client():
-    with (
-        distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=False, dashboard_address=":0") as cluster,
-        distributed.Client(cluster) as c,
-    ):
+    with local_dask_client(2, processes=False) as c:
         yield c
 
 
@@ -202,3 +200,17 @@ def test_dask_regressor_defaults(client, data):
     assert isinstance(model.likelihood_, Gaussian) and model.likelihood_.noise != 1.0
     assert model.inducing_points_.shape == (15, 2) and type(model.rule) is type(None)
     assert DaskGPRegressor().get_params()["likelihood"] is None
+
+
+def test_the_search_over_the_shards_backtracks_from_a_failed_point_as_gpregressors(client, data):
+    """L-BFGS-B's first trial point (a corner of the bounds) makes EP fail; as GPRegressor's, the search on the
+    shards scores it with a finite stand-in and backtracks, learning what the single process learns (with
+    -inf it stopped at its start, the kernel unlearned)."""
+    X, y, _, _, _, Z = data
+    params = dict(likelihood=StudentT(), rule=EP(), inducing_points=Z[:8], optimizer="fmin_l_bfgs_b",
+                  optimizer_subset=None, optimizer_maxiter=3, learn_inducing_points=False)  # fmt: skip
+    ref = GPRegressor(C(1.0) * RBF(1.0), **params).fit(X[:400], y[:400])
+    got = DaskGPRegressor(client, C(1.0) * RBF(1.0), **params).fit(*_dask(X[:400], y[:400]))
+    assert np.abs(ref.kernel_.theta).max() > 0.1
+    np.testing.assert_allclose(got.kernel_.theta, ref.kernel_.theta, atol=1e-7)
+    np.testing.assert_allclose(got.likelihood_.theta, ref.likelihood_.theta, atol=1e-7)

@@ -102,7 +102,9 @@ class DaskSparseFit(BaseEstimator):
     ``_local_estimator``."""
 
     _owner: ClassVar[str] = "DaskSparseFit"
-    _subset_options: ClassVar[dict] = {}  # the single-process model's options on the optimiser's subset
+    #: the single-process model's options for the search (on the optimiser's subset), whose stall window the
+    #: search's runs on the shards use too
+    _subset_options: ClassVar[dict] = {}
 
     def _check_common(self, local: str) -> SiteRule:
         """The parameters both estimators share, checked before any Dask work: the kernel, the optimizer's name,
@@ -219,7 +221,11 @@ class DaskSparseFit(BaseEstimator):
         sets ``kernel_.theta`` and the shards' likelihood and returns the inducing inputs."""
         hyper = HyperVector(self.kernel_, shards.likelihood, plan.Z if plan.learn_z else None)
         evidence = partial(_shards_evidence, shards=shards, hyper=hyper, Z0=plan.Z, d=d)
-        best = search.maximise(evidence, hyper, plan.rng)
+        shards.stall_window = self._subset_options.get("search_stall_window")  # (the search's runs only)
+        try:
+            best = search.maximise(evidence, hyper, plan.rng)
+        finally:
+            shards.stall_window = None
         if best is None:
             return plan.Z
         kernel, shards.likelihood, Z = hyper.split(best)

@@ -32,6 +32,7 @@ from relaxep.estimators._checks import check_regression_likelihood
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
+from relaxep.estimators._search import _EvidenceSearch
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -116,6 +117,11 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         self.min_step = min_step
         self.random_state = random_state
         self.timeout = timeout
+
+    def _search(self, method: Any) -> _EvidenceSearch:
+        """As ``GPRegressor``'s: a point where EP fails scores a finite stand-in with zero gradient, so that
+        L-BFGS-B backtracks from it (with ``-inf`` it stops at its start)."""
+        return _EvidenceSearch(method, 0, self.optimizer_maxiter, backtrack=True)
 
     def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""

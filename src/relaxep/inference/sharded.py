@@ -265,6 +265,7 @@ class ShardedFITC:
         self.warm = WarmStarts(keep=self._keep_on_shards)
         self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
         self.rounds: list[tuple[float, float]] | None = None  # (start, end) of each gather, where a list is set
+        self.stall_window: int | None = None  # a search's runs: "abandoned" after so many sweeps without progress
 
     def _map(self, fn: Any, *args: Any) -> list:
         return [self.client.submit(_on_shard, fn, st, *args, pure=False) for st in self.states]
@@ -342,7 +343,8 @@ class ShardedFITC:
                 return ShardedResult.diverged()
             return self._run(init=None)  # the warm sites do not fit this prior: start afresh
         step = AdaptiveStep(1.0, self.min_step)
-        monitor = ConvergenceMonitor(RunOptions(max_sweeps=self.max_sweeps, tol=self.tol))
+        options = RunOptions(max_sweeps=self.max_sweeps, tol=self.tol, stall_window=self.stall_window)
+        monitor = ConvergenceMonitor(options)
         status, last_skipped, sweep = "max_sweeps", 0, 0
         coarse_left = COARSE_SWEEPS  # Parallel's count of the first sweeps that may not end a run
         while True:
@@ -363,6 +365,9 @@ class ShardedFITC:
                 coarse, coarse_left = coarse_left > 0, (coarse_left - 1 if moved > COARSE_ABOVE else 0)
                 if monitor.below_tol() and not coarse and last_skipped == 0 and n_improper == 0:
                     status = "converged"
+                    break
+                if monitor.stalled():  # (as SiteUpdates: a region the search must leave)
+                    status = "abandoned"
                     break
             if not propose:
                 break
