@@ -22,7 +22,19 @@ import numpy as np
 from scipy import sparse
 from sklearn.gaussian_process.kernels import RBF
 
-from relaxep import EP, GPClassifier, GPRegressor, NoisyProbit, NoisyStep, PowerEP, Probit, RelaxedEP, StudentT, infer
+from relaxep import (
+    EP,
+    GPClassifier,
+    GPRegressor,
+    NoisyProbit,
+    NoisyStep,
+    Poisson,
+    PowerEP,
+    Probit,
+    RelaxedEP,
+    StudentT,
+    infer,
+)
 from relaxep.datasets import fetch, flip_labels, load_dataset, make_synthetic, paper_splits
 
 rng = np.random.default_rng(0)
@@ -205,20 +217,31 @@ def _cases(tmp: Path) -> list:
     for name, params in reg.items():
         word = name.split("=")[0]
         cases.append(case(f"GPRegressor({name}).fit", lambda p=params: GPRegressor(**p).fit(X, targets), (word,)))
-    try:
-        from relaxep.estimators.dask import DaskGPClassifier
-    except ImportError:  # (the dask extra)
-        DaskGPClassifier = None
+    from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor  # (Dask itself is imported by fit)
+
     dask_est = {
         "likelihood='probit'": dict(likelihood="probit"),
         "rule='auto'": dict(rule="auto"),
         "kernel='rbf'": dict(kernel="rbf"),
         "optimizer='bfgs'": dict(optimizer="bfgs"),
+        "timeout=0": dict(timeout=0),
     }
-    for name, params in dask_est.items() if DaskGPClassifier is not None else ():
+    for name, params in dask_est.items():
         word = name.split("=")[0]
         call = lambda p=params: DaskGPClassifier(client=object(), **p).fit(X, Y)  # noqa: E731 (fails before the client)
         cases.append(case(f"DaskGPClassifier({name}).fit", call, (word,)))
+    dask_reg = {
+        "likelihood='student-t'": dict(likelihood="student-t"),
+        "likelihood=Probit()": dict(likelihood=Probit()),
+        "rule='auto'": dict(rule="auto"),
+        "alpha=-1": dict(alpha=-1.0),
+        "timeout=-5": dict(timeout=-5),
+        "normalize_y=True with Poisson()": dict(likelihood=Poisson(), normalize_y=True),
+    }
+    for name, params in dask_reg.items():
+        word = name.split("=")[0]
+        call = lambda p=params: DaskGPRegressor(client=object(), **p).fit(X, targets)  # noqa: E731
+        cases.append(case(f"DaskGPRegressor({name}).fit", call, (word,)))
     fits = {
         "X with NaN": (np.r_[[[np.nan, 0.0]], X[1:]], Y, ("NaN", "X")),
         "X with inf": (X + np.inf, Y, ("inf", "X")),
