@@ -214,3 +214,23 @@ def test_the_search_over_the_shards_backtracks_from_a_failed_point_as_gpregresso
     assert np.abs(ref.kernel_.theta).max() > 0.1
     np.testing.assert_allclose(got.kernel_.theta, ref.kernel_.theta, atol=1e-7)
     np.testing.assert_allclose(got.likelihood_.theta, ref.likelihood_.theta, atol=1e-7)
+
+
+def test_scikit_learn_clones_and_pickles_a_dask_estimator_sharing_or_dropping_its_client(client, fitted):
+    """``clone`` (what GridSearchCV and cross_val_score call) keeps the client and clones the rest; a pickled
+    Dask estimator drops the client (a connection) and keeps its fitted model."""
+    from sklearn.base import clone
+    from sklearn.model_selection import cross_val_score
+
+    model, Xt, _ = fitted
+    twin = clone(model)
+    assert twin.client is client and twin.get_params()["likelihood"] is not model.likelihood
+    assert not hasattr(twin, "result_")
+    again = pickle.loads(pickle.dumps(model))
+    assert again.client is None
+    np.testing.assert_array_equal(again.predict(Xt), model.predict(Xt))
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(120, 2))
+    scores = cross_val_score(DaskGPRegressor(client, likelihood=StudentT(), inducing_points=6, optimizer=None),
+                             X, np.sin(X[:, 0]), cv=2)  # fmt: skip
+    assert scores.shape == (2,) and np.all(scores > 0.5)

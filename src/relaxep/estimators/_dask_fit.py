@@ -123,6 +123,20 @@ class DaskSparseFit(BaseEstimator):
         check_timeout(self.timeout)  # type: ignore[attr-defined]
         return rule
 
+    def __sklearn_clone__(self) -> DaskSparseFit:
+        """scikit-learn's ``clone`` (``GridSearchCV``, ``cross_val_score``): the parameters cloned, the client
+        shared (a connection, which neither copies nor pickles)."""
+        params = self.get_params(deep=False)
+        client = params.pop("client")
+        return type(self)(client=client, **{name: clone(value, safe=False) for name, value in params.items()})
+
+    def __getstate__(self) -> dict:
+        """Pickled without its client (``client=None``: the default client where it is fitted again); the fitted
+        model pickles whole (:meth:`to_local` gives the plain estimator)."""
+        state = dict(self.__dict__)
+        state["client"] = None
+        return state
+
     def _client(self) -> Any:
         if self.client is not None:  # type: ignore[attr-defined]
             return self.client  # type: ignore[attr-defined]
