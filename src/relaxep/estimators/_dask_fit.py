@@ -263,11 +263,12 @@ class DaskSparseFit(BaseEstimator):
 
     def _apply(self, X: Any, method: str, **kw: Any) -> Any:
         """The local estimator's ``method`` at ``X`` (:func:`lazy_map`), ``X`` checked first."""
-        check_is_fitted(self, "result_")
         return lazy_map(self._local, self._test_rows(X), method, **kw)
 
     def _test_rows(self, X: Any) -> Any:
-        """``X`` as floats: a Dask array in one column chunk, or a numpy array; ``d`` columns either way."""
+        """``X`` of a fitted estimator as floats: a Dask array in one column chunk, or a numpy array; ``d``
+        columns either way."""
+        check_is_fitted(self, "result_")
         import dask.array as da
 
         d = self.inducing_points_.shape[1]

@@ -203,11 +203,11 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     def predict(self, X: Any, return_std: bool = False, return_cov: bool = False) -> Any:
         """``GPRegressor.predict`` (the latent's posterior mean and, if asked, its standard deviation; a count
         model's predictive mean and sd of the count), lazily for a Dask array; ``return_cov`` for numpy only."""
-        if return_cov and not isinstance(self._test_rows_checked(X), np.ndarray):
+        if return_cov and not isinstance(self._test_rows(X), np.ndarray):
             raise ValueError("return_cov: an n x n covariance of a Dask array's rows; ask for return_std=True")
         if return_std:
             return self._apply(X, "predict", outputs=2, return_std=True)
-        return self._apply(X, "predict", return_cov=return_cov) if return_cov else self._apply(X, "predict")
+        return self._apply(X, "predict", return_cov=True) if return_cov else self._apply(X, "predict")
 
     def predict_y(self, X: Any) -> Any:
         """``GPRegressor.predict_y``: the mean and standard deviation of the predictive of a target."""
@@ -223,20 +223,14 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
 
     def log_predictive_density(self, X: Any, y: Any) -> Any:
         r"""``GPRegressor.log_predictive_density``: pointwise :math:`\log p(y_* | y)`; lazy for a Dask ``X``."""
-        X = self._test_rows_checked(X)
+        X = self._test_rows(X)
         if isinstance(X, np.ndarray):
             return self._local.log_predictive_density(X, np.asarray(y))
         return lazy_map(self._local, X, "log_predictive_density", self._column(y, X).astype(float))
 
     def sample_y(self, X: Any, n_samples: int = 1, random_state: Any = 0) -> Array:
         """``GPRegressor.sample_y`` at a numpy ``X`` (joint draws need the ``n x n`` covariance)."""
-        X = self._test_rows_checked(X)
+        X = self._test_rows(X)
         if not isinstance(X, np.ndarray):
             raise TypeError("X: sample_y draws jointly (an n x n covariance); pass a numpy array of test rows")
         return self._local.sample_y(X, n_samples, random_state)
-
-    def _test_rows_checked(self, X: Any) -> Any:
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(self, "result_")
-        return self._test_rows(X)
