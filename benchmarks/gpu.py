@@ -59,29 +59,40 @@ def _sync(torch: object, device: object) -> None:
         torch.cuda.synchronize()  # type: ignore[attr-defined]
 
 
-def fitc_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:
-    """The fixed-kernel FITC fit on the device at a larger ``n`` (its fit and one refresh)."""
-    import sklearn
+def fixed_fitc(M: int) -> object:
+    """The fixed-kernel sparse classifier every FITC row fits."""
     from sklearn.gaussian_process.kernels import RBF
     from sklearn.gaussian_process.kernels import ConstantKernel as C
 
     from relaxep import GPClassifier, Probit
 
-    X, y, Xt, yt, _ = problem(n)
-    tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
-    del X, y
+    return GPClassifier(C(4.0) * RBF(2.0), Probit(), inducing_points=M, optimizer=None, random_state=0)
+
+
+def fitc_on_device(torch: object, device: object, arrays: tuple, yt: np.ndarray, M: int, what: str) -> tuple:
+    """:func:`fixed_fitc` fitted on the device's ``(X, y, X_test)``: its row, one refresh's row, and the test
+    probabilities."""
+    import sklearn
+
     sync = partial(_sync, torch, device)
-    clf = GPClassifier(C(4.0) * RBF(2.0), Probit(), inducing_points=M, optimizer=None, random_state=0)
-    clf, fit, predict, p1 = timed(clf, tX, ty, tXt, sync)
+    clf, fit, predict, p1 = timed(fixed_fitc(M), *arrays, sync)
     with sklearn.config_context(array_api_dispatch=True):
         start = time.perf_counter()
         clf.result_.posterior.refresh()
         sync()
         refresh = time.perf_counter() - start
     return [
-        (f"relaxep FITC EP, fixed kernel, torch, n = {n}", fit, predict, *scores(p1, yt), clf.result_.n_sweeps),
-        (f"one FITC refresh, torch, n = {n}", refresh, float("nan"), float("nan"), float("nan"), ""),
-    ]
+        (f"relaxep FITC EP, fixed kernel, torch{what}", fit, predict, *scores(p1, yt), clf.result_.n_sweeps),
+        (f"one FITC refresh, torch{what}", refresh, float("nan"), float("nan"), float("nan"), ""),
+    ], p1
+
+
+def fitc_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:
+    """The fixed-kernel FITC fit on the device at a larger ``n`` (its fit and one refresh)."""
+    X, y, Xt, yt, _ = problem(n)
+    arrays = tuple(torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
+    del X, y
+    return fitc_on_device(torch, device, arrays, yt, M, f", n = {n}")[0]
 
 
 def timed(estimator: object, X: object, y: object, Xt: object, sync: object = None) -> tuple:
@@ -107,36 +118,22 @@ def timed(estimator: object, X: object, y: object, Xt: object, sync: object = No
 
 
 def relaxep_rows(torch: object, device: object, n: int, M: int, cpu_max: int) -> list[tuple]:
-    import sklearn
     from sklearn.gaussian_process.kernels import RBF
     from sklearn.gaussian_process.kernels import ConstantKernel as C
 
     from relaxep import GPClassifier, Probit
 
     X, y, Xt, yt, _ = problem(n)
-    rows = []
-
-    def make() -> GPClassifier:
-        return GPClassifier(C(4.0) * RBF(2.0), Probit(), inducing_points=M, optimizer=None, random_state=0)
-
-    tX, ty = torch.asarray(X, device=device), torch.asarray(y, device=device)  # type: ignore[attr-defined]
-    tXt = torch.asarray(Xt, device=device)  # type: ignore[attr-defined]
+    tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
     sync = partial(_sync, torch, device)
-    clf, fit, predict, p1 = timed(make(), tX, ty, tXt, sync)
-    with sklearn.config_context(array_api_dispatch=True):
-        start = time.perf_counter()
-        clf.result_.posterior.refresh()
-        sync()
-        refresh = time.perf_counter() - start
-    rows.append(("relaxep FITC EP, fixed kernel, torch", fit, predict, *scores(p1, yt), clf.result_.n_sweeps))
-    rows.append(("one FITC refresh, torch", refresh, float("nan"), float("nan"), float("nan"), ""))
+    rows, p1 = fitc_on_device(torch, device, (tX, ty, tXt), yt, M, "")
     # the default learned fit from 20 000 rows
     learned = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=M, optimizer="stochastic", random_state=0)
     learned, fit, predict, p_learned = timed(learned, tX, ty, tXt, sync)
     name = f"relaxep stochastic learning (1000 steps) + EP, torch: {learned.kernel_}"
     rows.append((name, fit, predict, *scores(p_learned, yt), learned.result_.n_sweeps))
     if n <= cpu_max:
-        ref, fit, predict, p_ref = timed(make(), X, y, Xt)
+        ref, fit, predict, p_ref = timed(fixed_fitc(M), X, y, Xt)
         rows.append(("relaxep FITC EP, fixed kernel, numpy", fit, predict, *scores(p_ref, yt), ref.result_.n_sweeps))
         gap = float(np.max(np.abs(p1 - p_ref)))
         rows.append(("(torch against numpy: largest probability difference)", gap, *[float("nan")] * 3, ""))

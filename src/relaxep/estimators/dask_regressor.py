@@ -155,16 +155,19 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         y = self._column(y, X).astype(float)
         if exposure is not None and not is_count_model(likelihood):
             raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
-        checks = [da.isfinite(y).all(), y.mean(), y.std()]
+        checks = {"finite": da.isfinite(y).all()}  # (one pass over the cluster for every check and moment)
+        if self.normalize_y:
+            checks.update(mean=y.mean(), std=y.std())
         if exposure is not None:
             exposure = self._column(exposure, X, "exposure").astype(float)
-            checks += [da.isfinite(exposure).all(), exposure.min()]
-        values = da.compute(*checks)
-        if not values[0]:
+            checks.update(exposure_finite=da.isfinite(exposure).all(), exposure_min=exposure.min())
+        got = dict(zip(checks, da.compute(*checks.values()), strict=True))
+        if not got["finite"]:
             raise ValueError("y contains NaN or inf")
-        if exposure is not None and not (values[3] and values[4] > 0.0):
-            raise ValueError(f"exposure must be positive finite numbers (one per row of X), got min {values[4]:.3g}")
-        mean, std = (float(values[1]), float(values[2]) or 1.0) if self.normalize_y else (0.0, 1.0)
+        if exposure is not None and not (got["exposure_finite"] and got["exposure_min"] > 0.0):
+            low = got["exposure_min"]
+            raise ValueError(f"exposure must be positive finite numbers (one per row of X), got min {low:.3g}")
+        mean, std = (float(got["mean"]), float(got["std"]) or 1.0) if self.normalize_y else (0.0, 1.0)
         self._y_train_mean, self._y_train_std = mean, std
         targets = (y - mean) / std
         if exposure is not None:

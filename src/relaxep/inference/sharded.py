@@ -20,6 +20,8 @@ from __future__ import annotations
 import time
 from concurrent.futures import CancelledError
 from dataclasses import dataclass, field
+from functools import reduce
+from operator import add
 from typing import Any
 
 import numpy as np
@@ -191,6 +193,12 @@ def _total(values: Any) -> float | None:
     return None if values[0] is None else sum(values)
 
 
+def _in_shard_order(parts: Any) -> Any:
+    """The shards' partial sums added one after another in shard order: the floating-point result depends on
+    the chunking alone, never on the workers (module docstring)."""
+    return reduce(add, parts)
+
+
 def _on_shard(fn: Any, state: Any, *args: Any) -> Any:
     """``fn(state, *args)`` for a shard's state, or for the ``(state, out)`` pair of the last map (the state
     stays on its worker; only ``out`` is gathered, by :func:`_second`)."""
@@ -314,7 +322,7 @@ class ShardedFITC:
     def _factor(parts: list) -> tuple | None:
         r""":math:`B = I + \sum_s C_s`, its factors and :math:`m` from the shards' sums in shard order; ``None``
         where the candidate posterior is improper."""
-        gram, b = sum(p[0] for p in parts), sum(p[1] for p in parts)
+        gram, b = _in_shard_order(p[0] for p in parts), _in_shard_order(p[1] for p in parts)
         if not all(p[3] > 0.0 for p in parts):
             return None
         try:
@@ -401,11 +409,7 @@ class ShardedFITC:
         back per shard), summed in shard order."""
         if self.likelihood.n_dims == 0:
             return np.zeros(0)
-        parts = self._gather(self._map(_shard_likelihood_gradient, self.likelihood))
-        total = parts[0]
-        for part in parts[1:]:
-            total = total + part
-        return np.asarray(total, dtype=float)
+        return np.asarray(_in_shard_order(self._gather(self._map(_shard_likelihood_gradient, self.likelihood))))
 
     # ------------------------------------------------------------ the stochastic search
     def feature_scale(self) -> tuple[int, Array]:
@@ -432,11 +436,7 @@ class ShardedFITC:
                 self.client.submit(_shard_minibatch, st, shared, rows, int(seed), pure=False)
                 for st, rows, seed in zip(self.states, shares, seeds, strict=True)
             ]
-            parts = self._gather(futures)
-            total = parts[0]
-            for part in parts[1:]:
-                total = total + part
-            return total
+            return _in_shard_order(self._gather(futures))
 
         return evaluate
 
