@@ -54,7 +54,7 @@ TARGETS: dict[str, tuple[str, tuple[str, ...] | None, tuple[str, ...]]] = {
         ),
     ),
     "binary": (
-        "likelihoods/binary.py likelihoods/folded.py _numerics.py",
+        "likelihoods/binary.py likelihoods/binary_base.py _numerics.py",
         (  # the log_z, log_lik and tilted code (constructors' checks are the fuzz script's)
             "_step_cumulants",
             "_folded_log_z",

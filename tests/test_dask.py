@@ -77,22 +77,23 @@ def test_dask_refuses_what_it_cannot_run(client, data):
 def test_what_a_shard_sends_back_is_of_size_m_squared_at_most():
     """The per-sweep traffic: scalars and the next candidate's M x M and M sums from the sweep map (M x M and M
     from a sums map where the step changes), never O(n)."""
-    from relaxep.inference.sharded import _shard_data, _shard_prior, _shard_start, _shard_sums, _shard_sweep
-    from relaxep.posterior._sparse_linalg import factor_b
+    from relaxep._xp import HOST
+    from relaxep.inference import shards
+    from relaxep.posterior.fitc_rows import factor_b
 
     rng = np.random.default_rng(1)
     X, Z = rng.normal(size=(500, 3)), rng.normal(size=(7, 3))
     y = np.where(X[:, 0] > 0, 1.0, -1.0)
     kernel = C(2.0) * RBF(1.0)
     L_uu = np.linalg.cholesky(kernel(Z) + 1e-6 * 2.0 * np.eye(7))
-    state = _shard_start(_shard_prior(_shard_data(X, y), Z, kernel, L_uu, 1e-6), False)
-    state, (gram, b, log_d, d_min) = _shard_sums(state, None)
+    state = shards.start(shards.prior(shards.new(X, y), Z, kernel, L_uu, 1e-6), False)
+    state, (gram, b, log_d, d_min) = shards.sums(state, None)
     assert gram.shape == (7, 7) and b.shape == (7,) and np.isscalar(log_d) and np.isscalar(d_min)
-    _, chol_inv, m = factor_b(gram, b)
-    _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True)
+    _, chol_inv, m = factor_b(HOST, gram, b)
+    _, summary = shards.sweep(state, chol_inv, m, EP(), Probit(), True)
     assert all(v is None or np.isscalar(v) for v in summary.values())
     # with the next candidate's sums computed ahead: M x M and M more, the same as the sums map sends
-    _, summary = _shard_sweep(state, chol_inv, m, EP(), Probit(), True, 1.0)
+    _, summary = shards.sweep(state, chol_inv, m, EP(), Probit(), True, 1.0)
     sums = summary.pop("sums")
     assert sums[0].shape == (7, 7) and sums[1].shape == (7,) and np.isscalar(sums[2]) and np.isscalar(sums[3])
     assert all(v is None or np.isscalar(v) for v in summary.values())

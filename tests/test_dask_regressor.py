@@ -86,8 +86,8 @@ def test_a_shards_likelihood_gradient_is_its_rows_share_of_the_evidence_gradient
     posterior (Seeger 2005: at a fixed point only log Z_i depends on the likelihood), checked here against a
     central finite difference of the EP evidence in the Student-t's log scale at fixed sites."""
     from relaxep import infer
+    from relaxep.inference import shards
     from relaxep.inference.evidence import likelihood_evidence_gradient, log_evidence
-    from relaxep.inference.sharded import _shard_likelihood_gradient
     from relaxep.posterior import SparsePrior
 
     rng = np.random.default_rng(5)
@@ -97,13 +97,18 @@ def test_a_shards_likelihood_gradient_is_its_rows_share_of_the_evidence_gradient
     post = infer(SparsePrior(X, Z, C(1.0) * RBF(1.0)), y, lik, EP(), tol=1e-12).posterior
     whole = likelihood_evidence_gradient(post, lik, y)
     shares = [
-        _shard_likelihood_gradient(
-            {"prev": (post.mean[s], post.marginal_var[s]), "tau": post.site_precision[s],
-             "nu": post.site_mean_precision[s], "y": y[s]},
+        shards.likelihood_gradient(
+            shards.Shard(
+                X[s],
+                y[s],
+                post.site_precision[s],
+                post.site_mean_precision[s],
+                prev=(post.mean[s], post.marginal_var[s]),
+            ),
             lik,
         )
         for s in (slice(0, 70), slice(70, 200))
-    ]  # fmt: skip
+    ]
     np.testing.assert_allclose(shares[0] + shares[1], whole, rtol=1e-12)
     h = 1e-5
     up, down = (StudentT(scale=0.3 * np.exp(e)) for e in (h, -h))

@@ -35,7 +35,8 @@ def test_every_readme_example_runs_as_pasted(code, tmp_path, monkeypatch):
 
 
 def test_the_set_up_commands_are_the_ones_ci_runs():
-    assert 'python3 -m pip install -e ".[test]" && relaxep reproduce toy --out results' in README
+    assert 'python3 -m pip install -e ".[studies,test]" && relaxep reproduce toy --out results' in README
+    assert "studies = [" in (ROOT / "pyproject.toml").read_text()
     assert "```bash\npython3 -m pytest -q\n```" in README
     assert "\npython3 -m pytest -q\n" in (ROOT / ".ci" / "run").read_text()
 

@@ -192,17 +192,17 @@ def test_old_module_path_warns_and_still_works():
 def test_single_precision_early_sweeps_reach_the_sequential_fixed_point(likelihood, monkeypatch):
     """The parallel schedule's first sweeps may factorise in single precision (far from the fixed point);
     the run still ends where sequential EP does, declared converged on double-precision sweeps only."""
-    from relaxep.posterior import dense
+    from relaxep.posterior import dense_posterior
 
     K, y = wavy_problem(150, 3, jitter=1e-3)
     coarse_refreshes = []
-    real = dense.single_factors
+    real = dense_posterior.single_factors
 
     def counted(*args):
         coarse_refreshes.append(1)
         return real(*args)
 
-    monkeypatch.setattr(dense, "single_factors", counted)
+    monkeypatch.setattr(dense_posterior, "single_factors", counted)
     parallel = infer(K, y, likelihood, EP(), schedule="parallel", tol=1e-9, max_sweeps=500)
     sequential = infer(K, y, likelihood, EP(), schedule="blocked", tol=1e-9, max_sweeps=500)
     assert parallel.converged and sequential.converged

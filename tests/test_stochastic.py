@@ -16,12 +16,13 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import GPClassifier, GPRegressor, Probit, StudentT
+from relaxep._xp import HOST
 from relaxep.estimators import _stochastic as st
 from relaxep.estimators._search import SearchStep
 from relaxep.inference import stochastic_ep as sep
 from relaxep.likelihoods import Gaussian
-from relaxep.posterior._sparse_linalg import KUU_JITTER
-from relaxep.posterior.sparse_gradient import _rbf, as_sparse_kernel
+from relaxep.posterior.fitc_rows import KUU_JITTER
+from relaxep.posterior.rbf import as_scaled_rbf, rbf
 
 
 def _classes(n: int, seed: int = 0, d: int = 2):
@@ -33,12 +34,13 @@ def _classes(n: int, seed: int = 0, d: int = 2):
 
 
 def _energy(kernel, lik, X, y, Z, S, m, theta, noise=1e-6):
-    view = as_sparse_kernel(kernel.clone_with_theta(theta), X.shape[1])
-    K = _rbf(view, Z, Z)
+    view = as_scaled_rbf(kernel.clone_with_theta(theta), X.shape[1])
+    K = rbf(view, Z, Z, HOST)
     K[np.diag_indices(Z.shape[0])] += KUU_JITTER * view.constant
     L = linalg.cholesky(K, lower=True)
-    terms = sep.minibatch_terms(view, lik, X, y, Z, L, noise, S, m)
-    return float(np.mean(terms.log_z)), (view, terms, K, L)
+    step = sep.TiedStep(view, lik, Z, K, L, noise, S, m, True)
+    terms = sep.minibatch_terms(step, X, y)
+    return float(np.mean(terms.log_z)), (step, terms)
 
 
 @pytest.mark.parametrize(
@@ -53,8 +55,8 @@ def test_minibatch_energy_gradient_matches_finite_differences(kernel, lik):
     Z = rng.normal(size=(M, d))
     S0 = rng.normal(size=(M, M))
     S, m = S0 @ S0.T / M + 0.2 * np.eye(M), rng.normal(size=M)
-    _, (view, terms, K, L) = _energy(kernel, lik, X, y, Z, S, m, kernel.theta)
-    g_theta, g_z = sep.energy_gradient(view, terms, X, Z, K, L, S, m)
+    _, (step, terms) = _energy(kernel, lik, X, y, Z, S, m, kernel.theta)
+    g_theta, g_z = sep.energy_gradient(step, terms, X)
     h = 1e-5
     eye = np.eye(kernel.theta.size)
     fd = [

@@ -13,7 +13,7 @@ from scipy import linalg, special
 
 import relaxep._xp as rxp
 from relaxep.errors import ImproperPosteriorError
-from relaxep.posterior import _sparse_linalg as fitc
+from relaxep.posterior import fitc_rows as fitc
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -35,10 +35,19 @@ def _numpy(a):
 
 
 def test_numpy_arrays_stay_on_numpys_path_with_or_without_dispatch(monkeypatch):
-    assert rxp.namespace(np.ones(3)) == (np, True)
+    assert rxp.namespace(np.ones(3)) is rxp.HOST
+    assert (rxp.HOST.xp, rxp.HOST.on_host, rxp.HOST.device) == (np, True, None)
     monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-    assert rxp.namespace(np.ones(3), np.eye(2)) == (np, True)
-    assert rxp.namespace(_strict([1.0]), None)[1] is False
+    assert rxp.namespace(np.ones(3), np.eye(2)) is rxp.HOST
+    space = rxp.namespace(_strict([1.0]), None)
+    assert space.on_host is False and space.device == _strict([1.0]).device
+
+
+def test_an_array_space_pickles_by_its_librarys_name(dispatch):
+    import pickle
+
+    for space in (rxp.HOST, rxp.namespace(_strict([1.0]))):
+        assert pickle.loads(pickle.dumps(space)) == space
 
 
 def test_arrays_of_two_libraries_are_refused(dispatch):
@@ -92,9 +101,10 @@ def _problem(n=300, m=12, seed=2):
 
 
 def _posterior(Vt, g, tau, nu):
-    gram, b, log_d, d_min = fitc.natural_sums(Vt, g, tau, nu)
-    chol, chol_inv, m = fitc.factor_b(gram, b)
-    mean, var = fitc.shard_marginals(Vt, g, tau, nu, chol_inv, m)
+    space = rxp.namespace(Vt)
+    gram, b, log_d, d_min = fitc.natural_sums(space, Vt, g, tau, nu)
+    chol, chol_inv, m = fitc.factor_b(space, gram, b)
+    mean, var = fitc.shard_marginals(space, Vt, g, tau, nu, chol_inv, m)
     return chol, chol_inv, m, mean, var, log_d, d_min
 
 
@@ -120,8 +130,8 @@ def test_fitc_prediction_in_another_library_is_numpys(dispatch):
     L_uu = np.linalg.cholesky(K_uu)
     K_su, k_ss = rng.normal(size=(40, 12)), rng.uniform(2.0, 3.0, 40)
     _, chol_inv, m, *_ = _posterior(Vt, g, tau, nu)
-    want = fitc.predict_rows(L_uu, m, chol_inv, K_su, k_ss)
-    got = fitc.predict_rows(*(_strict(x) for x in (L_uu, m, chol_inv, K_su, k_ss)))
+    want = fitc.predict_rows(rxp.HOST, L_uu, m, chol_inv, K_su, k_ss)
+    got = fitc.predict_rows(rxp.namespace(_strict(K_su)), *(_strict(x) for x in (L_uu, m, chol_inv, K_su, k_ss)))
     for g_, w_ in zip(got, want, strict=True):
         np.testing.assert_allclose(_numpy(g_), w_, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(  # ground truth: a_* = L^-1 k_u*, mean a_*^T m, var k** - |a|^2 + |L_B^-1 a|^2
@@ -136,10 +146,11 @@ def test_fitc_prediction_in_another_library_is_numpys(dispatch):
 def test_an_improper_fitc_posterior_is_refused_in_another_library(dispatch):
     Vt, g, _, nu = _problem()
     tau = np.full(g.shape, -1.5)  # every d_i = 1 + g_i tau_i > 0, but B = I + V W V^T is indefinite
-    gram, b, _, d_min = fitc.natural_sums(*(_strict(a) for a in (Vt, g, tau, nu)))
+    space = rxp.namespace(_strict(Vt))
+    gram, b, _, d_min = fitc.natural_sums(space, *(_strict(a) for a in (Vt, g, tau, nu)))
     assert d_min > 0.0
     with pytest.raises(ImproperPosteriorError):
-        fitc.factor_b(gram, b)
+        fitc.factor_b(space, gram, b)
 
 
 def test_scikit_learns_switch_turns_the_array_api_path_on():
@@ -147,9 +158,9 @@ def test_scikit_learns_switch_turns_the_array_api_path_on():
         "import numpy as np, sklearn, array_api_strict as xs\n"
         "from relaxep._xp import namespace\n"
         "a = xs.asarray([1.0])\n"
-        "print(namespace(a)[1])\n"
+        "print(namespace(a).on_host)\n"
         "with sklearn.config_context(array_api_dispatch=True):\n"
-        "    print(namespace(a)[1], namespace(np.ones(1))[1])\n"
+        "    print(namespace(a).on_host, namespace(np.ones(1)).on_host)\n"
     )
     env = dict(os.environ, SCIPY_ARRAY_API="1")
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
@@ -323,13 +334,13 @@ def test_a_sparse_prior_that_cannot_fit_on_the_device_is_refused_before_the_allo
     from sklearn.gaussian_process.kernels import RBF
 
     from relaxep import MemoryLimitError
-    from relaxep.posterior import SparsePrior, _kernels
+    from relaxep.posterior import SparsePrior, fitc_rows
 
     monkeypatch.delenv("RELAXEP_MAX_MEMORY", raising=False)
     monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e6)  # a device with 1 MB free
     calls = []
-    real = _kernels.rbf
-    monkeypatch.setattr(_kernels, "rbf", lambda *a: calls.append(1) or real(*a))
+    real = fitc_rows.rbf
+    monkeypatch.setattr(fitc_rows, "rbf", lambda *a: calls.append(1) or real(*a))
     X = _strict(np.random.default_rng(8).normal(size=(2000, 2)))
     with pytest.raises(MemoryLimitError, match=r"n = 2000 rows with M = 50.*fewer inducing inputs"):
         SparsePrior(X, np.random.default_rng(9).normal(size=(50, 2)), RBF(1.0))
@@ -363,6 +374,6 @@ def test_adding_to_the_diagonal_adds_to_the_diagonal_only(dispatch, library):
     for values in (2.5, np.array([1.0, -2.0, 3.0, 0.5])):
         arr = lib.asarray(a.copy()) if library != "numpy" else a.copy()
         v = values if np.ndim(values) == 0 else (lib.asarray(values) if library != "numpy" else values)
-        xp = rxp.namespace(arr)[0] if library != "numpy" else np
+        xp = rxp.namespace(arr).xp if library != "numpy" else np
         got = np.from_dlpack(rxp.add_to_diagonal(xp, arr, v)) if library != "numpy" else rxp.add_to_diagonal(np, arr, v)
         np.testing.assert_array_equal(got, a + np.diag(np.broadcast_to(values, (4,))))

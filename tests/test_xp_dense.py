@@ -16,9 +16,9 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import relaxep._xp as rxp
 from relaxep.errors import ImproperPosteriorError
-from relaxep.posterior import DensePrior
-from relaxep.posterior._dense_device import DeviceDensePosterior, rbf_trace_gradient
-from relaxep.posterior._kernels import as_sparse_kernel
+from relaxep.posterior import DensePrior, as_prior
+from relaxep.posterior.dense_device import DeviceDensePosterior, DeviceDensePrior, rbf_trace_gradient
+from relaxep.posterior.rbf import as_scaled_rbf
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -59,6 +59,9 @@ def test_the_dense_posterior_in_another_library_is_the_gaussian_of_its_sites(dis
     A, mean, (sign, log_det) = _closed_form(K, tau, nu)
     post = DensePrior(_strict(K)).posterior(tau, nu)
     assert isinstance(post, DeviceDensePosterior)
+    for prior in (DensePrior(_strict(K)), as_prior(_strict(K))):  # the device twin, chosen once
+        assert isinstance(prior, DeviceDensePrior) and not prior.space.on_host
+    assert type(DensePrior(K)) is DensePrior and type(as_prior(K)) is DensePrior
     np.testing.assert_allclose(post.marginal_var, np.diag(A), rtol=1e-8)
     np.testing.assert_allclose(post.mean, mean, rtol=1e-8, atol=1e-10)
     assert sign > 0 and post.log_det_b() == pytest.approx(log_det, rel=1e-10)
@@ -93,7 +96,7 @@ def test_the_rbf_trace_gradient_is_scikit_learns_kernel_gradient(dispatch, kerne
     M = M + M.T
     K, dK = kernel(X, eval_gradient=True)
     want = 0.5 * np.einsum("ij,jik->k", M, dK)
-    got = rbf_trace_gradient(_strict(M), _strict(K), _strict(X), as_sparse_kernel(kernel, 2))
+    got = rbf_trace_gradient(rxp.namespace(_strict(K)), _strict(M), _strict(K), _strict(X), as_scaled_rbf(kernel, 2))
     np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-10)
 
 
@@ -103,19 +106,19 @@ def test_the_device_evidence_gradient_is_numpys(dispatch):
     got = DensePrior.from_kernel(kernel, _strict(X), 1e-6)
     assert got.kernel_gradient is None and not isinstance(got.K, np.ndarray)
     g_want = want.posterior(tau, nu).evidence_gradient(want.kernel_gradient)
-    g_got = got.posterior(tau, nu).evidence_gradient(_strict(X), as_sparse_kernel(kernel, 2), 1e-6)
+    g_got = got.posterior(tau, nu).evidence_gradient(_strict(X), as_scaled_rbf(kernel, 2), 1e-6)
     np.testing.assert_allclose(g_got, g_want, rtol=1e-8)
 
 
 def test_a_dense_prior_that_cannot_fit_on_the_device_is_refused_before_the_allocation(dispatch, monkeypatch):
     from relaxep import MemoryLimitError
-    from relaxep.posterior import _kernels
+    from relaxep.posterior import dense_device
 
     monkeypatch.delenv("RELAXEP_MAX_MEMORY", raising=False)
     monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e6)  # a device with 1 MB free
     calls = []
-    real = _kernels.rbf
-    monkeypatch.setattr(_kernels, "rbf", lambda *a: calls.append(1) or real(*a))
+    real = dense_device.rbf
+    monkeypatch.setattr(dense_device, "rbf", lambda *a: calls.append(1) or real(*a))
     X = _strict(np.random.default_rng(8).normal(size=(2000, 2)))
     with pytest.raises(MemoryLimitError, match=r"n = 2000 points.*inducing"):
         DensePrior.from_kernel(RBF(1.0), X)

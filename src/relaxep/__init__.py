@@ -8,6 +8,7 @@ the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments
 
 from importlib.metadata import PackageNotFoundError, version
 
+from relaxep import likelihoods
 from relaxep.errors import (
     ClusterError,
     DivergenceError,
@@ -30,22 +31,7 @@ from relaxep.inference import (
     infer,
 )
 from relaxep.inference.schedules import Blocked, Parallel, Sequential
-from relaxep.likelihoods import (
-    Gaussian,
-    Laplace,
-    Likelihood,
-    Logistic,
-    MulticlassLikelihood,
-    MultinomialProbit,
-    NegativeBinomial,
-    NoisyProbit,
-    NoisyStep,
-    OrdinalProbit,
-    Poisson,
-    Probit,
-    RobustMax,
-    StudentT,
-)
+from relaxep.likelihoods import *  # noqa: F403 (every likelihood, re-exported: __all__ below)
 from relaxep.posterior import DensePrior, Prior, SparsePrior
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
@@ -65,35 +51,22 @@ __all__ = [
     "GPClassifier",
     "GPOrdinalClassifier",
     "GPRegressor",
-    "Gaussian",
     "ImproperPosteriorError",
     "InferenceMethod",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",
-    "Laplace",
-    "Likelihood",
-    "Logistic",
     "MemoryLimitError",
-    "MulticlassLikelihood",
-    "MultinomialProbit",
-    "NegativeBinomial",
-    "NoisyProbit",
-    "NoisyStep",
-    "OrdinalProbit",
     "Parallel",
-    "Poisson",
     "PowerEP",
     "Prior",
-    "Probit",
     "RelaxedEP",
-    "RobustMax",
     "Sequential",
     "SiteRule",
     "SiteUpdates",
     "SparsePrior",
-    "StudentT",
     "infer",
 ]
+__all__ += likelihoods.__all__
 
 try:
     __version__ = version("relaxep")

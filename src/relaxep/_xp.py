@@ -16,7 +16,9 @@ host (DLPack), which is exact and only as fast as the host.
 
 from __future__ import annotations
 
+import importlib
 import os
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -25,6 +27,8 @@ import scipy.special
 from scipy import linalg
 
 __all__ = [
+    "HOST",
+    "ArraySpace",
     "add_to_diagonal",
     "check_device_memory",
     "cholesky_lower",
@@ -39,25 +43,60 @@ __all__ = [
 ]
 
 
-def namespace(*arrays: Any) -> tuple[ModuleType, bool]:
-    """The namespace of ``arrays`` and whether it is numpy's.
+@dataclass(frozen=True)
+class ArraySpace:
+    """Where a computation runs: the array namespace ``xp``, whether it is numpy's on the host (``on_host``: the
+    numpy and SciPy path, unchanged) and the arrays' ``device`` (``None`` on the host).
 
-    numpy (and ``True``) where scikit-learn's ``array_api_dispatch`` is off or every array is a numpy
-    array or a Python scalar; otherwise ``array_api_compat.array_namespace(*arrays)``.  ``TypeError``
-    for arrays of several libraries, or where ``array-api-compat`` is not installed.
+    Chosen once, by :func:`namespace`, when an object receives its arrays; the object holds it and passes it to
+    the primitives that branch (scikit-learn's ``xp=``), instead of inspecting its arrays again.
+    """
+
+    xp: ModuleType
+    on_host: bool
+    device: Any = None
+
+    def put(self, values: Any) -> Any:
+        """``values`` (numpy, a list, or this library's arrays) as float64 arrays of this space, on its device;
+        on the host, ``values`` themselves."""
+        if self.on_host:
+            return values
+        return self.xp.asarray(values, dtype=self.xp.float64, device=self.device)
+
+    def __reduce__(self) -> tuple:
+        """Pickled by the namespace's module name (a module does not pickle): Dask ships priors and steps."""
+        return (_space, (getattr(self.xp, "__name__", ""), self.on_host, self.device))
+
+
+def _space(name: str, on_host: bool, device: Any) -> ArraySpace:
+    return HOST if on_host else ArraySpace(importlib.import_module(name), False, device)
+
+
+#: numpy on the host
+HOST = ArraySpace(np, True)
+
+
+def namespace(*arrays: Any) -> ArraySpace:
+    """The :class:`ArraySpace` of ``arrays``.
+
+    :data:`HOST` where scikit-learn's ``array_api_dispatch`` is off or every array is a numpy array or a
+    Python scalar; otherwise the namespace of ``array_api_compat`` and the first array's device.
+    ``TypeError`` for arrays of several libraries, or where ``array-api-compat`` is not installed.
     """
     arrays = tuple(a for a in arrays if a is not None and not isinstance(a, (np.generic, int, float)))
     if all(isinstance(a, np.ndarray) for a in arrays) or not _dispatch():
-        return np, True
+        return HOST
     try:
         import array_api_compat
     except ImportError as exc:  # pragma: no cover - the optional dependency
         raise TypeError("arrays other than numpy's need array-api-compat: pip install relaxep[array-api]") from exc
     arrays = tuple(a for a in arrays if array_api_compat.is_array_api_obj(a))  # (lists and tuples are numpy's)
     if all(isinstance(a, np.ndarray) for a in arrays):
-        return np, True
+        return HOST
     xp = array_api_compat.array_namespace(*arrays)
-    return xp, array_api_compat.is_numpy_namespace(xp)
+    if array_api_compat.is_numpy_namespace(xp):
+        return HOST
+    return ArraySpace(xp, False, getattr(arrays[0], "device", None))
 
 
 def is_numpy(xp: ModuleType) -> bool:
@@ -100,11 +139,11 @@ def to_numpy(x: Any) -> np.ndarray:
 def on_device_of(values: np.ndarray, like: Any, *, keep_dtype: bool = False) -> Any:
     """``values`` (numpy) as an array of ``like``'s library, dtype (or, ``keep_dtype``, their own) and
     device; ``values`` themselves where ``like`` is numpy's."""
-    xp, numpy = namespace(like)
-    if numpy:
+    space = namespace(like)
+    if space.on_host:
         return values
     dtype = None if keep_dtype else like.dtype
-    return xp.asarray(values, dtype=dtype, device=getattr(like, "device", None))
+    return space.xp.asarray(values, dtype=dtype, device=getattr(like, "device", None))
 
 
 # ------------------------------------------------------------------ memory

@@ -151,7 +151,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+STUDIES_EXTRA = 'pip install "relaxep[studies]"'
+
+
+def _require_studies_extra() -> None:
+    """``ImportError`` naming the extra when the studies' dependencies (matplotlib, tqdm) are missing."""
+    for name in ("matplotlib", "tqdm"):
+        try:
+            __import__(name)
+        except ImportError as exc:
+            raise ImportError(
+                f"relaxep reproduce needs {name}, which the library alone does not: {STUDIES_EXTRA}"
+            ) from exc
+
+
 def _reproduce(args: argparse.Namespace) -> None:
+    _require_studies_extra()
     from relaxep.experiments import PAPER_STUDIES
     from relaxep.experiments.reproduce import reproduce
 

@@ -84,22 +84,24 @@ def _split_rhat(s1: Array, s2: Array, count: int) -> Array:
 def _slice_on_ellipses(
     F: Array,
     cur: Array,
-    theta: Array,
-    threshold: Array,
     point: Callable[[Array, Array, Array], Array],
     log_lik: Callable[[Array], Array],
     rng: np.random.Generator,
 ) -> int:
     r"""One elliptical slice step for every chain at once (Murray, Adams & MacKay 2010, Fig. 2).
 
-    Chain ``k`` proposes ``point(k, cos theta_k, sin theta_k)`` on its ellipse; a proposal above
-    the chain's log-likelihood ``threshold`` is accepted (``F`` and ``cur`` updated in place),
+    Each chain draws a log-likelihood threshold below ``cur`` and a first angle :math:`\theta`; chain ``k``
+    proposes ``point(k, cos theta_k, sin theta_k)`` on its ellipse; a proposal above the chain's threshold
+    is accepted (``F`` and ``cur`` updated in place),
     else the angle bracket :math:`[\theta - 2\pi, \theta]` shrinks towards 0 and a new angle is
     drawn in it.  Ends when every chain has accepted (it always does: the bracket shrinks to the
     current point).  Returns the number of log-likelihood evaluations.
     """
+    n_chains = F.shape[0]
+    threshold = cur + np.log(rng.uniform(size=n_chains))
+    theta = rng.uniform(0.0, 2.0 * np.pi, n_chains)
     lo, hi = theta - 2.0 * np.pi, theta.copy()
-    active = np.arange(F.shape[0])
+    active = np.arange(n_chains)
     evals = 0
     while active.size:
         evals += active.size
@@ -115,6 +117,40 @@ def _slice_on_ellipses(
         theta[rej] = rng.uniform(lo[rej], hi[rej])
         active = rej
     return evals
+
+
+class _ChainSums:
+    r"""Sums over the kept samples, as the chains run: of :math:`f`, :math:`f^2` and :math:`f^4` per half-chain
+    (for split-:math:`\hat R`) and of :math:`f` per batch of each chain (20 batches, for batch means)."""
+
+    def __init__(self, n_chains: int, n_samples: int, size: int) -> None:
+        self.n_chains, self.n_samples, self.size = n_chains, n_samples, size
+        self.half, self.batch = n_samples // 2, n_samples // 20
+        self.s1 = np.zeros((2 * n_chains, size))
+        self.s2 = np.zeros((2 * n_chains, size))
+        self.s4 = np.zeros((2 * n_chains, size))
+        self.batch_sum = np.zeros((n_chains, 20, size))
+
+    def add(self, k: int, flat: Array) -> None:
+        """Kept sample ``k`` of every chain, ``flat`` of shape ``(n_chains, size)``."""
+        rows = np.arange(self.n_chains) * 2 + (k >= self.half)
+        F2 = flat * flat
+        self.s1[rows] += flat
+        self.s2[rows] += F2
+        self.s4[rows] += F2 * F2
+        self.batch_sum[:, k // self.batch] += flat
+
+    def summary(self) -> tuple[Array, Array, Array, float]:
+        r"""The pooled mean and variance (not clipped), the batch-means standard error of the mean and
+        :math:`\hat R`."""
+        total = self.n_chains * self.n_samples
+        mean = self.s1.sum(axis=0) / total
+        var = self.s2.sum(axis=0) / total - mean**2
+        batch_means = (self.batch_sum / self.batch).reshape(-1, self.size)
+        mean_se = batch_means.std(axis=0, ddof=1) / np.sqrt(batch_means.shape[0])
+        s1, s2, s4, half = self.s1, self.s2, self.s4, self.half
+        rhat = max(float(np.max(_split_rhat(s1, s2, half))), float(np.max(_split_rhat(s2, s4, half))))
+        return mean, var, mean_se, rhat
 
 
 def _check_sampler_memory(K: Any, n_samples: Any, n_chains: Any) -> None:
@@ -177,7 +213,8 @@ def elliptical_slice(
     _check_sampler_memory(K, n_samples, n_chains)
     K = check_kernel_matrix(K)
     n = K.shape[0]
-    y = likelihood.check_targets(y, n, both_classes=False)
+    classes = {"both_classes": False} if likelihood.class_targets else {}  # one class is a valid posterior here
+    y = likelihood.check_targets(y, n, **classes)
     _check_chains(n_samples, n_burn, n_chains)
     chol = cholesky_factor(K)  # elliptical slice sampling draws from N(0, K): K must be positive definite
     rng = np.random.default_rng(random_state)
@@ -213,37 +250,18 @@ def elliptical_slice(
     cur = log_lik(F)
     if not np.all(np.isfinite(cur)):
         raise ValueError("the chains' starting points have zero likelihood")
-    half = n_samples // 2
-    batch = n_samples // 20
-    s1 = np.zeros((2 * n_chains, n))  # per half-chain: sums of f, f^2 and f^4
-    s2 = np.zeros((2 * n_chains, n))
-    s4 = np.zeros((2 * n_chains, n))
-    batch_sum = np.zeros((n_chains, 20, n))
+    sums = _ChainSums(n_chains, n_samples, n)
     evals = 0
-    two_pi = 2.0 * np.pi
     for it in range(n_burn + n_samples):
         nu = rng.standard_normal((n_chains, n)) @ base_chol.T
-        threshold = cur + np.log(rng.uniform(size=n_chains))
-        theta = rng.uniform(0.0, two_pi, n_chains)
 
         def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
             return centre + (F[a] - centre) * c[:, None] + nu[a] * s[:, None]
 
-        evals += _slice_on_ellipses(F, cur, theta, threshold, on_ellipse, log_lik, rng)
-        k = it - n_burn
-        if k >= 0:
-            rows = np.arange(n_chains) * 2 + (k >= half)
-            F2 = F * F
-            s1[rows] += F
-            s2[rows] += F2
-            s4[rows] += F2 * F2
-            batch_sum[:, k // batch] += F
-    total = n_chains * n_samples
-    mean = s1.sum(axis=0) / total
-    var = s2.sum(axis=0) / total - mean**2
-    batch_means = (batch_sum / batch).reshape(-1, n)
-    mean_se = batch_means.std(axis=0, ddof=1) / np.sqrt(batch_means.shape[0])
-    rhat = max(float(np.max(_split_rhat(s1, s2, half))), float(np.max(_split_rhat(s2, s4, half))))
+        evals += _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
+        if it >= n_burn:
+            sums.add(it - n_burn, F)
+    mean, var, mean_se, rhat = sums.summary()
     return MCMCResult(mean, np.maximum(var, 0.0), mean_se, rhat, n_chains, n_samples, evals // n_chains)
 
 
@@ -329,44 +347,25 @@ def elliptical_slice_multiclass(
     cur = log_lik(F)
     if not np.all(np.isfinite(cur)):
         raise ValueError("the chains' starting points have zero likelihood")
-    half = n_samples // 2
-    batch = n_samples // 20
-    s1 = np.zeros((2 * n_chains, n * C))
-    s2 = np.zeros((2 * n_chains, n * C))
-    s4 = np.zeros((2 * n_chains, n * C))
+    sums = _ChainSums(n_chains, n_samples, n * C)
     outer = np.zeros((n, C, C))
-    batch_sum = np.zeros((n_chains, 20, n * C))
     kept = []
-    two_pi = 2.0 * np.pi
     for it in range(n_burn + n_samples):
         nu = draw()
-        threshold = cur + np.log(rng.uniform(size=n_chains))
-        theta = rng.uniform(0.0, two_pi, n_chains)
 
         def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
             return F[a] * c[:, None, None] + nu[a] * s[:, None, None]
 
-        _slice_on_ellipses(F, cur, theta, threshold, on_ellipse, log_lik, rng)
+        _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
         k = it - n_burn
         if k >= 0:
-            flat = F.reshape(n_chains, -1)
-            rows = np.arange(n_chains) * 2 + (k >= half)
-            F2 = flat * flat
-            s1[rows] += flat
-            s2[rows] += F2
-            s4[rows] += F2 * F2
-            batch_sum[:, k // batch] += flat
+            sums.add(k, F.reshape(n_chains, -1))
             outer += np.einsum("kic,kid->icd", F, F)
             if k % 10 == 0:
                 kept.append(F.copy())
-    total = n_chains * n_samples
-    mean = s1.sum(axis=0) / total
-    var = s2.sum(axis=0) / total - mean**2
+    mean, var, mean_se, rhat = sums.summary()
     m = mean.reshape(n, C)
-    cov = outer / total - m[:, :, None] * m[:, None, :]
-    batch_means = (batch_sum / batch).reshape(-1, n * C)
-    mean_se = batch_means.std(axis=0, ddof=1) / np.sqrt(batch_means.shape[0])
-    rhat = max(float(np.max(_split_rhat(s1, s2, half))), float(np.max(_split_rhat(s2, s4, half))))
+    cov = outer / (n_chains * n_samples) - m[:, :, None] * m[:, None, :]
     return MulticlassMCMCResult(
         m, np.maximum(var, 0.0).reshape(n, C), cov, mean_se.reshape(n, C), rhat, np.concatenate(kept)
     )

@@ -1,6 +1,7 @@
 """Figures of a fitted classifier: its decision boundary with predictive uncertainty (2-D inputs).
 
-Serves the documentation's gallery and users.  matplotlib is imported on first use.
+Serves the documentation's gallery and users.  matplotlib (the ``studies`` extra, ``pip install
+"relaxep[studies]"``) is imported on first use, and only where no ``ax`` is given.
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ from relaxep.sites import SiteRule
 
 __all__ = [
     "check_device_kernel",
+    "check_jitter",
     "check_kernel",
-    "check_latent_fit",
     "check_likelihood",
     "check_restarts",
     "check_rule",
@@ -34,8 +34,8 @@ def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
     array library (scikit-learn's ``array_api_dispatch``): that library's float64.
     """
     if kernel is None or kernel.requires_vector_input:
-        xp, numpy = namespace(X)
-        return {"dtype": np.float64 if numpy else xp.float64, "ensure_2d": True}
+        space = namespace(X)
+        return {"dtype": np.float64 if space.on_host else space.xp.float64, "ensure_2d": True}
     return {"dtype": None, "ensure_2d": False}
 
 
@@ -98,10 +98,10 @@ def check_restarts(n_restarts: object) -> int:
 def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
     """On another array library's ``X`` (:mod:`relaxep._xp`) the kernel is computed in closed form there: ``RBF``
     or ``ConstantKernel * RBF``; a ``TypeError`` naming ``kernel`` and the supported path otherwise."""
-    from relaxep.posterior._kernels import as_sparse_kernel
+    from relaxep.posterior.rbf import as_scaled_rbf
 
     try:
-        as_sparse_kernel(kernel, n_features)
+        as_scaled_rbf(kernel, n_features)
     except (TypeError, ValueError) as exc:
         raise TypeError(
             f"kernel: on arrays other than numpy's (scikit-learn's array_api_dispatch) {estimator} computes the "
@@ -110,28 +110,19 @@ def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
         ) from exc
 
 
-def check_latent_fit(estimator: Any) -> None:
-    """A latent-function classifier's numeric parameters, checked in ``fit`` (scikit-learn's convention), each
-    named: ``max_sweeps``, ``tol``, ``n_restarts_optimizer``, ``n_jobs`` and ``jitter``."""
-    from relaxep._threads import n_threads
-    from relaxep._validation import check_positive_int, check_positive_number
-
-    check_positive_int(estimator.max_sweeps, "max_sweeps")
-    check_positive_number(estimator.tol, "tol")
-    check_restarts(estimator.n_restarts_optimizer)
-    n_threads(estimator.n_jobs)
-    jitter = estimator.jitter
+def check_jitter(jitter: object) -> None:
+    """``jitter``: a finite real number >= 0 (a ``TypeError`` for another type, a ``ValueError`` otherwise)."""
     if isinstance(jitter, bool) or not isinstance(jitter, numbers.Real):
         raise TypeError(f"jitter must be a real number >= 0, got {jitter!r}")
     if not (np.isfinite(jitter) and jitter >= 0.0):
         raise ValueError(f"jitter must be finite and >= 0, got {jitter!r}")
 
 
-def random_state_of(estimator: Any) -> np.random.RandomState:
-    """``check_random_state(estimator.random_state)``, its error naming ``random_state``."""
+def random_state_of(random_state: Any) -> np.random.RandomState:
+    """``check_random_state(random_state)``, its error naming ``random_state``."""
     from sklearn.utils.validation import check_random_state
 
     try:
-        return check_random_state(estimator.random_state)
+        return check_random_state(random_state)
     except ValueError as exc:
         raise ValueError(f"random_state: {exc}") from None

@@ -1,6 +1,6 @@
 r"""What the Dask estimators share: the sparse fit on the shards and the predictions of the local estimator.
 
-:class:`DaskSparseFit` is the base of :class:`~relaxep.estimators.dask.DaskGPClassifier` and
+:class:`DaskSparseFit` is the base of :class:`~relaxep.estimators.dask_classifier.DaskGPClassifier` and
 :class:`~relaxep.estimators.dask_regressor.DaskGPRegressor`.  Its :meth:`~DaskSparseFit._fit_shards` takes
 the rows and the encoded targets as Dask arrays (labels in -1/+1, real targets, or a count and its log
 exposure) and runs one plan for both (:class:`~relaxep.estimators._plan.SparseFit`): the inducing inputs
@@ -23,7 +23,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from sklearn.base import BaseEstimator, clone
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted
 
 from relaxep._typing import Array
@@ -31,13 +31,14 @@ from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._checks import check_kernel
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
-from relaxep.estimators._search import FitReport, _EvidenceSearch, scored
+from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch, evidence_at
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
 from relaxep.inference.sharded import ShardedFITC, ShardedResult
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior.sparse_gradient import as_sparse_kernel
+from relaxep.posterior.rbf import as_scaled_rbf
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["DASK_EXTRA", "DaskSparseFit", "import_dask", "lazy_map"]
@@ -98,29 +99,44 @@ def lazy_map(
 
 
 class DaskSparseFit(BaseEstimator):
-    """The fit of a Dask estimator (module docstring); subclasses give the parameters, the targets and
-    ``_local_estimator``."""
+    """The fit of a Dask estimator (module docstring); subclasses store the parameters declared here (each
+    ``__init__`` lists its own, as scikit-learn asks) and give the targets and ``_local_estimator``."""
 
     _owner: ClassVar[str] = "DaskSparseFit"
-    #: the single-process model's options for the search (on the optimiser's subset), whose stall window the
-    #: search's runs on the shards use too
-    _subset_options: ClassVar[dict] = {}
+    #: how the search treats the runs that fail, on the optimiser's subset and on the shards alike (the
+    #: one-process estimator's: :class:`~relaxep.estimators._search.SearchPolicy`)
+    search_policy: ClassVar[SearchPolicy] = SearchPolicy()
+
+    client: Any
+    kernel: Kernel | None
+    rule: SiteRule | None
+    inducing_points: Any
+    learn_inducing_points: bool
+    inducing_init: str
+    optimizer: Any
+    optimizer_subset: int | None
+    optimizer_maxiter: int | None
+    max_sweeps: int
+    tol: float
+    min_step: float
+    random_state: Any
+    timeout: float | None
 
     def _check_common(self, local: str) -> SiteRule:
         """The parameters both estimators share, checked before any Dask work: the kernel, the optimizer's name,
         ``max_sweeps``, ``tol``, ``timeout``; returns the rule (``None``: ``EP()``)."""
-        rule = EP() if self.rule is None else self.rule  # type: ignore[attr-defined]
+        rule = EP() if self.rule is None else self.rule
         if not isinstance(rule, SiteRule):
             raise TypeError(
                 "rule must be a SiteRule (EP(), PowerEP(u), RelaxedEP(c) or FractionalEP(f)), run by parallel site "
                 f"updates on the shards; got {rule!r}: 'auto' and inference methods such as ConvergentEP update "
                 f"one posterior in one process (use {local} for them)"
             )
-        check_kernel(self.kernel)  # type: ignore[attr-defined]
-        resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)  # type: ignore[attr-defined]
-        check_positive_int(self.max_sweeps, "max_sweeps")  # type: ignore[attr-defined]
-        check_positive_number(self.tol, "tol")  # type: ignore[attr-defined]
-        check_timeout(self.timeout)  # type: ignore[attr-defined]
+        check_kernel(self.kernel)
+        resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        check_timeout(self.timeout)
         return rule
 
     def __sklearn_clone__(self) -> DaskSparseFit:
@@ -138,8 +154,8 @@ class DaskSparseFit(BaseEstimator):
         return state
 
     def _client(self) -> Any:
-        if self.client is not None:  # type: ignore[attr-defined]
-            return self.client  # type: ignore[attr-defined]
+        if self.client is not None:
+            return self.client
         from distributed import default_client
 
         return default_client()
@@ -162,7 +178,8 @@ class DaskSparseFit(BaseEstimator):
         return y.rechunk(X.chunks[0])
 
     def _search(self, method: Any) -> _EvidenceSearch:
-        return _EvidenceSearch(method, 0, self.optimizer_maxiter)  # type: ignore[attr-defined]
+        """The search by the plan's ``method``, with the class's policy (no restarts on the shards)."""
+        return _EvidenceSearch(method, 0, self.optimizer_maxiter, backtrack=self.search_policy.backtrack)
 
     def _fit_shards(
         self, X: Any, targets: Any, likelihood: Likelihood, rule: SiteRule, noise: float
@@ -172,20 +189,20 @@ class DaskSparseFit(BaseEstimator):
         the report and the shards (the caller drops them: their futures hold the shards' rows on the cluster)."""
         n, d = X.shape
         self.n_features_in_ = d
-        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)  # type: ignore[attr-defined]
+        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         n_learned = kernel.n_dims + likelihood.n_dims
         plan = SparseFit.plan(
-            _Rows(X), inducing_points=self.inducing_points, inducing_init=self.inducing_init,  # type: ignore[attr-defined]
-            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,  # type: ignore[attr-defined]
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter, n_restarts=0,  # type: ignore[attr-defined]
-            random_state=self.random_state, n_learned=n_learned,  # type: ignore[attr-defined]
+            _Rows(X), inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter, n_restarts=0,
+            random_state=self.random_state, n_learned=n_learned,
         )  # fmt: skip
         if plan.learns:
-            as_sparse_kernel(kernel, d)  # refuses, before any work, a kernel it has no gradient for
+            as_scaled_rbf(kernel, d)  # refuses, before any work, a kernel it has no gradient for
         self.kernel_ = kernel
         shards = ShardedFITC(
-            self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,  # type: ignore[attr-defined]
-            float(self.min_step), check_timeout(self.timeout),  # type: ignore[attr-defined]
+            self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,
+            float(self.min_step), check_timeout(self.timeout),
         )  # fmt: skip
         search = self._search(plan.method)
         Z = plan.Z
@@ -196,8 +213,8 @@ class DaskSparseFit(BaseEstimator):
             # (all of them where there are no more than optimizer_subset)
             idx = np.sort(plan.rng.choice(n, plan.subset, replace=False)) if plan.subset < n else np.arange(n)
             model = _LatentModel(
-                _SparsePriors(noise), self.kernel_, shards.likelihood, rule, search, max_sweeps=self.max_sweeps,  # type: ignore[attr-defined]
-                tol=self.tol, Z=Z, learn_z=plan.learn_z, **self._subset_options,  # type: ignore[attr-defined]
+                _SparsePriors(noise), self.kernel_, shards.likelihood, rule, search, max_sweeps=self.max_sweeps,
+                tol=self.tol, Z=Z, learn_z=plan.learn_z, search_stall_window=self.search_policy.stall_window,
             )  # fmt: skip
             model.learn(np.asarray(X[idx]), np.asarray(targets[idx], dtype=float), plan.rng)
             Z, shards.likelihood = model.Z, model.likelihood
@@ -235,7 +252,7 @@ class DaskSparseFit(BaseEstimator):
         sets ``kernel_.theta`` and the shards' likelihood and returns the inducing inputs."""
         hyper = HyperVector(self.kernel_, shards.likelihood, plan.Z if plan.learn_z else None)
         evidence = partial(_shards_evidence, shards=shards, hyper=hyper, Z0=plan.Z, d=d)
-        shards.stall_window = self._subset_options.get("search_stall_window")  # (the search's runs only)
+        shards.stall_window = self.search_policy.stall_window  # (the search's runs only)
         try:
             best = search.maximise(evidence, hyper, plan.rng)
         finally:
@@ -248,6 +265,19 @@ class DaskSparseFit(BaseEstimator):
 
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:  # pragma: no cover
         raise NotImplementedError
+
+    def _hand_over(self, local: Any, model: type[InducingModel], L_uu: Array, noise: float) -> Any:
+        """``local``, the one-process estimator of this one's parameters, fitted as this one is (for
+        :meth:`to_local`): the learned kernel and inducing inputs, the final run and its evidence, and ``model``
+        of the posterior at the inducing inputs (none of the training rows: ``X_train_`` is ``None``)."""
+        result = self.result_
+        local.n_features_in_, local.X_train_ = self.n_features_in_, None
+        local.kernel_, local.inducing_points_, local.result_ = self.kernel_, self.inducing_points_, result
+        local.log_marginal_likelihood_value_ = self.log_marginal_likelihood_value_
+        local.model_ = model(
+            self.kernel_, self.likelihood_, self.inducing_points_, L_uu, result.chol_inv, result.m, noise, result
+        )
+        return local
 
     def to_local(self) -> Any:
         """The fitted single-process estimator (``GPClassifier`` or ``GPRegressor``) that predicts as this one does.
@@ -283,22 +313,20 @@ def _shards_evidence(
 ) -> tuple[float, Any]:
     """The sparse EP evidence over the shards at the optimiser's ``x`` (the shards' prior rebuilt, EP run on them
     from the warm start) and, if asked, its gradient (the kernel's and ``Z``'s in one map, the likelihood's in
-    another), as ``_LatentModel.evidence`` in one process."""
-    kernel, likelihood, Z = hyper.split(x)
-    try:
+    another): :func:`~relaxep.estimators._search.evidence_at`, as ``_LatentModel.evidence`` in one process."""
+
+    def build(kernel: Kernel, Z: Array | None) -> None:
         shards.set_prior(kernel, Z0 if Z is None else Z)
-    except KernelNotPositiveDefiniteError:
-        return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-    shards.likelihood = likelihood
-    run = shards.infer()
-    if not eval_gradient:
-        return scored(run.status, run.log_evidence, None, x)
 
-    def gradient() -> Array:
-        g_theta, g_z = shards.gradient(as_sparse_kernel(kernel, d), run)
-        return hyper.pack(np.concatenate([g_theta, shards.likelihood_gradient()]), g_z)
+    def run(prior: None, likelihood: Likelihood) -> ShardedResult:
+        shards.likelihood = likelihood
+        return shards.infer()
 
-    return scored(run.status, run.log_evidence, gradient, x)
+    def gradient(prior: None, run: ShardedResult, kernel: Kernel, likelihood: Likelihood) -> tuple[Array, Array]:
+        g_theta, g_z = shards.gradient(as_scaled_rbf(kernel, d), run)
+        return np.concatenate([g_theta, shards.likelihood_gradient()]), g_z
+
+    return evidence_at(x, eval_gradient, hyper, build, run, gradient, (KernelNotPositiveDefiniteError,))
 
 
 class _Rows:

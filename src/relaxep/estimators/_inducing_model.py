@@ -9,7 +9,7 @@ where :math:`L_{uu}` is the Cholesky factor of :math:`K_{uu}`, :math:`L_B` that 
 :math:`B = I + \sum_i w_i v_iv_i^\top` and :math:`m = B^{-1}b`.  :class:`InducingModel` keeps those three,
 the kernel, the inducing inputs and the likelihood, and answers as the single-process model
 (``_LatentModel``) does through the same block function
-(:func:`~relaxep.posterior._sparse_linalg.predict_rows`): a ``GPClassifier`` or ``GPRegressor`` holding it
+(:func:`~relaxep.posterior.fitc_rows.predict_rows`): a ``GPClassifier`` or ``GPRegressor`` holding it
 as ``model_`` predicts as the Dask estimator that fitted it, and pickles in :math:`O(M^2 + Md)` bytes,
 without the :math:`n` training rows, which stay on the cluster.
 """
@@ -22,10 +22,10 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
-from relaxep._xp import to_numpy
+from relaxep._xp import HOST, to_numpy
 from relaxep.estimators._models import _BinaryModel
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import chunks, multiply_rows, predict_rows, rows_per_block, solve_rows
+from relaxep.posterior.fitc_rows import chunks, multiply_rows, predict_rows, rows_per_block, solve_rows
 
 __all__ = ["InducingBinaryModel", "InducingModel"]
 
@@ -66,15 +66,15 @@ class InducingModel:
             block = X[rows]
             cross = np.asarray(self.kernel_(block, self.Z), dtype=float)
             diag = np.asarray(self.kernel_.diag(block), dtype=float) + self.noise
-            mean[rows], var[rows] = predict_rows(self.L_uu, self.m, self.chol_inv, cross, diag, size)
+            mean[rows], var[rows] = predict_rows(HOST, self.L_uu, self.m, self.chol_inv, cross, diag, size)
         return mean, var
 
     def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
         r"""Latent predictive mean and covariance, :math:`K_{**} - A^\top A + R^\top R` with
         :math:`A = L_{uu}^{-1}K_{u*}`, :math:`R = L_B^{-1}A` (as ``SparsePosterior.predict_latent_cov``)."""
         X = np.asarray(to_numpy(X), dtype=float)
-        a = solve_rows(self.L_uu, np.asarray(self.kernel_(X, self.Z), dtype=float))
-        r = multiply_rows(self.chol_inv, a)
+        a = solve_rows(HOST, self.L_uu, np.asarray(self.kernel_(X, self.Z), dtype=float))
+        r = multiply_rows(HOST, self.chol_inv, a)
         cov = np.asarray(self.kernel_(X), dtype=float) - a @ a.T + r @ r.T
         return a @ self.m, 0.5 * (cov + cov.T)
 

@@ -1,60 +1,79 @@
-"""A one-latent estimator's fit, dense or sparse: the model of :mod:`relaxep.estimators._models` built from the
-estimator's parameters (``GPRegressor`` with a non-Gaussian likelihood, ``GPOrdinalClassifier``)."""
+"""A latent model's fit, dense or sparse, as its plan says: the plan (:class:`LatentFit`) is the estimator's
+decision (``_plan`` of :class:`~relaxep.estimators._base._LatentGPEstimator`), and the fit reads the plan and the
+data, never the estimator."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
+from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit
-from relaxep.estimators._search import FitReport
+from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
 from relaxep.likelihoods import Likelihood
-from relaxep.sites import EP
 
-__all__ = ["fit_latent"]
+__all__ = ["LatentFit", "fit_latent"]
+
+M = TypeVar("M", bound=_LatentModel)
+
+
+@dataclass(frozen=True)
+class LatentFit:
+    """How a latent model is fitted, decided once by the estimator from its parameters.
+
+    Attributes
+    ----------
+    schedule, max_sweeps, tol, warm_start
+        Each run of inference's (:func:`relaxep.infer`; the warm start between the search's runs).
+    search : _EvidenceSearch
+        The search that learns the hyperparameters (``optimizer`` resolved).
+    policy : SearchPolicy
+        How the search treats runs that fail (the estimator class's).
+    rng : RandomState or None
+        A dense fit's search random state; ``None``: nothing is learned (a sparse fit's is its plan's).
+    sparse : SparseFit or None
+        A sparse (FITC) fit's plan; ``None``: the dense prior.
+    """
+
+    schedule: Any
+    max_sweeps: int
+    tol: float
+    warm_start: bool
+    search: _EvidenceSearch
+    policy: SearchPolicy
+    rng: np.random.RandomState | None = None
+    sparse: SparseFit | None = None
+
+    def options(self, rule: Any) -> dict[str, Any]:
+        """The model's options for a fit by ``rule``: the runs' and the search policy's."""
+        return dict(
+            schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
+            search_rule=self.policy.search_rule(rule), search_stall_window=self.policy.stall_window,
+        )  # fmt: skip
 
 
 def fit_latent(
-    estimator: Any,
-    model: type[_LatentModel],
+    plan: LatentFit,
+    model: type[M],
+    kernel: Kernel,
     likelihood: Likelihood,
     rule: Any,
+    X: Any,
     y: Array,
     latent_noise: float,
-    n_learned: int,
-    rng: Callable[[], np.random.RandomState],
-) -> tuple[_LatentModel, FitReport]:
-    """``model`` fitted on ``(estimator.X_train_, y)`` as the estimator's parameters say: dense, or sparse where
-    ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`, which sets
-    ``estimator.inducing_points_``); the hyperparameters learned where ``optimizer`` is set (``rng()``: the
-    dense search's random state).
+) -> tuple[M, FitReport]:
+    """``model`` fitted on ``(X, y)`` as ``plan`` says: dense, or sparse (FITC) from ``plan.sparse``'s inducing
+    inputs (the fitted model's ``Z``: the learned ones); the hyperparameters learned where the plan learns them.
 
-    The search scores a run that does not converge as ``-inf`` (a region to leave): with ``"auto"`` it runs EP
-    alone, given up after 10 sweeps without progress, and the final fit has the whole cascade.
+    The search scores a run that does not converge as ``-inf`` (a region to leave); the policy's
+    ``search_rule`` and stall window apply to the search's runs only, the final fit is by ``rule``.
     """
-    search_rule = EP() if isinstance(rule, str) and rule == "auto" else rule
-    options = dict(
-        schedule=estimator.schedule, max_sweeps=estimator.max_sweeps, tol=estimator.tol, search_rule=search_rule,
-        search_stall_window=10, warm_start=estimator.warm_start,
-    )  # fmt: skip
-    if estimator.inducing_points is None:
-        fitted = model(_DensePriors(latent_noise), estimator.kernel_, likelihood, rule, estimator._search(), **options)
-        learn = estimator.optimizer is not None and n_learned > 0
-        return fitted, fitted.fit(estimator.X_train_, y, rng() if learn else None)
-    plan = SparseFit.plan(
-        estimator.X_train_, inducing_points=estimator.inducing_points, inducing_init=estimator.inducing_init,
-        learn_inducing_points=estimator.learn_inducing_points, optimizer=estimator.optimizer,
-        optimizer_subset=estimator.optimizer_subset, optimizer_maxiter=estimator.optimizer_maxiter,
-        n_restarts=estimator.n_restarts_optimizer, random_state=estimator.random_state, n_learned=n_learned,
-        n_jobs=estimator.n_jobs,
-    )  # fmt: skip
-    fitted, report = fit_sparse_model(
-        plan, model, estimator.kernel_, likelihood, rule, estimator._search(plan.method), estimator.X_train_, y,
-        latent_noise, **options,
-    )  # fmt: skip
-    estimator.inducing_points_ = fitted.Z
-    return fitted, report
+    options = plan.options(rule)
+    if plan.sparse is None:
+        fitted = model(_DensePriors(latent_noise), kernel, likelihood, rule, plan.search, **options)
+        return fitted, fitted.fit(X, y, plan.rng)
+    return fit_sparse_model(plan.sparse, model, kernel, likelihood, rule, plan.search, X, y, latent_noise, **options)

@@ -3,9 +3,9 @@ per kind of model.
 
 :class:`_LatentModel` is EP (or any rule or inference method) for one latent function (binary
 classification, robust regression) on a prior made by a prior factory, :class:`_DensePriors` or
-:class:`_SparsePriors` (FITC, with inducing inputs learned with the kernel); :class:`_JointModel` is
-the joint multi-class model of :mod:`relaxep.multiclass`; :class:`_OneVsRest` fits one binary
-estimator per class.  Each has ``fit``, ``log_evidence(theta, eval_gradient, clone_kernel)`` and
+:class:`_SparsePriors` (FITC, with inducing inputs learned with the kernel); :class:`_BinaryModel` adds a
+binary classifier's heads.  The multi-class models are :mod:`._multiclass_models`'s.  Each has ``fit``,
+``log_evidence(theta, eval_gradient, clone_kernel)`` and
 ``predict_latent(X)``; the hyperparameter search and its policies are :mod:`._search`'s.  The
 estimator validates its parameters, picks one model and delegates to it (as scikit-learn's
 ``GaussianProcessClassifier`` delegates to its ``base_estimator_``).
@@ -13,24 +13,19 @@ estimator validates its parameters, picks one model and delegates to it (as scik
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
-from typing import Any, ClassVar
+from typing import Any, TypeVar
 
 import numpy as np
-from joblib import Parallel, delayed
-from numpy.typing import NDArray
-from scipy.special import expit, log_expit, logsumexp
+from scipy.special import expit, log_expit
 from sklearn.gaussian_process.kernels import Kernel
-from sklearn.model_selection import train_test_split
-from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
-from relaxep._xp import namespace, to_numpy
+from relaxep._xp import to_numpy
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import SparseFit
-from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, scored
+from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, evidence_at
 from relaxep.estimators._stochastic import (
     StochasticOptions,
     feature_scale,
@@ -42,18 +37,14 @@ from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
 from relaxep.inference.warm import Sites, WarmStarts
 from relaxep.likelihoods import Likelihood
-from relaxep.multiclass import MulticlassLikelihood, MulticlassResult, infer_multiclass
-from relaxep.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
-from relaxep.posterior.dense import kernel_matrix
-from relaxep.posterior.sparse_gradient import as_sparse_kernel, sparse_evidence_gradient
+from relaxep.posterior.rbf import as_scaled_rbf
+from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
 
 __all__ = [
     "_BinaryModel",
     "_DensePriors",
-    "_JointModel",
     "_LatentModel",
-    "_OneVsRest",
     "_SparsePriors",
     "fit_sparse_model",
     "label_of",
@@ -82,7 +73,7 @@ class _DensePriors:
         """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>` (on
         another array library's device, the RBF's closed form, without ``dK``)."""
         if prior.kernel_gradient is None:
-            return posterior.evidence_gradient(prior.X, as_sparse_kernel(kernel, prior.X.shape[1]), prior.noise), None
+            return posterior.evidence_gradient(prior.X, as_scaled_rbf(kernel, prior.X.shape[1]), prior.noise), None
         return posterior.evidence_gradient(prior.kernel_gradient), None
 
 
@@ -100,7 +91,7 @@ class _SparsePriors:
         return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs)
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
-        if not namespace(prior.Vt)[1]:
+        if not prior.space.on_host:
             raise TypeError(
                 "the sparse evidence gradient runs on numpy arrays only: on another array library learn a sparse "
                 "model by optimizer='stochastic', or evaluate log_marginal_likelihood without eval_gradient"
@@ -158,21 +149,18 @@ class _LatentModel:
 
     def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array, hyper: HyperVector) -> tuple[float, Any]:
         """EP evidence (and gradient in the hyperparameters and, if learned, ``Z``) at the optimiser's ``x``."""
-        kernel, likelihood, Z = hyper.split(x)
-        try:
-            prior = self.priors.build(kernel, X, self.Z if Z is None else Z, eval_gradient)
-        except self.priors.refused:
-            return -np.inf, (np.zeros_like(x) if eval_gradient else None)
-        result = self._run(prior, y, likelihood, searching=True)
-        if not eval_gradient:
-            return scored(result.status, result.log_evidence, None, x)
 
-        def gradient() -> Array:
+        def build(kernel: Kernel, Z: Array | None) -> Prior:
+            return self.priors.build(kernel, X, self.Z if Z is None else Z, eval_gradient)
+
+        def run(prior: Prior, likelihood: Likelihood) -> InferenceResult:
+            return self._run(prior, y, likelihood, searching=True)
+
+        def gradient(prior: Prior, result: InferenceResult, kernel: Kernel, likelihood: Likelihood) -> Any:
             g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)
-            g_lik = likelihood_evidence_gradient(result.posterior, likelihood, y)
-            return hyper.pack(np.concatenate([g_theta, g_lik]), g_z)
+            return np.concatenate([g_theta, likelihood_evidence_gradient(result.posterior, likelihood, y)]), g_z
 
-        return scored(result.status, result.log_evidence, gradient, x)
+        return evidence_at(x, eval_gradient, hyper, build, run, gradient, self.priors.refused)
 
     def learn(self, X: Any, y: Array, rng: np.random.RandomState) -> None:
         """Learn the hyperparameters (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""
@@ -265,9 +253,12 @@ def label_of(d: Array, classes: Array) -> Array:
     return classes[(d > 0.0).astype(int)]
 
 
+M = TypeVar("M", bound=_LatentModel)
+
+
 def fit_sparse_model(
     plan: SparseFit,
-    model: type[_LatentModel],
+    model: type[M],
     kernel: Kernel,
     likelihood: Likelihood,
     rule: Any,
@@ -276,13 +267,13 @@ def fit_sparse_model(
     y: Array,
     latent_noise: float,
     **options: Any,
-) -> tuple[_LatentModel, FitReport]:
+) -> tuple[M, FitReport]:
     """The FITC ``model`` of a classifier or regressor as ``plan`` says, fitted: from ``plan.Z``, with the
     hyperparameters (and ``Z``) learned by L-BFGS-B, a callable or the stochastic search."""
     priors = _SparsePriors(latent_noise, plan.n_jobs)
     fitted = model(priors, kernel, likelihood, rule, search, Z=plan.Z, learn_z=plan.learn_z, **options)
     if plan.learns:
-        as_sparse_kernel(kernel, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
+        as_scaled_rbf(kernel, X.shape[1])  # refuses, before any work, a kernel it has no gradient for
     if not plan.stochastic:
         return fitted, fitted.fit(X, y, plan.rng if plan.learns else None, plan.subset)
     steps = StochasticOptions.for_steps(plan.maxiter)
@@ -294,140 +285,3 @@ def fit_sparse_model(
     fitted.kernel_.theta = learned.kernel.theta
     fitted.likelihood, fitted.Z = learned.likelihood, learned.Z
     return fitted, fitted.fit(X, y, start=Sites(*row_sites(learned, X, y, latent_noise, plan.n_jobs)))
-
-
-# ------------------------------------------------------------------ joint multi-class
-def _itself(result: MulticlassResult) -> MulticlassResult:
-    return result  # (infer_multiclass starts from a result's sites)
-
-
-class _JointModel:
-    """One model of ``C`` latent functions with a shared kernel (:func:`relaxep.multiclass.infer_multiclass`).
-
-    The search runs EP to a looser tolerance (at most 1e-2; warm-started, the fixed point moves
-    little between evaluations); the final fit uses ``tol``.
-    """
-
-    #: EP's evidence is exact only to its tolerance: stop on a relative decrease below 1e-6 (2e-4 nats at
-    #: |log Z| = 200) rather than L-BFGS's default 2e-9, below that noise, or where a factor e in any
-    #: hyperparameter changes the evidence by less than 0.1 nat (the amplitude's ridge: the multinomial
-    #: probit hardens slowly as the amplitude grows)
-    OPTIONS: ClassVar[dict[str, float]] = {"ftol": 1e-6, "gtol": 0.1, "maxiter": 50}
-
-    def __init__(
-        self,
-        kernel: Kernel,
-        likelihood: MulticlassLikelihood,
-        n_classes: int,
-        search: _EvidenceSearch,
-        *,
-        noise: float,
-        max_sweeps: int = 200,
-        tol: float = 1e-4,
-        warm_start: bool = True,
-    ) -> None:
-        self.kernel_, self.likelihood, self.n_classes, self.search = kernel, likelihood, n_classes, search
-        self.noise, self.max_sweeps, self.tol = float(noise), max_sweeps, tol
-        self.warm = WarmStarts(warm_start, keep=_itself)
-
-    def _run(self, K: Array, y: NDArray, tol: float | None = None) -> MulticlassResult:
-        """A run of nested EP from the warm start (reports a status, never warns)."""
-        tol = self.tol if tol is None else tol
-        n_classes, max_sweeps = self.n_classes, self.max_sweeps
-        return self.warm.run(
-            infer_multiclass, K, y, self.likelihood, n_classes=n_classes, max_sweeps=max_sweeps, tol=tol
-        )
-
-    def evidence(self, theta: Array, eval_gradient: bool, X: Any, y: NDArray, tol: float | None = None) -> Any:
-        K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), X, self.noise, eval_gradient)
-        result = self._run(K, y, tol)
-        gradient = partial(multiclass_evidence_gradient, result, dK) if eval_gradient else None
-        return scored(result.status, result.log_evidence, gradient, theta)
-
-    def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> FitReport:
-        bounds: tuple[str, ...] = ()
-        if learn:
-            Xo, yo = X, y
-            if subset is not None and int(subset) < y.size:
-                # a private generator: random_state=None must not draw from numpy's global one
-                seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
-                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
-            search_tol = max(float(self.tol), 1e-2)
-            evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
-            hyper = HyperVector(self.kernel_)
-            best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
-            if best is not None:
-                self.kernel_.theta = best
-            if yo.size != y.size:
-                self.warm.reset()  # its sites belong to the subset
-            bounds = at_bounds(self.kernel_)
-        self.X, self.y = X, y
-        self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
-        result = self._run(self.prior_.K, y)
-        if result.status == "diverged":
-            raise DivergenceError(
-                f"joint multi-class EP diverged after {result.n_sweeps} sweeps with {self.likelihood!r}"
-            )
-        self.result_ = result
-        return FitReport(result.status, result.n_sweeps, result.trace, None, bounds)
-
-    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
-        if not clone_kernel:
-            self.kernel_.theta = theta
-        with self.warm.held():  # the value as infer_multiclass reports it (not scored: a nan stays nan)
-            K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), self.X, self.noise, eval_gradient)
-            result = self._run(K, self.y)
-        lml = np.float64(result.log_evidence)
-        return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml
-
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        return self.prior_.predict_at(self.result_.predict_latent, X)
-
-    def decision_function(self, X: Any) -> Array:
-        """Log predictive probabilities ``(n, C)``."""
-        return self.prior_.predict_at(self.result_.predict_log_proba, X)
-
-    def predict_log_proba(self, X: Any) -> Array:
-        return self.decision_function(X)
-
-    def predict_proba(self, X: Any) -> Array:
-        return np.exp(self.decision_function(X))
-
-
-# ------------------------------------------------------------------ one-vs-rest
-def _fit_binary(estimator: Any, X: Any, y: NDArray) -> Any:
-    """One one-vs-rest model (a module-level function, so joblib can send it to a worker)."""
-    return estimator.fit(X, y)
-
-
-class _OneVsRest:
-    """One binary estimator per class (``make_binary()`` makes one), probabilities renormalised."""
-
-    def __init__(self, make_binary: Callable[[], Any], n_jobs: int | None = None) -> None:
-        self.make_binary, self.n_jobs = make_binary, n_jobs
-
-    def fit(self, X: Any, y: NDArray, n_classes: int) -> None:
-        self.estimators_ = Parallel(n_jobs=self.n_jobs)(
-            delayed(_fit_binary)(self.make_binary(), X, (y == c).astype(int)) for c in range(n_classes)
-        )
-        self.kernel_ = self.estimators_[0].kernel_
-        self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
-
-    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
-        raise ValueError("log_marginal_likelihood(theta) is not defined for one-vs-rest (one evidence per class)")
-
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
-        return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
-
-    def decision_function(self, X: Any) -> Array:
-        r"""Log of the renormalised one-vs-rest probabilities ``(n, C)``: from each class's log-odds
-        :math:`d_c`, :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` (:math:`\sigma`: the logistic function)."""
-        log_p = np.column_stack([log_expit(e.decision_function(X)) for e in self.estimators_])
-        return log_p - logsumexp(log_p, axis=1, keepdims=True)
-
-    def predict_log_proba(self, X: Any) -> Array:
-        return self.decision_function(X)
-
-    def predict_proba(self, X: Any) -> Array:
-        return np.exp(self.decision_function(X))

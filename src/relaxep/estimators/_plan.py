@@ -14,7 +14,6 @@ from typing import Any
 import numpy as np
 from sklearn.utils.validation import check_random_state
 
-from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._xp import namespace, to_numpy
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
@@ -122,7 +121,8 @@ class SparseFit:
         n_learned: int,
         n_jobs: int | None = None,
     ) -> SparseFit:
-        """The plan from an estimator's parameters (each validated and named), ``n_learned`` hyperparameters."""
+        """The plan from an estimator's parameters (each validated and named, ``n_jobs`` by the estimator),
+        ``n_learned`` hyperparameters."""
         spec = check_inducing_points(inducing_points, X.shape[1])
         check_sparse_options(learn_inducing_points, optimizer_subset)
         method = resolve_optimizer(optimizer, sparse=True, n=X.shape[0], subset=optimizer_subset, n_restarts=n_restarts)
@@ -131,7 +131,7 @@ class SparseFit:
             rng = np.random.RandomState() if random_state is None else check_random_state(random_state)
         except ValueError as exc:
             raise ValueError(f"random_state: {exc}") from None
-        on_host = namespace(X)[1]
+        on_host = namespace(X).on_host
         Z = initial_inducing_points(X if on_host else to_numpy(X), spec, inducing_init, rng)  # placed on the host
         learn_z = bool(learn_inducing_points) and method is not None
         subset = None if optimizer_subset is None else int(optimizer_subset)
@@ -141,5 +141,4 @@ class SparseFit:
                 f"optimizer={optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
                 "libraries pass optimizer='stochastic' or None"
             )
-        n_threads(n_jobs)  # refuses a bad n_jobs, naming it
         return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng, n_jobs)

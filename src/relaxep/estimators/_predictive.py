@@ -74,13 +74,13 @@ class TargetPredictive:
 
 def _like(X: Any, *arrays: Array) -> tuple[Any, ...]:
     """``arrays`` (numpy) in ``X``'s library and device (:mod:`relaxep._xp`)."""
-    return arrays if namespace(X)[1] else tuple(on_device_of(np.asarray(a), X) for a in arrays)
+    return arrays if namespace(X).on_host else tuple(on_device_of(np.asarray(a), X) for a in arrays)
 
 
 def is_count_model(likelihood: Likelihood | None) -> bool:
     """Whether ``likelihood`` is a count likelihood (Poisson, negative binomial): ``predict`` then gives the
     predictive mean (and sd) of the count, as scikit-learn's ``PoissonRegressor`` does, not the latent's."""
-    from relaxep.likelihoods.poisson import CountLikelihood
+    from relaxep.likelihoods.counts import CountLikelihood
 
     return isinstance(likelihood, CountLikelihood)
 

@@ -28,8 +28,9 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import check_maxiter
+from relaxep.sites import EP
 
-__all__ = ["FitReport", "SearchStep", "_EvidenceSearch", "at_bounds", "scored"]
+__all__ = ["FitReport", "SearchPolicy", "SearchStep", "_EvidenceSearch", "at_bounds", "evidence_at", "scored"]
 
 #: what an evidence evaluation returns: the value and, if asked, its gradient in the optimiser's vector
 Evidence = Callable[[Array, bool], tuple[float, Array | None]]
@@ -69,6 +70,38 @@ def check_progress_options(verbose: Any, callback: Any) -> None:
         raise ValueError(f"verbose must be >= 0, got {verbose!r}")
     if callback is not None and not callable(callback):
         raise TypeError(f"callback must be None or a callable taking a SearchStep, got {callback!r}")
+
+
+def evidence_at(
+    x: Array,
+    eval_gradient: bool,
+    hyper: HyperVector,
+    build: Callable[[Kernel, Array | None], Any],
+    run: Callable[[Any, Any], Any],
+    gradient: Callable[[Any, Any, Kernel, Any], tuple[Array, Array | None]],
+    refused: tuple[type[Exception], ...] = (),
+) -> tuple[float, Any]:
+    r"""The evidence at the optimiser's ``x`` (and, if asked, its gradient in ``x``), written once for every model
+    that learns a :class:`~relaxep.estimators._hyper.HyperVector`: one process or the shards of a cluster.
+
+    ``build(kernel, Z)`` makes the prior at ``x``'s kernel and inducing inputs (``Z=None``: not learned); a
+    construction error in ``refused`` scores :math:`(-\infty, 0)`.  ``run(prior, likelihood)`` runs inference
+    from the warm start; ``gradient(prior, result, kernel, likelihood)`` returns the gradient in the kernel's
+    and then the likelihood's hyperparameters, and in ``Z`` (or ``None``).  The run is :func:`scored`.
+    """
+    kernel, likelihood, Z = hyper.split(x)
+    try:
+        prior = build(kernel, Z)
+    except refused:
+        return -np.inf, (np.zeros_like(x) if eval_gradient else None)
+    result = run(prior, likelihood)
+    if not eval_gradient:
+        return scored(result.status, result.log_evidence, None, x)
+
+    def packed() -> Array:
+        return hyper.pack(*gradient(prior, result, kernel, likelihood))
+
+    return scored(result.status, result.log_evidence, packed, x)
 
 
 def scored(status: str, log_evidence: float, gradient: Callable[[], Array] | None, x: Array) -> tuple[float, Any]:
@@ -114,6 +147,45 @@ class FitReport:
                 "Consider damping, more max_sweeps or a larger tol."
             )
         return messages
+
+    def warn(self, stacklevel: int = 2) -> None:
+        """Each of :attr:`warnings` as a ``ConvergenceWarning``; ``stacklevel`` as the caller's own
+        ``warnings.warn`` would take it (2: the caller's caller, the user's ``fit`` line)."""
+        for message in self.warnings:
+            warnings.warn(message, ConvergenceWarning, stacklevel=stacklevel + 1)
+
+
+@dataclass(frozen=True)
+class SearchPolicy:
+    """How an estimator's search treats the runs of inference that fail, declared once per estimator class.
+
+    Attributes
+    ----------
+    backtrack : bool
+        L-BFGS-B sees a failed run as a finite value above every one seen (:class:`_Backtracking`), so that it
+        backtracks from it: the regressors' search (a likelihood's scale has gradients of order ``n``).
+    stall_window : int or None
+        The search gives a run up after this many sweeps without progress (a region the optimiser must
+        leave); ``None``: runs go on to ``max_sweeps``.
+    ep_for_auto : bool
+        With ``rule="auto"`` the search's runs are EP's alone; the final fit at the learned hyperparameters
+        has the whole cascade.
+    """
+
+    backtrack: bool = False
+    stall_window: int | None = None
+    ep_for_auto: bool = False
+
+    def search_rule(self, rule: Any) -> Any:
+        """The rule of the search's runs for a fit by ``rule``."""
+        if self.ep_for_auto and isinstance(rule, str) and rule == "auto":
+            return EP()
+        return rule
+
+
+#: the robust regressors' policy (and the ordinal classifier's): backtrack, give a stalled run up after 10
+#: sweeps, search ``"auto"`` by EP alone
+ROBUST = SearchPolicy(backtrack=True, stall_window=10, ep_for_auto=True)
 
 
 def at_bounds(kernel: Kernel) -> tuple[str, ...]:

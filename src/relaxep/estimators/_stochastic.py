@@ -20,13 +20,13 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._threads import small_matrix_threads
 from relaxep._typing import Array
-from relaxep._xp import namespace, to_numpy
+from relaxep._xp import ArraySpace, namespace, to_numpy
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
-from relaxep.inference.stochastic_ep import Step, Sums, TiedSites, minibatch_sums, sites_of_rows
+from relaxep.inference.stochastic_ep import MinibatchSums, TiedSites, TiedStep, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import inducing_factor
-from relaxep.posterior.sparse_gradient import as_sparse_kernel
+from relaxep.posterior.fitc_rows import inducing_factor
+from relaxep.posterior.rbf import as_scaled_rbf
 
 __all__ = [
     "StochasticOptions",
@@ -96,33 +96,32 @@ class Learned:
 
 def local_batches(
     X: Array, y: Array, batch_size: int, rng: np.random.RandomState, n_jobs: int | None = 1
-) -> Callable[[Step], Sums]:
+) -> Callable[[TiedStep], MinibatchSums]:
     """Minibatches of ``batch_size`` rows of in-memory ``(X, y)``, every row once an epoch (a permutation); a
     minibatch's row blocks on ``n_jobs`` threads (:func:`~relaxep.inference.stochastic_ep.minibatch_sums`)."""
-    n = y.shape[0]
+    n, space = y.shape[0], namespace(X)
     b = min(batch_size, n)
     state = {"order": rng.permutation(n), "cursor": 0}
 
-    def evaluate(step: Step) -> Sums:
+    def evaluate(step: TiedStep) -> MinibatchSums:
         if state["cursor"] + b > n:
             state["order"], state["cursor"] = rng.permutation(n), 0
         idx = state["order"][state["cursor"] : state["cursor"] + b]
         state["cursor"] += b
-        return minibatch_sums(step, _rows(X, idx), y[idx], n_jobs)
+        return minibatch_sums(step, _rows(X, idx, space), y[idx], n_jobs)
 
     return evaluate
 
 
-def _rows(X: Array, idx: Array) -> Array:
+def _rows(X: Array, idx: Array, space: ArraySpace) -> Array:
     """The rows ``idx`` of ``X``, in ``X``'s array library and on its device (:mod:`relaxep._xp`)."""
-    xp, numpy = namespace(X)
-    return X[idx] if numpy else xp.take(X, xp.asarray(idx, device=X.device), axis=0)
+    return X[idx] if space.on_host else space.xp.take(X, space.xp.asarray(idx, device=space.device), axis=0)
 
 
 def feature_scale(X: Array) -> Array:
     """The features' standard deviations, on the host."""
-    xp, numpy = namespace(X)
-    return np.std(X, axis=0) if numpy else to_numpy(xp.std(X, axis=0))
+    space = namespace(X)
+    return np.std(X, axis=0) if space.on_host else to_numpy(space.xp.std(X, axis=0))
 
 
 def learn_stochastic(
@@ -134,13 +133,14 @@ def learn_stochastic(
     noise: float,
     learn_theta: bool,
     learn_z: bool,
-    evaluate: Callable[[Step], Sums],
+    evaluate: Callable[[TiedStep], MinibatchSums],
     options: StochasticOptions = StochasticOptions(),
     report: Callable[[int, Array, float], None] | None = None,
 ) -> Learned:
     """Learn the kernel's and the likelihood's hyperparameters (``learn_theta``) and ``Z`` (``learn_z``) by
     stochastic EP (module docstring) on ``n`` rows whose features have standard deviations ``scale``;
-    ``evaluate(step)`` gives a minibatch's :class:`Sums` (:func:`local_batches`, or a map over Dask's shards);
+    ``evaluate(step)`` gives a minibatch's :class:`~relaxep.inference.stochastic_ep.MinibatchSums`
+    (:func:`local_batches`, or a map over Dask's shards);
     ``report(step, x, log_evidence_estimate)`` every ``report_every`` steps."""
     M, dim = Z.shape
     hyper = HyperVector(kernel, likelihood, Z)
@@ -165,8 +165,8 @@ def learn_stochastic(
                 continue
             previous = x
             wants_gradient = learning and step > options.warmup
-            view = as_sparse_kernel(kern_t, dim)
-            sums = evaluate(Step(view, lik_t, Z_t, K_uu, L_uu, noise, S_c, m_c, wants_gradient))
+            view = as_scaled_rbf(kern_t, dim)
+            sums = evaluate(TiedStep(view, lik_t, Z_t, K_uu, L_uu, noise, S_c, m_c, wants_gradient))
             b = sums.count
             estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
             ema = estimate if np.isnan(ema) else 0.98 * ema + 0.02 * estimate
@@ -195,13 +195,14 @@ def _annealed(step: int, options: StochasticOptions) -> float:
     return 1.0 - 0.9 * (step - start) / max(options.max_steps - start, 1.0)
 
 
-def tied_start(learned: Learned, noise: float) -> Step:
-    """The :class:`Step` at the learned hyperparameters and the tied site's cavity (no gradient)."""
+def tied_start(learned: Learned, noise: float) -> TiedStep:
+    """The :class:`~relaxep.inference.stochastic_ep.TiedStep` at the learned hyperparameters and the tied site's
+    cavity (no gradient)."""
     Z = learned.Z
     K_uu, L_uu, _ = inducing_factor(learned.kernel, Z)
     _, S_c, m_c, _ = learned.sites.gaussian(learned.sites.n - 1.0)
-    view = as_sparse_kernel(learned.kernel, Z.shape[1])
-    return Step(view, learned.likelihood, Z, K_uu, L_uu, noise, S_c, m_c, False)
+    view = as_scaled_rbf(learned.kernel, Z.shape[1])
+    return TiedStep(view, learned.likelihood, Z, K_uu, L_uu, noise, S_c, m_c, False)
 
 
 def row_sites(learned: Learned, X: Array, y: Array, noise: float, n_jobs: int | None = 1) -> tuple[Array, Array]:

@@ -11,14 +11,12 @@ EP evidence (:mod:`relaxep.estimators._search`), or left to ``GridSearchCV``.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import ClassifierMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -26,29 +24,23 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import (
     check_device_kernel,
+    check_jitter,
     check_kernel,
-    check_latent_fit,
     check_likelihood,
     check_rule,
     input_format,
-    random_state_of,
 )
-from relaxep.estimators._models import (
-    _BinaryModel,
-    _DensePriors,
-    _JointModel,
-    _OneVsRest,
-    fit_sparse_model,
-    label_of,
-)
-from relaxep.estimators._plan import SparseFit, dense_or
-from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
+from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._models import _BinaryModel, label_of
+from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
+from relaxep.estimators._search import FitReport, SearchStep
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
-from relaxep.multiclass import MulticlassLikelihood, MultinomialProbit
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit
 from relaxep.sites import SiteRule
 
 __all__ = ["GPClassifier"]
@@ -61,7 +53,7 @@ _LIKELIHOODS = (
 )
 
 
-class GPClassifier(ClassifierMixin, BaseEstimator):
+class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     r"""Gaussian process classification by EP, Power EP or Relaxed EP.
 
     Parameters
@@ -232,7 +224,8 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         check_kernel(self.kernel)
         check_likelihood(self.likelihood, _LIKELIHOODS, (Likelihood, MulticlassLikelihood))
         check_rule(self.rule)
-        xp, numpy = namespace(X)
+        space = namespace(X)
+        xp, numpy = space.xp, space.on_host
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel, X))
         y = to_numpy(y)  # labels live on the host
         check_classification_targets(y)
@@ -261,18 +254,12 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
             model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
-            report = None
-        else:
-            self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-            with fit_threads(X.shape[0], dense=self.inducing_points is None):
-                model, report = self._fit_joint(y) if classes.size > 2 else self._fit_binary(y)
-            self.result_ = model.result_
-            self.log_marginal_likelihood_value_ = model.result_.log_evidence
-        self.kernel_ = model.kernel_
-        self.model_ = model
-        for message in () if report is None else report.warnings:
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return self
+            self.kernel_, self.model_ = model.kernel_, model
+            return self
+        self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        with fit_threads(X.shape[0], dense=self.inducing_points is None):
+            model, report = self._fit_joint(y) if classes.size > 2 else self._fit_binary(y)
+        return self._finish(model, report)
 
     def _check_array_api(self, classes: NDArray) -> None:
         """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with
@@ -294,43 +281,15 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         X = validate_data(self, X, reset=False, **input_format(self.kernel_, X))
         return X, getattr(self.model_, method)(X)
 
-    def _search(self, method: Any = None) -> _EvidenceSearch:
-        """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
-        ``None`` where ``optimizer`` is ``None``)."""
-        return _EvidenceSearch(
-            dense_or(method, self.optimizer, self.n_restarts_optimizer),
-            self.n_restarts_optimizer,
-            self.optimizer_maxiter,
-            verbose=self.verbose,
-            callback=self.callback,
-        )
-
     def _fit_binary(self, y: NDArray) -> tuple[_BinaryModel, FitReport]:
         X = self.X_train_
         y_binary = np.where(y == self.classes_[1], 1.0, -1.0)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
         if not isinstance(likelihood, BinaryLikelihood):
             raise TypeError(f"likelihood must be a binary likelihood ({_BINARY}) with two classes, got {likelihood!r}")
-        options = dict(schedule=self.schedule, max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start)
         rule = "auto" if self.rule is None else self.rule
-        if self.inducing_points is None:
-            model = _BinaryModel(_DensePriors(self.jitter), self.kernel_, likelihood, rule, self._search(),
-                                 **options)  # fmt: skip
-            learn = self.optimizer is not None and self.kernel_.n_dims > 0
-            return model, model.fit(X, y_binary, self._rng() if learn else None)
-        plan = SparseFit.plan(
-            X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
-            learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-            n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=self.kernel_.n_dims,
-            n_jobs=self.n_jobs,
-        )  # fmt: skip
-        search = self._search(plan.method)
-        model, report = fit_sparse_model(
-            plan, _BinaryModel, self.kernel_, likelihood, rule, search, X, y_binary, self.jitter, **options
-        )
-        self.inducing_points_ = model.Z
-        return model, report  # type: ignore[return-value]
+        plan = self._plan(X, self.kernel_.n_dims)  # (the kernel's hyperparameters decide whether to learn)
+        return fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, X, y_binary, self.jitter)
 
     def _fit_joint(self, y: NDArray) -> tuple[_JointModel, FitReport]:
         likelihood = MultinomialProbit() if self.likelihood is None else self.likelihood
@@ -355,36 +314,9 @@ class GPClassifier(ClassifierMixin, BaseEstimator):
         y_index = np.searchsorted(self.classes_, y)
         return model, model.fit(self.X_train_, y_index, self.random_state, self.optimizer_subset, learn)
 
-    def _rng(self) -> np.random.RandomState:
-        return random_state_of(self)
-
     def _check_parameters(self) -> None:
-        """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
-        check_latent_fit(self)
-
-    # ------------------------------------------------------------ evidence
-    def log_marginal_likelihood(
-        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
-    ) -> float | tuple[float, Array]:
-        r"""EP log evidence at ``theta`` (log-hyperparameters), optionally with its gradient.
-
-        ``theta=None`` returns the fitted value.  The gradient is the posterior's
-        (:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>`,
-        :func:`~relaxep.posterior.sparse_gradient.sparse_evidence_gradient` in the kernel's part).
-        Each evaluation starts from the fitted sites and runs to ``tol``, so the value is a
-        function of ``theta`` alone to about ``tol**2``.  With
-        ``clone_kernel=False`` the fitted ``kernel_`` is set to ``theta`` (scikit-learn's
-        convention; faster for kernels that are expensive to copy).
-        """
-        check_is_fitted(self)
-        if theta is None:
-            if eval_gradient:
-                raise ValueError("gradient can only be evaluated for theta != None")
-            return np.float64(self.log_marginal_likelihood_value_)
-        theta = np.asarray(theta, dtype=float)
-        if theta.shape != self.kernel_.theta.shape:
-            raise ValueError(f"theta must have shape {self.kernel_.theta.shape} (kernel_.theta), got {theta.shape}")
-        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+        super()._check_parameters()
+        check_jitter(self.jitter)
 
     # ------------------------------------------------------------ predict
     def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:

@@ -17,14 +17,12 @@ shards by L-BFGS-B, or by the stochastic search.
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import RegressorMixin
-from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
@@ -32,7 +30,7 @@ from relaxep.estimators._checks import check_regression_likelihood
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
-from relaxep.estimators._search import _EvidenceSearch
+from relaxep.estimators._search import ROBUST
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -77,7 +75,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     """
 
     _owner = "DaskGPRegressor"
-    _subset_options: ClassVar[dict] = {"search_stall_window": 10}  # as GPRegressor's search
+    search_policy = ROBUST  # as GPRegressor's search (the stall window on the subset and on the shards)
 
     def __init__(
         self,
@@ -117,11 +115,6 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         self.min_step = min_step
         self.random_state = random_state
         self.timeout = timeout
-
-    def _search(self, method: Any) -> _EvidenceSearch:
-        """As ``GPRegressor``'s: a point where EP fails scores a finite stand-in with zero gradient, so that
-        L-BFGS-B backtracks from it (with ``-inf`` it stops at its start)."""
-        return _EvidenceSearch(method, 0, self.optimizer_maxiter, backtrack=True)
 
     def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
@@ -173,8 +166,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         if exposure is not None:
             targets = da.stack([targets, da.log(exposure)], axis=1).rechunk({1: -1})
         report, _ = self._fit_shards(X, targets, likelihood, rule, alpha)
-        for message in report.warnings:
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
+        report.warn()  # (at the user's fit line)
         return self
 
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
@@ -190,17 +182,10 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
             optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
             max_sweeps=self.max_sweeps, tol=self.tol,
         )  # fmt: skip
-        result = self.result_
-        local.n_features_in_, local.X_train_, local.y_train_ = self.n_features_in_, None, None
-        local.kernel_, local.likelihood_, local.result_ = self.kernel_, self.likelihood_, result
-        local.inducing_points_ = self.inducing_points_
-        local.log_marginal_likelihood_value_ = self.log_marginal_likelihood_value_
+        local.y_train_, local.likelihood_ = None, self.likelihood_
         local._y_train_mean, local._y_train_std = np.float64(self._y_train_mean), np.float64(self._y_train_std)
         local._log_exposure = None
-        local.model_ = InducingModel(
-            self.kernel_, self.likelihood_, self.inducing_points_, L_uu, result.chol_inv, result.m, noise, result
-        )
-        return local
+        return self._hand_over(local, InducingModel, L_uu, noise)
 
     # ------------------------------------------------------------ predict
     def predict(self, X: Any, return_std: bool = False, return_cov: bool = False) -> Any:

@@ -15,14 +15,12 @@ most probable class.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from scipy.special import ndtri
-from sklearn.base import BaseEstimator, ClassifierMixin, clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import ClassifierMixin, clone
 from sklearn.gaussian_process.kernels import RBF, Kernel
 from sklearn.metrics import accuracy_score
 from sklearn.utils.multiclass import check_classification_targets
@@ -30,18 +28,11 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
-from relaxep.estimators._checks import (
-    check_kernel,
-    check_latent_fit,
-    check_likelihood,
-    check_rule,
-    input_format,
-    random_state_of,
-)
+from relaxep.estimators._base import _LatentGPEstimator
+from relaxep.estimators._checks import check_jitter, check_kernel, check_likelihood, check_rule, input_format
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
-from relaxep.estimators._plan import dense_or
-from relaxep.estimators._search import _EvidenceSearch
+from relaxep.estimators._search import ROBUST
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import OrdinalProbit
@@ -59,7 +50,7 @@ class _OrdinalModel(_LatentModel):
         return self.likelihood.class_probabilities(mean, np.maximum(var, 0.0))  # type: ignore[attr-defined]
 
 
-class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
+class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     r"""Gaussian process ordinal regression by EP, Power EP or Relaxed EP (Chu & Ghahramani 2005).
 
     Parameters
@@ -95,6 +86,9 @@ class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
     result_ : InferenceResult
         The posterior's record: status, sweeps, sites.
     """
+
+    search_policy = ROBUST  # (the cut-points' gradients are of order n, as a Student-t's scale's)
+    learns_likelihood = True
 
     def __init__(
         self,
@@ -159,12 +153,7 @@ class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
         self.X_train_ = np.array(X, copy=True)
         with fit_threads(X.shape[0], dense=self.inducing_points is None):
             model, report = self._fit_model(likelihood, y_index)
-        self.model_, self.kernel_, self.likelihood_ = model, model.kernel_, model.likelihood
-        self.result_ = model.result_
-        self.log_marginal_likelihood_value_ = model.result_.log_evidence
-        for message in report.warnings:
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return self
+        return self._finish(model, report)
 
     def _start_likelihood(self, X: NDArray, y_index: NDArray) -> OrdinalProbit:
         """The likelihood the fit starts from: cut-points from the class frequencies where none are given."""
@@ -183,41 +172,12 @@ class GPOrdinalClassifier(ClassifierMixin, BaseEstimator):
 
     def _fit_model(self, likelihood: OrdinalProbit, y: NDArray) -> tuple[_OrdinalModel, Any]:
         rule = EP() if self.rule is None else self.rule  # (log-concave: EP's sites stay positive)
-        n_learned = self.kernel_.n_dims + likelihood.n_dims
-        return fit_latent(self, _OrdinalModel, likelihood, rule, y, self.jitter, n_learned, self._rng)  # type: ignore[return-value]
-
-    def _search(self, method: Any = None) -> _EvidenceSearch:
-        return _EvidenceSearch(
-            dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
-            self.optimizer_maxiter, backtrack=True,
-        )  # fmt: skip
-
-    def _rng(self) -> np.random.RandomState:
-        return random_state_of(self)
+        plan = self._plan(self.X_train_, self.kernel_.n_dims + likelihood.n_dims)
+        return fit_latent(plan, _OrdinalModel, self.kernel_, likelihood, rule, self.X_train_, y, self.jitter)
 
     def _check_parameters(self) -> None:
-        """The numeric parameters, checked in ``fit`` (scikit-learn's convention), each named."""
-        check_latent_fit(self)
-
-    # ------------------------------------------------------------ evidence
-    def log_marginal_likelihood(
-        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
-    ) -> float | tuple[float, Array]:
-        """EP log evidence at ``theta``: the kernel's log-hyperparameters (the likelihood's as fitted), or
-        those followed by the likelihood's (``likelihood_.theta``); ``None`` returns the fitted value."""
-        check_is_fitted(self)
-        if theta is None:
-            if eval_gradient:
-                raise ValueError("gradient can only be evaluated for theta != None")
-            return np.float64(self.log_marginal_likelihood_value_)
-        theta = np.asarray(theta, dtype=float)
-        k, full = self.kernel_.theta.size, self.kernel_.theta.size + self.likelihood_.n_dims
-        if theta.ndim != 1 or theta.size not in (k, full):
-            raise ValueError(
-                f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
-                f"got shape {theta.shape}"
-            )
-        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+        super()._check_parameters()
+        check_jitter(self.jitter)
 
     # ------------------------------------------------------------ predict
     def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:

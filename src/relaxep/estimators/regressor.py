@@ -18,22 +18,20 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, MultiOutputMixin, RegressorMixin, clone
-from sklearn.exceptions import ConvergenceWarning
+from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.preprocessing._data import _handle_zeros_in_scale
 from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
 
 from relaxep._memory import check_memory, dense_bytes
-from relaxep._threads import fit_threads, n_threads
+from relaxep._threads import fit_threads
 from relaxep._typing import Array
-from relaxep._validation import check_positive_int, check_positive_number
 from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import (
     check_device_kernel,
     check_kernel,
     check_regression_likelihood,
-    check_restarts,
     check_rule,
     input_format,
 )
@@ -42,9 +40,8 @@ from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
-from relaxep.estimators._plan import dense_or
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
-from relaxep.estimators._search import FitReport, SearchStep, _EvidenceSearch
+from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Gaussian, Likelihood
@@ -53,7 +50,7 @@ from relaxep.sites import SiteRule
 __all__ = ["GPRegressor"]
 
 
-class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstimator):
+class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
     r"""Gaussian process regression, robust to outliers with a Student-t or Laplace likelihood (by EP).
 
     The first eight parameters, the methods and the fitted attributes are scikit-learn's
@@ -121,6 +118,10 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
     inducing_points_ : ndarray of shape (M, d) (sparse fits)
     """
 
+    search_policy = ROBUST  # (a likelihood's scale has gradients of order n: backtrack from a failed run)
+    learns_likelihood = True
+    no_gradient_message = "Gradient can only be evaluated for theta!=None"  # (scikit-learn's words)
+
     def __init__(
         self,
         kernel: Kernel | None = None,
@@ -183,7 +184,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         likelihood = self._check_likelihood()
         check_rule(self.rule)
         self._check_parameters()
-        xp, numpy = namespace(X)
+        space = namespace(X)
+        xp, numpy = space.xp, space.on_host
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         X, y = validate_data(self, X, y, multi_output=True, y_numeric=True, **input_format(self.kernel_, X))
         y = np.asarray(to_numpy(y), dtype=float)  # the targets live on the host (O(n))
@@ -212,29 +214,13 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
             if exact and self.inducing_points is None:
-                model: Any = device_exact_model(self.kernel_, alpha, likelihood, self._search(), self.X_train_)
-                learn = self.optimizer is not None and n_learned > 0
-                rng = check_random_state(self.random_state) if learn else None
-                report = model.fit(self.X_train_, self.y_train_, rng)
+                plan = self._plan(self.X_train_, n_learned)
+                model: Any = device_exact_model(self.kernel_, alpha, likelihood, plan.search, self.X_train_)
+                report = model.fit(self.X_train_, self.y_train_, plan.rng)
                 self.L_, self.alpha_ = model.L_, model.alpha_
             else:
                 model, report = self._fit_latent(likelihood, alpha, n_learned)
-        self.kernel_ = model.kernel_
-        self.likelihood_ = model.likelihood
-        self.result_ = model.result_
-        self.log_marginal_likelihood_value_ = float(model.result_.log_evidence)
-        self.model_ = model
-        for message in report.warnings:
-            warnings.warn(message, ConvergenceWarning, stacklevel=2)
-        return self
-
-    def _search(self, method: Any = None) -> _EvidenceSearch:
-        """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
-        ``None`` where ``optimizer`` is ``None``)."""
-        return _EvidenceSearch(
-            dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
-            self.optimizer_maxiter, backtrack=True, verbose=self.verbose, callback=self.callback,
-        )  # fmt: skip
+        return self._finish(model, report)
 
     def _fit_latent(self, likelihood: Likelihood | None, alpha: Any, n_learned: int) -> tuple[_LatentModel, FitReport]:
         if likelihood is None:
@@ -249,9 +235,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
             raise ValueError("alpha must be a scalar with a non-Gaussian likelihood (it is latent jitter)")
         y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
         rule = "auto" if self.rule is None else self.rule
-        return fit_latent(
-            self, _LatentModel, likelihood, rule, y, alpha, n_learned, lambda: check_random_state(self.random_state)
-        )
+        plan = self._plan(self.X_train_, n_learned)
+        return fit_latent(plan, _LatentModel, self.kernel_, likelihood, rule, self.X_train_, y, alpha)
 
     def _check_likelihood(self) -> Likelihood | None:
         check_regression_likelihood(self.likelihood)
@@ -270,10 +255,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         return float(alpha) if alpha.ndim == 0 else alpha
 
     def _check_parameters(self) -> None:
-        check_positive_int(self.max_sweeps, "max_sweeps")
-        check_positive_number(self.tol, "tol")
-        check_restarts(self.n_restarts_optimizer)
-        n_threads(self.n_jobs)
+        super()._check_parameters()
         if self.n_targets is not None and (
             isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
         ):
@@ -282,31 +264,6 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
             raise ValueError("rule: give a likelihood too (e.g. Gaussian(noise) or StudentT()); the default is exact")
         if self.inducing_points is not None and self.likelihood is None:
             raise ValueError("inducing_points: give a likelihood too (e.g. Gaussian(noise) or StudentT())")
-
-    # ------------------------------------------------------------ evidence
-    def log_marginal_likelihood(
-        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
-    ) -> float | tuple[float, Array]:
-        r"""The log marginal likelihood (EP's approximation with a non-Gaussian likelihood) at ``theta``.
-
-        ``theta``: the kernel's log-hyperparameters (the likelihood's kept as fitted), or those
-        followed by the likelihood's (:attr:`likelihood_.theta`); ``None`` returns the fitted value.
-        The gradient is in the same entries.  ``clone_kernel=False`` sets ``kernel_.theta``.
-        """
-        check_is_fitted(self)
-        if theta is None:
-            if eval_gradient:
-                raise ValueError("Gradient can only be evaluated for theta!=None")
-            return self.log_marginal_likelihood_value_
-        theta = np.asarray(theta, dtype=float)
-        k = self.kernel_.theta.size
-        full = k + (0 if self.likelihood_ is None else self.likelihood_.n_dims)
-        if theta.ndim != 1 or theta.size not in (k, full):
-            raise ValueError(
-                f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
-                f"got shape {theta.shape}"
-            )
-        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
 
     # ------------------------------------------------------------ predict
     def _latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
@@ -328,7 +285,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
         latent's moments are :meth:`latent_mean_and_variance`'s.
         """
         out = self._predict(X, return_std, return_cov)
-        if namespace(X)[1]:
+        if namespace(X).on_host:
             return out
         return tuple(on_device_of(a, X) for a in out) if isinstance(out, tuple) else on_device_of(out, X)
 
@@ -401,4 +358,4 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, BaseEstima
                 rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[:, np.newaxis]
                 for t in range(y_mean.shape[1])
             ])  # fmt: skip
-        return draws if namespace(X)[1] else on_device_of(draws, X)
+        return draws if namespace(X).on_host else on_device_of(draws, X)

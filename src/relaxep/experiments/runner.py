@@ -21,8 +21,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
 from relaxep._io import atomic_write_text
 
 __all__ = ["Cell", "run_cells"]
@@ -114,6 +112,8 @@ def run_cells(
     if stats is not None:
         stats["cached"] = stats.get("cached", 0) + len(cells) - len(todo)
         stats["computed"] = stats.get("computed", 0) + len(todo)
+    from tqdm.auto import tqdm  # the studies' extra, relaxep[studies]: imported here, not with the library
+
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=desc, disable=not progress, leave=False)
 
     def record(key: str, row: dict) -> None:

@@ -157,7 +157,8 @@ def infer(
     likelihood = NoisyStep(eps=0.1) if likelihood is None else likelihood
     if not isinstance(likelihood, Likelihood):
         raise TypeError(f"likelihood must be a relaxep Likelihood, got {likelihood!r}")
-    y = likelihood.check_targets(y, prior.n, both_classes=require_both_classes)
+    classes = {"both_classes": require_both_classes} if likelihood.class_targets else {}
+    y = likelihood.check_targets(y, prior.n, **classes)
     schedule = _old_schedule_options(schedule, block_size, parallel_step)
     method = as_method(rule, schedule, order, random_state, on_improper)
     if criterion not in CRITERIA:

@@ -156,9 +156,10 @@ class InferenceResult:
 
     def predict_latent(self, cross_kernel: ArrayLike, test_diag: ArrayLike) -> tuple[Array, Array]:
         r"""Latent mean and variance at test points from ``K_star`` (``m x n``) and ``k_star_diag`` (``m``)."""
-        xp, numpy = namespace(cross_kernel, test_diag)  # another array library's stay there (relaxep._xp)
-        ks = np.asarray(cross_kernel, dtype=float) if numpy else cross_kernel
-        kd = np.asarray(test_diag, dtype=float) if numpy else test_diag
+        space = namespace(cross_kernel, test_diag)  # another array library's stay there (relaxep._xp)
+        xp = space.xp
+        ks = np.asarray(cross_kernel, dtype=float) if space.on_host else cross_kernel
+        kd = np.asarray(test_diag, dtype=float) if space.on_host else test_diag
         if ks.ndim != 2:
             raise ValueError(f"K_star must be a matrix of cross-covariances, got shape {ks.shape}")
         if kd.shape != (ks.shape[0],):

@@ -1,10 +1,10 @@
 r"""Parallel EP on a FITC posterior whose rows are sharded over Dask workers (the engine of ``DaskGPClassifier``
 and ``DaskGPRegressor``).
 
-Each shard (one row chunk) holds its inputs, targets, :math:`V_s^\top = K_{s,u}L_{uu}^{-\top}`,
-:math:`g_s` (both from :func:`~relaxep.posterior._sparse_linalg.sparse_prior_rows`, as
-``SparsePrior`` builds its own), its sites and its last proposals, and runs the same pure block
-functions as the single-process sweep; :class:`ShardedFITC` maps them and reduces on the client.
+Each shard (one row chunk, :class:`~relaxep.inference.shards.Shard`) holds its inputs, targets, its rows of the
+FITC prior, its sites and its last proposals, and runs the same row-block functions
+(:mod:`relaxep.posterior.fitc_rows`) as the single-process sweep; :class:`ShardedFITC` maps the functions of
+:mod:`relaxep.inference.shards` over them and reduces on the client.
 The algorithm, sweep by sweep, is in :mod:`relaxep.estimators.dask`.
 
 **The same answer on any cluster.**  Every reduction runs on the client over the shards' partial sums in
@@ -28,165 +28,22 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep._xp import HOST
 from relaxep.errors import ClusterError
-from relaxep.inference.evidence import site_evidence_terms
-from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
-from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, SiteUpdater, parallel_proposals
-from relaxep.inference.stochastic_ep import Step, Sums, minibatch_sums, sites_of_rows
+from relaxep.inference import shards
+from relaxep.inference.method import ConvergenceMonitor, RunOptions
+from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep
 from relaxep.inference.warm import WarmStarts
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import (
-    factor_b,
-    inducing_factor,
-    log_det_of,
-    natural_sums,
-    shard_marginals,
-    sparse_prior_rows,
-)
-from relaxep.posterior.base import cavity, is_proper
-from relaxep.posterior.sparse_gradient import (
-    SparseKernel,
-    finish_gradient,
-    gradient_broadcast,
-    shard_gradient,
-)
+from relaxep.posterior.fitc_rows import factor_b, inducing_factor, log_det_of
+from relaxep.posterior.rbf import ScaledRBF
+from relaxep.posterior.sparse_gradient import finish_gradient, gradient_broadcast
 from relaxep.sites import SiteRule
 
 __all__ = ["ShardedFITC", "ShardedResult"]
 
 
-# ------------------------------------------------------------------ the shards' work
-def _shard_data(X: Array, y: Array) -> dict:
-    """A shard's inputs and targets (as the likelihood takes them: labels in -1/+1, real targets, or rows of a
-    count and its log exposure), flat sites, no warm start."""
-    n = X.shape[0]
-    y = np.asarray(y, dtype=float)
-    return {"X": np.asarray(X, dtype=float), "y": y, "tau": np.zeros(n), "nu": np.zeros(n), "warm": None}
-
-
-def _shard_prior(state: dict, Z: Array, kernel: Kernel, L_uu: Array, noise: float) -> dict:
-    """The shard's rows of the FITC prior: V_s^T = K_{s,u} L_uu^-T and g_s (:func:`sparse_prior_rows`)."""
-    state = dict(state)
-    state["Vt"], _, state["g"] = sparse_prior_rows(kernel, state["X"], Z, L_uu, noise)
-    return state
-
-
-def _shard_start(state: dict, warm: bool) -> dict:
-    """Sites for a new run: the kept (warm) ones or flat; the schedule's and monitor's memory cleared."""
-    state = dict(state)
-    n = state["y"].shape[0]
-    if warm and state["warm"] is not None:
-        state["tau"], state["nu"] = state["warm"][0].copy(), state["warm"][1].copy()
-    else:
-        state["tau"], state["nu"] = np.zeros(n), np.zeros(n)
-    state.update(last=None, prev=None, prop=None)
-    state.pop("cand", None)
-    return state
-
-
-def _shard_keep(state: dict) -> dict:
-    """Keep the current sites as the next run's warm start (on the shard: they never leave it)."""
-    state = dict(state)
-    state["warm"] = (state["tau"].copy(), state["nu"].copy())
-    return state
-
-
-def _shard_gradient(state: dict, kern: SparseKernel, Z: Array, pieces: dict) -> tuple:
-    """The shard's share of the evidence gradient (:func:`relaxep.posterior.sparse_gradient.shard_gradient`)."""
-    return shard_gradient(
-        kern, state["Vt"], state["g"], state["tau"], state["nu"], state["X"], Z, pieces, state["prev"][1]
-    )
-
-
-def _shard_likelihood_gradient(state: dict, likelihood: Likelihood) -> Array:
-    r"""The shard's share of the evidence gradient in the likelihood's hyperparameters,
-    :math:`\sum_i \partial\log\hat Z_i/\partial\theta` at its full cavities
-    (:func:`~relaxep.inference.evidence.likelihood_evidence_gradient`)."""
-    mu, a = state["prev"]
-    h, lam = cavity(mu, a, state["tau"], state["nu"], 1.0)
-    return np.sum(likelihood.dlog_z_dtheta(state["y"], h, lam), axis=0)
-
-
-def _shard_sums(state: dict, step: float | None) -> tuple[dict, tuple[Array, Array, float, float]]:
-    """Candidate sites at ``step`` (``None``: the sites as they are) and their natural-parameter sums."""
-    state = dict(state)
-    tau, nu = state["tau"], state["nu"]
-    if step is not None and state.get("prop") is not None:
-        idx, p_tau, p_nu = state["prop"]
-        tau, nu = tau.copy(), nu.copy()
-        tau[idx] = state["tau"][idx] + step * (p_tau - state["tau"][idx])
-        nu[idx] = state["nu"][idx] + step * (p_nu - state["nu"][idx])
-    state["cand"] = (tau, nu)
-    return state, natural_sums(state["Vt"], state["g"], tau, nu)
-
-
-def _shard_sweep(
-    state: dict,
-    chol_inv: Array,
-    m: Array,
-    rule: SiteRule,
-    likelihood: Likelihood,
-    propose: bool,
-    step: float | None = None,
-) -> tuple[dict, dict]:
-    """Marginals from the broadcast factor, the convergence statistic, the evidence terms and the proposals.
-
-    The candidate sites whose factor was broadcast (the last :func:`_shard_sums`'s) become the sites first.
-    The proposals are kept on the shard (``propose=False``: not kept, the run ends); back come scalars and,
-    at ``step``, the next candidate's sums (:func:`_shard_sums`, computed ahead: the client uses them where
-    the step it settles on is ``step``, as it is unless the schedule damps, saving a round trip a sweep).
-    """
-    state = dict(state)
-    if "cand" in state:
-        state["tau"], state["nu"] = state.pop("cand")
-    Vt, g, tau, nu, y = state["Vt"], state["g"], state["tau"], state["nu"], state["y"]
-    mu, a = shard_marginals(Vt, g, tau, nu, chol_inv, m)
-    out: dict[str, Any] = {"bad": bool(not np.all(a > 0.0) or not np.all(np.isfinite(mu))), "stat": 0.0}
-    if state["prev"] is not None:
-        out["stat"] = marginal_change(*state["prev"], mu, a)
-    state["prev"] = (mu, a)
-    h, lam = cavity(mu, a, tau, nu, 1.0)  # the evidence's full cavities (log_evidence's)
-    if np.all(is_proper(lam)):
-        terms = site_evidence_terms(likelihood, y, h, lam, tau, mu, a)
-        out["evidence"] = float(np.sum(terms) + 0.5 * float(nu @ mu))
-    else:
-        out["evidence"] = float("nan")
-    props = parallel_proposals(SiteUpdater(rule, likelihood, y), mu, a, tau, nu, state["last"])
-    out["n_improper"] = props.n_improper
-    if not propose:
-        return state, out
-    state["prop"] = (props.index, props.precision, props.mean_precision)
-    state["last"] = props.direction
-    out.update(n_nonfinite=props.n_nonfinite, dot=props.dot, dir_sq=props.norm_sq, last_sq=props.last_norm_sq)
-    if step is not None:
-        state, out["sums"] = _shard_sums(state, step)
-    return state, out
-
-
-def _shard_sites(state: dict) -> tuple[Array, Array]:
-    return state["tau"], state["nu"]
-
-
-def _shard_minibatch(state: dict, step: Step, rows: int, seed: int) -> Sums:
-    """The stochastic search's sums over ``rows`` random rows of the shard (:func:`minibatch_sums`)."""
-    n = state["y"].shape[0]
-    idx = np.random.default_rng(seed).choice(n, min(rows, n), replace=False)
-    return minibatch_sums(step, state["X"][idx], state["y"][idx])
-
-
-def _shard_tied_start(state: dict, step: Step) -> dict:
-    """The stochastic search's learned site, as every row's warm-start site (:func:`sites_of_rows`)."""
-    state = dict(state)
-    state["warm"] = sites_of_rows(step, state["X"], state["y"])
-    return state
-
-
-def _shard_stats(state: dict) -> tuple[int, Array, Array]:
-    """Rows, and the sums of the features and their squares (their standard deviations on the client)."""
-    X = state["X"]
-    return X.shape[0], X.sum(0), (X * X).sum(0)
-
-
+# ------------------------------------------------------------------ reductions on the client
 def _total(values: Any) -> float | None:
     """The sum over the shards, ``None`` where the shards have none (the first sweep's inner products)."""
     values = list(values)
@@ -269,7 +126,7 @@ class ShardedFITC:
         self.max_sweeps, self.tol, self.min_step, self.timeout = max_sweeps, tol, min_step, timeout
         x_futs = client.compute(X.to_delayed().ravel().tolist())
         y_futs = client.compute(y.to_delayed().ravel().tolist())
-        self.states = [client.submit(_shard_data, xf, yf, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)]
+        self.states = [client.submit(shards.new, xf, yf, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)]
         self.warm = WarmStarts(keep=self._keep_on_shards)
         self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
         self.rounds: list[tuple[float, float]] | None = None  # (start, end) of each gather, where a list is set
@@ -312,11 +169,11 @@ class ShardedFITC:
         """Rebuild the shards' prior rows for ``kernel`` and ``Z`` (raises KernelNotPositiveDefiniteError)."""
         self.K_uu, self.L_uu, _ = inducing_factor(kernel, Z)  # SparsePrior's K_uu, jitter and factor
         self.kernel, self.Z = kernel, Z
-        self.states = self._map(_shard_prior, Z, kernel, self.L_uu, self.noise)
+        self.states = self._map(shards.prior, Z, kernel, self.L_uu, self.noise)
 
     def _sums(self, step: float | None) -> tuple | None:
         """The candidate sites at ``step`` on every shard and the factor of their posterior (:meth:`_factor`)."""
-        return self._factor(self._split(self._map(_shard_sums, step)))
+        return self._factor(self._split(self._map(shards.sums, step)))
 
     @staticmethod
     def _factor(parts: list) -> tuple | None:
@@ -326,10 +183,10 @@ class ShardedFITC:
         if not all(p[3] > 0.0 for p in parts):
             return None
         try:
-            chol, chol_inv, m = factor_b(gram, b)
+            chol, chol_inv, m = factor_b(HOST, gram, b)
         except ArithmeticError:
             return None
-        return chol, chol_inv, m, sum(p[2] for p in parts) + log_det_of(chol)
+        return chol, chol_inv, m, sum(p[2] for p in parts) + log_det_of(HOST, chol)
 
     def infer(self) -> ShardedResult:
         """One run of parallel EP over the shards under the warm-start policy (class docstring)."""
@@ -337,14 +194,14 @@ class ShardedFITC:
 
     def _keep_on_shards(self, result: ShardedResult) -> bool:
         """Keep the converged sites on the shards as the next run's start (what the policy keeps: that they do)."""
-        self.states = self._map(_shard_keep)
+        self.states = self._map(shards.keep)
         return True
 
     def _run(self, *, init: bool | None) -> ShardedResult:
         """Parallel EP over the shards: ``SiteUpdates`` with ``Parallel``, its sweep mapped over the shards;
         ``init``: start from the sites kept on the shards (else flat)."""
         warm = bool(init)
-        self.states = self._map(_shard_start, warm)
+        self.states = self._map(shards.start, warm)
         factor = self._sums(None)
         if factor is None:
             if not warm:
@@ -358,7 +215,7 @@ class ShardedFITC:
         while True:
             propose = sweep < self.max_sweeps
             ahead = step.size if propose else None  # (the candidate's sums at the current step, on the way)
-            sweep_map = self._map(_shard_sweep, factor[1], factor[2], self.rule, self.likelihood, propose, ahead)
+            sweep_map = self._map(shards.sweep, factor[1], factor[2], self.rule, self.likelihood, propose, ahead)
             summary = self._split(sweep_map)
             if any(s["bad"] for s in summary):
                 if sweep == 0 and warm:
@@ -398,10 +255,10 @@ class ShardedFITC:
         trace = np.asarray(monitor.trace, dtype=float)
         return ShardedResult(status, trace, evidence, chol, chol_inv, m)
 
-    def gradient(self, kern: SparseKernel, run: ShardedResult) -> tuple[Array, Array]:
+    def gradient(self, kern: ScaledRBF, run: ShardedResult) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""
         pieces = gradient_broadcast(self.L_uu, run.chol, run.m)
-        parts = self._gather(self._map(_shard_gradient, kern, self.Z, pieces))
+        parts = self._gather(self._map(shards.gradient, kern, self.Z, pieces))
         return finish_gradient(kern, parts, self.Z, self.K_uu, self.L_uu, pieces)
 
     def likelihood_gradient(self) -> Array:
@@ -409,12 +266,12 @@ class ShardedFITC:
         back per shard), summed in shard order."""
         if self.likelihood.n_dims == 0:
             return np.zeros(0)
-        return np.asarray(_in_shard_order(self._gather(self._map(_shard_likelihood_gradient, self.likelihood))))
+        return np.asarray(_in_shard_order(self._gather(self._map(shards.likelihood_gradient, self.likelihood))))
 
     # ------------------------------------------------------------ the stochastic search
     def feature_scale(self) -> tuple[int, Array]:
         """Rows and the features' standard deviations (one map, ``d`` numbers back per shard)."""
-        parts = self._gather(self._map(_shard_stats))
+        parts = self._gather(self._map(shards.stats))
         self.shard_rows = [p[0] for p in parts]
         n = sum(self.shard_rows)
         mean = sum(p[1] for p in parts) / n
@@ -422,7 +279,8 @@ class ShardedFITC:
 
     def minibatches(self, batch_size: int, rng: np.random.Generator) -> Any:
         """The stochastic search's ``evaluate``: each step one map, every shard drawing its share of
-        ``batch_size`` rows (in proportion to its rows) and sending back ``M x M`` sums (:class:`Sums`)."""
+        ``batch_size`` rows (in proportion to its rows) and sending back ``M x M`` sums
+        (:class:`~relaxep.inference.stochastic_ep.MinibatchSums`)."""
         if self.shard_rows is None:
             self.feature_scale()
         sizes = self.shard_rows
@@ -433,7 +291,7 @@ class ShardedFITC:
             seeds = rng.integers(2**63 - 1, size=len(self.states))
             shared = self.client.scatter(step, broadcast=True, hash=False)  # once a worker, not once a shard
             futures = [
-                self.client.submit(_shard_minibatch, st, shared, rows, int(seed), pure=False)
+                self.client.submit(shards.minibatch, st, shared, rows, int(seed), pure=False)
                 for st, rows, seed in zip(self.states, shares, seeds, strict=True)
             ]
             return _in_shard_order(self._gather(futures))
@@ -442,9 +300,9 @@ class ShardedFITC:
 
     def start_from_tied(self, step: Any) -> None:
         """Every shard's warm start from the learned tied site (the next :meth:`infer` starts there)."""
-        self.states = self._map(_shard_tied_start, step)
+        self.states = self._map(shards.tied_start, step)
         self.warm.reset(True)
 
     def sites(self) -> tuple[Array, Array]:
-        sites = self._gather(self._map(_shard_sites))
+        sites = self._gather(self._map(shards.sites))
         return np.concatenate([t for t, _ in sites]), np.concatenate([v for _, v in sites])

@@ -36,7 +36,8 @@ fixed (whitened) sites, so
 
 taken to :math:`K_{uf}`, :math:`K_{uu}` (through :math:`a_i = L_{uu}^{-1}k_{ui}` and the
 Cholesky factor's adjoint, Murray 2016) and to :math:`\theta, Z`
-(:func:`~relaxep.posterior.sparse_gradient.kernel_vjp`).  A minibatch costs
+(:func:`~relaxep.posterior.sparse_gradient.cross_terms`,
+:func:`~relaxep.posterior.sparse_gradient.inducing_terms`).  A minibatch costs
 :math:`O(|B|M^2 + M^3)`; the sums of minibatches drawn on different shards add up (Dask).  The sites
 of every row (:math:`\tilde\tau_i = -d_2/(1 + d_2 s_i)`, :math:`\tilde\nu_i = (d_1 - \mu_i d_2)/(1 + d_2 s_i)`)
 start full EP on all rows.  The learning loop (Adam, the schedule) is
@@ -54,17 +55,18 @@ from scipy import linalg
 from relaxep._blas import rows_solve_lower
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
-from relaxep._xp import namespace, on_device_of, solve_lower, to_numpy
+from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, solve_lower, to_numpy
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior._sparse_linalg import CHUNK, DEVICE_ROWS, chunks, row_dots, row_squares, solve_rows
-from relaxep.posterior.sparse_gradient import _cross_terms, _in_theta_order, _inducing_terms, _rbf
+from relaxep.posterior.fitc_rows import CHUNK, DEVICE_ROWS, chunks, row_dots, row_squares, solve_rows
+from relaxep.posterior.rbf import rbf
+from relaxep.posterior.sparse_gradient import cross_terms, in_theta_order, inducing_terms
 from relaxep.sites import site_from_tilted
 
 __all__ = [
-    "Step",
-    "Sums",
-    "Terms",
+    "MinibatchSums",
+    "MinibatchTerms",
     "TiedSites",
+    "TiedStep",
     "energy_gradient",
     "minibatch_sums",
     "minibatch_terms",
@@ -102,7 +104,7 @@ class TiedSites:
 
 
 @dataclass(frozen=True)
-class Terms:
+class MinibatchTerms:
     """One minibatch at the current hyperparameters: the cavities, the tilted derivatives, the sites."""
 
     log_z: Array
@@ -116,55 +118,46 @@ class Terms:
     K_bu: Array  # k(X, Z), reused by the gradient's chain rule
 
 
-def _whitened_rows(kern: Any, X: Array, Z: Array, L_uu: Array) -> tuple[Array, Array]:
-    K_bu = _rbf(kern, X, Z)
-    return solve_rows(L_uu, K_bu), K_bu
-
-
-def minibatch_terms(
-    kern: Any, likelihood: Likelihood, X: Array, y: Array, Z: Array, L_uu: Array, noise: float, S: Array, m: Array
-) -> Terms:
+def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
-    inducing values, and :math:`\\log Z_i` with its derivatives (module docstring)."""
-    A, K_bu = _whitened_rows(kern, X, Z, L_uu)  # (another array library: the rows' algebra there, the
-    xp, _ = namespace(A)  # likelihood's moments on the host)
-    g = kern.constant + noise - row_squares(A)
-    g = xp.maximum(g, xp.zeros_like(g))
+    inducing values, and :math:`\\log Z_i` with its derivatives (module docstring); ``step`` in ``X``'s array
+    space (another array library: the rows' algebra there, the likelihood's moments on the host)."""
+    space, kern, S, m = step.space, step.view, step.S, step.m
+    K_bu = rbf(kern, X, step.Z, space)
+    A = solve_rows(space, step.L_uu, K_bu)
+    g = kern.constant + step.noise - row_squares(space, A)
+    g = space.xp.maximum(g, space.xp.zeros_like(g))
     AS = A @ S
-    r = row_dots(AS, A)
+    r = row_dots(space, AS, A)
     mu = A @ m
     s = r + g
     mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)
-    t = likelihood.log_z(y, mu, s)
-    return Terms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
+    t = step.likelihood.log_z(y, mu, s)
+    return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
 
 
-def energy_gradient(
-    kern: Any, terms: Terms, X: Array, Z: Array, K_uu: Array, L_uu: Array, S: Array, m: Array
-) -> tuple[Array, Array]:
+def energy_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, Array]:
     r"""The mean over the minibatch of :math:`\partial\log Z_i` in the kernel's ``theta`` and ``Z`` at fixed
     whitened sites (module docstring), ``(grad_theta, grad_Z)``."""
-    rows = _row_gradient(kern, terms, X, Z, L_uu, m)
-    grad_theta, grad_z = _inducing_gradient(kern, Z, K_uu, L_uu, *rows)
+    rows = _row_gradient(step, terms, X)
+    grad_theta, grad_z = _inducing_gradient(step.view, step.Z, step.K_uu, step.L_uu, *rows)
     return grad_theta / terms.A.shape[0], grad_z / terms.A.shape[0]
 
 
-def _row_gradient(
-    kern: Any, terms: Terms, X: Array, Z: Array, L_uu: Array, m: Array
-) -> tuple[Array, float, Array, Array]:
+def _row_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, float, Array, Array]:
     r"""The rows' sums of :func:`energy_gradient`, linear in the rows: :math:`H^\top A` (``M x M``,
     :math:`H = \partial E/\partial K_{bu} = G_A L_{uu}^{-1}`) and the constant's, the length scales' and
     ``Z``'s terms through :math:`K_{bu}` and :math:`k_{ii}`."""
+    space, kern, Z, L_uu, m = step.space, step.view, step.Z, step.L_uu, step.m
     ds = 0.5 * (terms.d2 + terms.d1**2)
-    xp, numpy = namespace(terms.A)
-    if numpy:
+    if space.on_host:
         G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
         H = rows_solve_lower(L_uu, G_A)  # G_A L^-1 = dE/dK_bu
-        return (H.T @ terms.A, *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
+        return (H.T @ terms.A, *cross_terms(space, kern, X, Z, H, ds, terms.K_bu))
     d1, ds = on_device_of(terms.d1, terms.A), on_device_of(ds, terms.A)
     G_A = d1[:, None] * m[None, :] + 2.0 * ds[:, None] * (terms.AS - terms.A)
-    H = solve_lower(xp, L_uu, G_A.T, trans=True).T
-    return (to_numpy(H.T @ terms.A), *_cross_terms(kern, X, Z, H, ds, terms.K_bu))
+    H = solve_lower(space.xp, L_uu, G_A.T, trans=True).T
+    return (to_numpy(H.T @ terms.A), *cross_terms(space, kern, X, Z, H, ds, terms.K_bu))
 
 
 def _inducing_gradient(
@@ -181,12 +174,12 @@ def _inducing_gradient(
         L_uu, linalg.solve_triangular(L_uu, inner, lower=True, trans=1).T, lower=True, trans=1
     )
     g_uu = 0.5 * (g_uu + g_uu.T)
-    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
-    return _in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
+    u_const, u_ls, u_z = inducing_terms(kern, Z, g_uu, K_uu)
+    return in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
 
 
 @dataclass
-class Sums:
+class MinibatchSums:
     r"""A minibatch's sums: rows, :math:`\log Z_i`, the rank-one sites, and (if asked) the energy's gradient."""
 
     count: int
@@ -197,11 +190,11 @@ class Sums:
     g_z: Array | None = None
     g_lik: Array | None = None
 
-    def __add__(self, other: Sums) -> Sums:
+    def __add__(self, other: MinibatchSums) -> MinibatchSums:
         def add(a: Array | None, b: Array | None) -> Array | None:
             return None if a is None or b is None else a + b
 
-        return Sums(
+        return MinibatchSums(
             self.count + other.count,
             self.log_z + other.log_z,
             self.lam + other.lam,
@@ -213,9 +206,10 @@ class Sums:
 
 
 @dataclass(frozen=True)
-class Step:
-    """What a minibatch needs at a step: the kernel's closed-form view, the likelihood, ``Z``, :math:`K_{uu}`
-    and its factor, the latent noise, the cavity :math:`N(m, S)` and whether the gradient is wanted."""
+class TiedStep:
+    """What a minibatch needs at a step of the tied-site search: the kernel's closed-form view, the likelihood,
+    ``Z``, :math:`K_{uu}` and its factor, the latent noise, the cavity :math:`N(m, S)` of the tied site, whether
+    the gradient is wanted, and the array space its arrays live in (:meth:`in_space_of` moves them)."""
 
     view: Any
     likelihood: Likelihood
@@ -226,6 +220,17 @@ class Step:
     S: Array
     m: Array
     gradient: bool
+    space: ArraySpace = HOST
+
+    def in_space_of(self, X: Array) -> TiedStep:
+        """This step with its arrays in ``X``'s array space (:mod:`relaxep._xp`), chosen once for a minibatch."""
+        space = namespace(X)
+        if space == self.space:
+            return self
+        Z, K_uu, L_uu, S, m = (
+            space.put(np.asarray(a, dtype=float)) for a in (self.Z, self.K_uu, self.L_uu, self.S, self.m)
+        )
+        return TiedStep(self.view, self.likelihood, Z, K_uu, L_uu, self.noise, S, m, self.gradient, space)
 
 
 #: rows of a minibatch per block (one thread's share, :mod:`relaxep._threads`); fixed, so that the sums do
@@ -233,43 +238,32 @@ class Step:
 MINIBATCH_BLOCK = 256
 
 
-def minibatch_sums(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> Sums:
-    """:class:`Sums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
+def minibatch_sums(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -> MinibatchSums:
+    """:class:`MinibatchSums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
     threads, added in block order, then the minibatch's :math:`M \times M` terms once."""
-    on, numpy = _step_on(step, X)
-    blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if numpy else [slice(0, y.shape[0])]
+    on = step.in_space_of(X)
+    blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if on.space.on_host else [slice(0, y.shape[0])]
     parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
     count, log_z, lam, eta, gradient = parts
-    out = Sums(count, log_z, 0.5 * (lam + lam.T), eta)
+    out = MinibatchSums(count, log_z, 0.5 * (lam + lam.T), eta)
     if step.gradient:
         out.g_theta, out.g_z = _inducing_gradient(step.view, step.Z, step.K_uu, step.L_uu, *gradient[:4])
         out.g_lik = gradient[4]
     return out
 
 
-def _block_sums(step: Step, X: Array, y: Array) -> tuple:
+def _block_sums(step: TiedStep, X: Array, y: Array) -> tuple:
     """One row block's sums: rows, :math:`\\sum\\log Z_i`, :math:`\\sum w_i a_ia_i^\top`, :math:`\\sum\beta_i a_i`,
     and (if asked) the gradient's row sums with the likelihood's."""
-    terms = minibatch_terms(step.view, step.likelihood, X, y, step.Z, step.L_uu, step.noise, step.S, step.m)
+    terms = minibatch_terms(step, X, y)
     w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i with cavity variance r_i
     gradient = None
     if step.gradient:
         g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
-        gradient = (*_row_gradient(step.view, terms, X, step.Z, step.L_uu, step.m), g_lik)
+        gradient = (*_row_gradient(step, terms, X), g_lik)
     w, beta = on_device_of(w, terms.A), on_device_of(beta, terms.A)
     lam, eta = (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta
     return y.shape[0], float(np.sum(terms.log_z)), to_numpy(lam), to_numpy(eta), gradient
-
-
-def _step_on(step: Step, X: Array) -> tuple[Step, bool]:
-    """``step`` with its arrays in ``X``'s array library and on its device, and whether that is numpy."""
-    numpy = namespace(X)[1]
-    if numpy:
-        return step, True
-    Z, K_uu, L_uu, S, m = (
-        on_device_of(np.asarray(a, dtype=float), X) for a in (step.Z, step.K_uu, step.L_uu, step.S, step.m)
-    )
-    return Step(step.view, step.likelihood, Z, K_uu, L_uu, step.noise, S, m, step.gradient), False
 
 
 def _add_sums(a: tuple, b: tuple) -> tuple:
@@ -277,14 +271,15 @@ def _add_sums(a: tuple, b: tuple) -> tuple:
     return a[0] + b[0], a[1] + b[1], a[2] + b[2], a[3] + b[3], gradient
 
 
-def sites_of_rows(step: Step, X: Array, y: Array, n_jobs: int | None = 1) -> tuple[Array, Array]:
+def sites_of_rows(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -> tuple[Array, Array]:
     r"""Every row's site :math:`(\tilde\tau_i, \tilde\nu_i)` from the cavity of ``step`` (module docstring),
     in row chunks on ``n_jobs`` threads (:mod:`relaxep._threads`): :math:`O(nM^2)`."""
     tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
-    on, numpy = _step_on(step, X)
+    on = step.in_space_of(X)
+    numpy = on.space.on_host
 
     def block(c: slice) -> None:
-        t = minibatch_terms(on.view, on.likelihood, X[c, :], y[c], on.Z, on.L_uu, on.noise, on.S, on.m)
+        t = minibatch_terms(on, X[c, :], y[c])
         tau[c], nu[c] = site_from_tilted(t.d1, t.d2, t.mu, t.s)
 
     each_block(block, list(chunks(y.shape[0], CHUNK if numpy else DEVICE_ROWS)), n_jobs if numpy else 1)

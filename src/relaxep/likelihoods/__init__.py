@@ -2,7 +2,7 @@
 
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
-from relaxep.likelihoods.folded import BinaryLikelihood
+from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.gaussian import Gaussian
 from relaxep.likelihoods.laplace import Laplace
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax

@@ -20,7 +20,7 @@ A new likelihood is one subclass: implement :meth:`Likelihood._log_z` and
 :meth:`Likelihood._log_lik`; :meth:`Likelihood._expected_log_lik` and
 :meth:`Likelihood._tilted_cumulants` default to a Gauss-Hermite rule centred on the tilted
 moments, :meth:`Likelihood.check_targets` to finite reals.  Binary classification likelihoods
-derive from :class:`~relaxep.likelihoods.binary.BinaryLikelihood`, which folds the labels
+derive from :class:`~relaxep.likelihoods.binary_base.BinaryLikelihood`, which folds the labels
 into :math:`g = y f` once, inside.
 """
 
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -37,10 +37,12 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
-from relaxep._validation import check_target_vector, check_unit_interval
+from relaxep._validation import check_positive_number, check_target_vector, check_unit_interval
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 
-__all__ = ["Likelihood", "TiltedLogZ", "check_bounds"]
+__all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter"]
+
+_Bounds = TypeVar("_Bounds")
 
 # probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
@@ -77,6 +79,13 @@ class Likelihood(ParamsMixin, ABC):
     ----------
     latent_dim : int
         Latent values per target (1 here; the multi-class likelihoods have one per class).
+    target_width : int
+        Values per target (GPflow's ``observation_dim``): 1, a scalar per site; 2 where a target may be a
+        row, as a count likelihood's ``[count, log exposure]``.  Site arrays broadcast against the targets
+        with such rows on a last axis of their own.
+    class_targets : bool
+        Whether the targets are class labels, whose :meth:`check_targets` takes ``both_classes``
+        (:class:`~relaxep.likelihoods.BinaryLikelihood`, :class:`~relaxep.likelihoods.OrdinalProbit`).
     has_cumulants : bool
         Whether :meth:`tilted_cumulants` can be evaluated (the convergent inference methods
         need them); true for every scalar likelihood, through the quadrature default.
@@ -87,6 +96,8 @@ class Likelihood(ParamsMixin, ABC):
     """
 
     latent_dim: ClassVar[int] = 1
+    target_width: ClassVar[int] = 1
+    class_targets: ClassVar[bool] = False
     has_cumulants: ClassVar[bool] = True
     heavy_tailed: ClassVar[bool] = False
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
@@ -143,11 +154,11 @@ class Likelihood(ParamsMixin, ABC):
         r""":math:`\partial \log p(y|f) / \partial\theta` (last axis: the learned hyperparameters)."""
         raise NotImplementedError(f"{type(self).__name__} has learned hyperparameters but no _dlog_lik_dtheta")
 
-    def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
+    def check_targets(self, y: ArrayLike, n: int | None = None) -> Array:
         """The targets as a float vector (of length ``n`` if given), or a ``ValueError`` naming ``y``.
 
-        The default accepts finite reals (regression).  ``both_classes`` concerns classification
-        likelihoods (reject a single class) and is ignored here.
+        The default accepts finite reals (regression).  Likelihoods of class labels (:attr:`class_targets`)
+        take a third argument, ``both_classes``: whether a single class is refused.
         """
         return check_target_vector(y, n, "targets", f"real numbers for {type(self).__name__}")
 
@@ -310,6 +321,14 @@ class Likelihood(ParamsMixin, ABC):
             + 0.5 * np.log(v_hat / var)[..., None]
         )
         return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
+
+
+def check_hyperparameter(value: float, bounds: _Bounds, name: str) -> tuple[float, _Bounds]:
+    """A positive hyperparameter ``name`` and its ``<name>_bounds``, checked and returned as given (a constructor
+    stores the very objects it was passed, for scikit-learn's ``clone``)."""
+    check_positive_number(value, name)
+    check_bounds(bounds, f"{name}_bounds")
+    return value, bounds
 
 
 def check_bounds(value: object, name: str) -> tuple[float, float] | str:

@@ -16,7 +16,7 @@ from scipy.special import expit, log_expit, log_ndtr, xlogy
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.folded import BinaryLikelihood
+from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
 __all__ = ["Logistic", "NoisyProbit", "NoisyStep", "Probit"]

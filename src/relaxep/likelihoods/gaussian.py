@@ -8,8 +8,8 @@ from scipy import stats
 from scipy.special import ndtri
 
 from relaxep._typing import Array
-from relaxep._validation import check_positive_number, check_unit_interval
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
+from relaxep._validation import check_unit_interval
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 
 __all__ = ["Gaussian"]
 
@@ -40,10 +40,7 @@ class Gaussian(Likelihood):
     hyperparameter_names = ("noise",)
 
     def __init__(self, noise: float = 1.0, noise_bounds: tuple[float, float] | str = (1e-5, 1e5)) -> None:
-        check_positive_number(noise, "noise")
-        check_bounds(noise_bounds, "noise_bounds")
-        self.noise = noise
-        self.noise_bounds = noise_bounds
+        self.noise, self.noise_bounds = check_hyperparameter(noise, noise_bounds, "noise")
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         noise = float(self.noise)

@@ -34,9 +34,8 @@ from scipy.special import erfcx, log_ndtr
 
 from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
-from relaxep._validation import check_positive_number
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 
 __all__ = ["Laplace"]
 
@@ -96,10 +95,7 @@ class Laplace(Likelihood):
     hyperparameter_names = ("scale",)
 
     def __init__(self, scale: float = 1.0, scale_bounds: tuple[float, float] | str = (1e-5, 1e5)) -> None:
-        check_positive_number(scale, "scale")
-        check_bounds(scale_bounds, "scale_bounds")
-        self.scale = scale
-        self.scale_bounds = scale_bounds
+        self.scale, self.scale_bounds = check_hyperparameter(scale, scale_bounds, "scale")
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         b = float(self.scale)

@@ -30,8 +30,8 @@ from scipy.special import log_ndtr, logsumexp
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
-from relaxep.likelihoods._orthant import ep_log_z
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+from relaxep.likelihoods.orthant import ep_log_z
 
 __all__ = ["MulticlassLikelihood", "MultinomialProbit", "RobustMax", "difference_matrices", "other_classes"]
 
@@ -94,7 +94,7 @@ class MulticlassLikelihood(Likelihood):
     #: the scale of the inner EP's factors: 1 (probit) or 0 (step)
     inner_scale: float = 1.0
 
-    def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
+    def check_targets(self, y: ArrayLike, n: int | None = None) -> Array:
         """Class indices: a one-dimensional integer array of ``n`` entries in ``{0, 1, ...}``."""
         arr = np.asarray(y)
         if arr.ndim != 1 or not np.issubdtype(arr.dtype, np.integer) or np.any(arr < 0):

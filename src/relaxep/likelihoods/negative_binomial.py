@@ -25,7 +25,7 @@ likelihood therefore concerns other things: the tilted (and the posterior) is sk
 under wide cavities, and the dispersion is awkward: :math:`\log p` is not concave in :math:`\log r`
 (e.g. for :math:`y = 0`, or :math:`y \gg \mu`) and for underdispersed data it grows all the way to
 :math:`r \to \infty` (the Poisson), so a learned :math:`r` may run to its upper bound.  The tilted
-integrals are those of :class:`~relaxep.likelihoods.poisson.CountLikelihood`.
+integrals are those of :class:`~relaxep.likelihoods.counts.CountLikelihood`.
 
 The evidence gradient in :math:`\log r` uses
 
@@ -41,9 +41,8 @@ from scipy import stats
 from scipy.special import betainc, digamma, expit, gammaln
 
 from relaxep._typing import Array
-from relaxep._validation import check_positive_number
-from relaxep.likelihoods.base import check_bounds
-from relaxep.likelihoods.poisson import _BEND_CURVATURE, CountLikelihood
+from relaxep.likelihoods.base import check_hyperparameter
+from relaxep.likelihoods.counts import BEND_CURVATURE, CountLikelihood
 
 __all__ = ["NegativeBinomial"]
 
@@ -78,10 +77,7 @@ class NegativeBinomial(CountLikelihood):
     hyperparameter_names = ("dispersion",)
 
     def __init__(self, dispersion: float = 1.0, dispersion_bounds: tuple[float, float] | str = (1e-3, 1e3)) -> None:
-        check_positive_number(dispersion, "dispersion")
-        check_bounds(dispersion_bounds, "dispersion_bounds")
-        self.dispersion = dispersion
-        self.dispersion_bounds = dispersion_bounds
+        self.dispersion, self.dispersion_bounds = check_hyperparameter(dispersion, dispersion_bounds, "dispersion")
 
     def _log_pmf(self, count: Array, eta: Array) -> Array:
         r = float(self.dispersion)
@@ -108,7 +104,7 @@ class NegativeBinomial(CountLikelihood):
         r"""Where :math:`u(y + r)\sigma(1 - \sigma) \ge \epsilon`: :math:`\sigma` between the roots of
         :math:`\sigma(1 - \sigma) = q`, :math:`q = \epsilon / (u(y + r))`, symmetric in logit."""
         r = float(self.dispersion)
-        q = _BEND_CURVATURE / (power * (count + r))
+        q = BEND_CURVATURE / (power * (count + r))
         empty = q > 0.25
         q = np.minimum(q, 0.25)
         low = 2.0 * q / (1.0 + np.sqrt(1.0 - 4.0 * q))  # the smaller root, without cancellation

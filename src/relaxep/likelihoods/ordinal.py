@@ -18,11 +18,8 @@ Under a cavity :math:`N(f | \mu, v)` at power 1, with :math:`s = \sqrt{\sigma^2 
     \partial_\mu \log Z = \frac{N(z_{k-1}) - N(z_k)}{s Z},\qquad
     \partial^2_\mu \log Z = \frac{z_{k-1} N(z_{k-1}) - z_k N(z_k)}{s^2 Z} - (\partial_\mu \log Z)^2,
 
-the moments of a truncated normal.  :math:`\log Z` is :math:`\log\Phi(z_k) + \log(1 - \Phi(z_{k-1})/\Phi(z_k))`
-(``log_ndtr``, ``expm1``), or its mirror image :math:`\Phi(-z_{k-1}) - \Phi(-z_k)` when both ends lie in
-the upper tail; the ratios :math:`N(z)/Z` come from Mills' ratio by ``erfcx``, and
-:math:`N(z_{k-1}) - N(z_k)` from one of them times ``expm1`` of the exponents' difference: no
-:math:`0/0` and no cancellation for any :math:`|z|`.  Other powers integrate the log-concave tilted
+the moments of a truncated normal, each evaluated without cancellation by
+:mod:`relaxep.likelihoods.truncated_normal`.  Other powers integrate the log-concave tilted
 :math:`p(y|f)^u N(f | \mu, v)` by the house's sinh-mapped Gauss-Legendre panels
 (:mod:`relaxep.likelihoods._panels`), centred on its mode and on the cut-points within its reach.
 """
@@ -30,65 +27,23 @@ the upper tail; the ratios :math:`N(z)/Z` come from Mills' ratio by ``erfcx``, a
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr
 from sklearn.gaussian_process.kernels import Hyperparameter
 
-from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number, check_target_vector
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
+from relaxep.likelihoods.truncated_normal import interval_terms
 
 __all__ = ["OrdinalProbit"]
 
 _TAIL = 40.0  # the rule covers the tilted down to exp(-40) of its density at the mode
 _NEWTON_ITERATIONS = 60
 _Reduce = Callable[..., tuple[Array, ...]]
-# N/Phi is analytic in the strip |Im x| < 2.8 (the zeros of erfc), so 10 nodes reach rounding on intervals up to 1
-_GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(10)
-
-
-def _interval(lo: Array, hi: Array) -> tuple[Array, Array, Array, Array, Array, Array]:
-    r"""For :math:`P = \Phi(h) - \Phi(l)`, :math:`l < h` (either infinite): :math:`\log P`,
-    :math:`N(l)/P`, :math:`N(h)/P`, :math:`D = (N(l) - N(h))/P`, :math:`C = (l N(l) - h N(h))/P` and :math:`C - D^2`."""
-    upper = lo > 0.0  # both ends in the upper tail: P = Phi(-lo) - Phi(-hi)
-    a, c = np.where(upper, -hi, lo), np.where(upper, -lo, hi)  # P = Phi(c) - Phi(a), a <= 0 or c < 0
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        log_c = log_ndtr(c)
-        d = np.asarray(log_ndtr(a) - log_c)  # log(Phi(a) / Phi(c)) <= 0
-        narrow = c - a <= 1.0  # there the difference of logs loses digits: d = -int_a^c N/Phi by Gauss-Legendre
-        if np.any(narrow):
-            a_n, c_n = a[narrow], c[narrow]
-            half = 0.5 * (c_n - a_n)[..., None]
-            ratios = normal_cdf_ratio(0.5 * (a_n + c_n)[..., None] + half * _GL_NODES)
-            d[narrow] = -np.sum(half * _GL_WEIGHTS * ratios, axis=-1)
-        mass = -np.expm1(d)  # P / Phi(c)
-        log_p = log_c + np.log(mass)
-        finite_a = np.isfinite(a)
-        rho_c = normal_cdf_ratio(c) / mass
-        rho_a = np.where(finite_a, normal_cdf_ratio(np.where(finite_a, a, 0.0)) * np.exp(d) / mass, 0.0)
-        r_lo, r_hi = np.where(upper, rho_c, rho_a), np.where(upper, rho_a, rho_c)
-        t = 0.5 * (hi - lo) * (hi + lo)  # N(hi) / N(lo) = exp(-t)
-        diff = np.where(t >= 0.0, -r_lo * np.expm1(-t), r_hi * np.expm1(t))
-        moment = np.where(np.isfinite(lo), lo * r_lo, 0.0) - np.where(np.isfinite(hi), hi * r_hi, 0.0)
-        # moment - diff^2 = diff (lo - diff) - (hi - lo) r_hi = diff (hi - diff) - (hi - lo) r_lo: the form whose
-        # last term is the smaller keeps the digits of a narrow interval (1 + moment - diff^2 is its variance)
-        width = hi - lo
-        by_lo = diff * (lo - diff) - np.where(r_hi > 0.0, width * r_hi, 0.0)
-        by_hi = diff * (hi - diff) - np.where(r_lo > 0.0, width * r_lo, 0.0)
-        curv = np.where(np.isfinite(lo) & (np.isinf(hi) | (r_hi <= r_lo)), by_lo, by_hi)
-        # one end infinite, the other far in the lower tail (c < -40): curv = -rho (c + rho) cancels, and
-        # c + rho = -1/c + 2/c^3 - 10/c^5 + 74/c^7 + O(c^-9) (the Mills ratio's series; relative error < 1e-10)
-        tail = np.isinf(a) & (c < -40.0)
-        if np.any(tail):
-            inv = 1.0 / np.where(tail, c, -40.0)
-            series = -inv + 2.0 * inv**3 - 10.0 * inv**5 + 74.0 * inv**7
-            curv = np.where(tail, -rho_c * series, curv)
-    return log_p, r_lo, r_hi, diff, moment, curv
 
 
 def _frozen(value: object) -> object:
@@ -244,6 +199,8 @@ class OrdinalProbit(Likelihood):
         return hash((type(self).__name__, self._key()))
 
     # ------------------------------------------------------------ targets and pointwise
+    class_targets: ClassVar[bool] = True
+
     def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
         """Class indices ``0, ..., K-1`` as floats (two distinct ones unless ``both_classes=False``).
 
@@ -272,7 +229,7 @@ class OrdinalProbit(Likelihood):
     def _pointwise(self, lo_b: Array, hi_b: Array, f: Array) -> tuple[Array, Array, Array]:
         r""":math:`\log p(y|f)` and its first two derivatives in :math:`f`."""
         sigma = float(self.noise)
-        log_p, _, _, diff, _, curv = _interval((lo_b - f) / sigma, (hi_b - f) / sigma)
+        log_p, _, _, diff, _, curv = interval_terms((lo_b - f) / sigma, (hi_b - f) / sigma)
         return log_p, diff / sigma, curv / sigma**2
 
     def _log_lik(self, y: Array, f: Array) -> Array:
@@ -285,7 +242,7 @@ class OrdinalProbit(Likelihood):
             return TiltedLogZ(*self._tilted_sums(y, mean, var, power, self._derivative_sums))
         _, lo_b, hi_b = self._edges(y)
         s = np.sqrt(float(self.noise) ** 2 + var)
-        log_p, _, _, diff, _, curv = _interval((lo_b - mean) / s, (hi_b - mean) / s)
+        log_p, _, _, diff, _, curv = interval_terms((lo_b - mean) / s, (hi_b - mean) / s)
         return TiltedLogZ(log_p, diff / s, curv / s**2)
 
     def _derivative_sums(
@@ -416,13 +373,13 @@ class OrdinalProbit(Likelihood):
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
         k, lo_b, hi_b = self._edges(y)
         s = np.sqrt(float(self.noise) ** 2 + var)
-        _, r_lo, r_hi, _, moment, _ = _interval((lo_b - mean) / s, (hi_b - mean) / s)
+        _, r_lo, r_hi, _, moment, _ = interval_terms((lo_b - mean) / s, (hi_b - mean) / s)
         return self._theta_columns(*np.broadcast_arrays(k, r_lo, r_hi, moment, s))
 
     def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
         k, lo_b, hi_b = self._edges(y)
         sigma = np.full(np.shape(f), float(self.noise))
-        _, r_lo, r_hi, _, moment, _ = _interval((lo_b - f) / sigma, (hi_b - f) / sigma)
+        _, r_lo, r_hi, _, moment, _ = interval_terms((lo_b - f) / sigma, (hi_b - f) / sigma)
         return self._theta_columns(*np.broadcast_arrays(k, r_lo, r_hi, moment, sigma))
 
     # ------------------------------------------------------------ predictive
@@ -436,7 +393,7 @@ class OrdinalProbit(Likelihood):
         mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
         ext = np.concatenate([[-np.inf], self._cuts(), [np.inf]])
         s = np.sqrt(float(self.noise) ** 2 + var)[..., None]
-        return np.exp(_interval((ext[:-1] - mean[..., None]) / s, (ext[1:] - mean[..., None]) / s)[0])
+        return np.exp(interval_terms((ext[:-1] - mean[..., None]) / s, (ext[1:] - mean[..., None]) / s)[0])
 
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         """The predictive class probabilities, :meth:`class_probabilities`."""

@@ -9,7 +9,7 @@ from scipy.special import logsumexp
 
 from relaxep._typing import Array
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.folded import BinaryLikelihood
+from relaxep.likelihoods.binary_base import BinaryLikelihood
 
 __all__ = ["QuadratureLikelihood"]
 

@@ -34,9 +34,8 @@ from scipy import stats
 from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
-from relaxep._validation import check_positive_number
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 
 __all__ = ["StudentT"]
 
@@ -149,14 +148,8 @@ class StudentT(Likelihood):
         df_bounds: tuple[float, float] | str = "fixed",
         scale_bounds: tuple[float, float] | str = (1e-5, 1e5),
     ) -> None:
-        check_positive_number(df, "df")
-        check_positive_number(scale, "scale")
-        check_bounds(df_bounds, "df_bounds")
-        check_bounds(scale_bounds, "scale_bounds")
-        self.df = df
-        self.scale = scale
-        self.df_bounds = df_bounds
-        self.scale_bounds = scale_bounds
+        self.df, self.df_bounds = check_hyperparameter(df, df_bounds, "df")
+        self.scale, self.scale_bounds = check_hyperparameter(scale, scale_bounds, "scale")
 
     # ------------------------------------------------------------ pointwise
     @property

@@ -27,8 +27,18 @@ from typing import Any, TypeVar
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep._xp import to_numpy
 
-__all__ = ["Posterior", "Prior", "SiteProposer", "SweepStats", "cavity", "is_proper"]
+__all__ = [
+    "MatrixPrior",
+    "Posterior",
+    "Prior",
+    "RefreshedPosterior",
+    "SiteProposer",
+    "SweepStats",
+    "cavity",
+    "is_proper",
+]
 
 T = TypeVar("T")
 
@@ -187,6 +197,56 @@ class Posterior(ABC):
         return self.update_site(i, precision, mean_precision)
 
 
+def _refreshed(name: str, doc: str) -> property:
+    """A property that reads ``name`` after a refresh where the sites changed since the last one."""
+
+    def read(self: RefreshedPosterior) -> Any:
+        if self._stale:
+            self.refresh()
+        return getattr(self, name)
+
+    return property(read, doc=doc)
+
+
+class RefreshedPosterior(Posterior):
+    r"""A posterior held as a factorisation that :meth:`refresh` recomputes from the sites, on the first read after
+    they change (:class:`~relaxep.posterior.SparsePosterior`,
+    :class:`~relaxep.posterior.dense_device.DeviceDensePosterior`).  The sites live on the host in numpy whatever
+    the factorisation's array library: the schedules and rules are :math:`O(n)` numpy work, and a refresh moves
+    the sites to the factorisation's device and the marginals back.  A refresh sets ``_mean``, ``_var`` and
+    ``_log_det``."""
+
+    _stale = True
+
+    def _hold_sites(self, n: int, site_precision: Array | None, site_mean_precision: Array | None) -> None:
+        """The sites as float numpy arrays on the host (flat where omitted), checked to have shape ``(n,)``."""
+        self.site_precision = np.zeros(n) if site_precision is None else np.array(to_numpy(site_precision), dtype=float)
+        self.site_mean_precision = (
+            np.zeros(n) if site_mean_precision is None else np.array(to_numpy(site_mean_precision), dtype=float)
+        )
+        if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
+            raise ValueError(f"site parameters must have shape ({n},)")
+        self._stale = True
+
+    mean = _refreshed("_mean", r"Posterior means :math:`\mu_i` (recomputed from the sites if they changed).")
+    marginal_var = _refreshed("_var", r"Posterior marginal variances :math:`A_{ii}`.")
+
+    def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
+        self.site_precision[index] = precision
+        self.site_mean_precision[index] = mean_precision
+        self._stale = True
+
+    def log_det_b(self) -> float:
+        r""":math:`\log|I + KT|` of the prior's covariance :math:`K`."""
+        if self._stale:
+            self.refresh()
+        return self._log_det
+
+    def log_partition(self) -> float:
+        r""":math:`\log Z_q = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|`."""
+        return 0.5 * float(self.site_mean_precision @ self.mean) - 0.5 * self.log_det_b()
+
+
 class Prior(ABC):
     """A Gaussian process prior at the training inputs, able to make its posterior."""
 
@@ -195,14 +255,19 @@ class Prior(ABC):
     def n(self) -> int:
         """Number of training points (sites)."""
 
-    @abstractmethod
     def posterior(
         self,
         site_precision: Array | None = None,
         site_mean_precision: Array | None = None,
         marginals_only: bool = False,
     ) -> Posterior:
-        """The posterior for these sites (flat sites, i.e. the prior, when omitted)."""
+        """The posterior for these sites (flat sites, i.e. the prior, when omitted).  A representation implements
+        this, or only :meth:`_posterior_for` (the same with every argument given)."""
+        return self._posterior_for(site_precision, site_mean_precision, marginals_only)
+
+    def _posterior_for(self, tau: Array | None, nu: Array | None, marginals_only: bool) -> Posterior:
+        """:meth:`posterior` of the sites' precisions ``tau`` and precision-times-means ``nu``."""
+        raise NotImplementedError(f"{type(self).__name__} implements neither posterior() nor _posterior_for()")
 
     def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
         """Only the posterior mean for these sites (a representation may do this more cheaply)."""
@@ -235,3 +300,21 @@ class Prior(ABC):
         if isinstance(parts[0], tuple):
             return tuple(np.concatenate(column) for column in zip(*parts, strict=True))  # type: ignore[return-value]
         return np.concatenate(parts)  # type: ignore[return-value]
+
+
+class MatrixPrior(Prior):
+    """A prior held as its ``n x n`` covariance matrix :attr:`K` (:class:`~relaxep.posterior.DensePrior` on the
+    host, :class:`~relaxep.posterior.dense_device.DeviceDensePrior` on another library's device)."""
+
+    #: the ``n x n`` prior covariance
+    K: Any
+    #: set by ``from_kernel``: the covariance function, the training inputs, the noise on the diagonal
+    #: and :math:`\partial K/\partial\theta` (where it was asked for and is kept)
+    covariance_function: Any = None
+    X: Any = None
+    noise: float = 0.0
+    kernel_gradient: Array | None = None
+
+    @property
+    def n(self) -> int:
+        return self.K.shape[0]

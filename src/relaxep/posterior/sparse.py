@@ -37,7 +37,6 @@ triangular multiply per chunk for the marginals.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -46,23 +45,20 @@ from numpy.typing import ArrayLike
 from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
-from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, to_numpy
+from relaxep.posterior.base import Prior
 
-# the chunk kernels live in _sparse_linalg (shared with the Dask shards of inference.sharded)
-from relaxep.posterior._sparse_linalg import (
+# the row-block functions live in fitc_rows (shared with the Dask shards and the stochastic search)
+from relaxep.posterior.fitc_rows import (
     KUU_JITTER,
     conditional_variances,
     device_cross_kernel,
     inducing_factor,
     matrices_prior,
-    multiply_rows,
-    posterior_pass,
-    predict_rows,
     rows_per_block,
-    solve_rows,
     sparse_prior_rows,
 )
-from relaxep.posterior.base import Posterior, Prior, SiteProposer, SweepStats
+from relaxep.posterior.sparse_posterior import SparsePosterior
 
 __all__ = ["SparsePosterior", "SparsePrior"]
 
@@ -86,7 +82,7 @@ class SparsePrior(Prior):
         Relative jitter on :math:`K_{uu}`: :math:`K_{uu} + \epsilon\,\overline{\operatorname{diag}K_{uu}}\,I`.
     chunk_size : int or None, default None
         Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.  ``None``:
-        :func:`~relaxep.posterior._sparse_linalg.rows_per_block` of ``M`` (1024 at ``M = 200``).
+        :func:`~relaxep.posterior.fitc_rows.rows_per_block` of ``M`` (1024 at ``M = 200``).
     n_jobs : int or None, default None
         Threads for the row blocks of every :math:`O(nM^2)` pass (building :math:`V^\top`, a refresh, a
         prediction), each with one BLAS thread; scikit-learn's convention (``-1`` every core, ``-k`` all but
@@ -115,8 +111,10 @@ class SparsePrior(Prior):
         chunk_size: int | None = None,
         n_jobs: int | None = None,
     ) -> None:
-        X = _check_inputs(X, "X")  # (another array library's X stays there: relaxep._xp)
-        Z = _check_inputs(to_numpy(Z), "Z")
+        #: where the rows live and are computed (:class:`~relaxep._xp.ArraySpace`): ``X``'s, chosen once
+        self.space = namespace(X)
+        X = _check_inputs(self.space, X, "X")  # (another array library's X stays there: relaxep._xp)
+        Z = _check_inputs(HOST, to_numpy(Z), "Z")
         if Z.shape[1] != X.shape[1]:
             raise ValueError(f"Z must have {X.shape[1]} columns like X, got shape {Z.shape}")
         if not callable(kernel) or not hasattr(kernel, "diag"):
@@ -130,7 +128,7 @@ class SparsePrior(Prior):
         self.n_jobs = n_jobs
         self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
         self.Vt, self.k_diag, self.g = sparse_prior_rows(
-            kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
+            self.space, kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
         )
         self.K_uu, self.L_uu = on_device_of(self.K_uu, self.Vt), on_device_of(self.L_uu, self.Vt)
         check_prior_scale(to_numpy(self.k_diag), "the kernel's variances at X")
@@ -143,8 +141,9 @@ class SparsePrior(Prior):
         No jitter is added; predictions then take :math:`K_{*u}` and the test variances.
         """
         self = cls.__new__(cls)
-        xp, numpy = namespace(K_uu, K_fu, k_ff_diag)
-        if numpy:
+        self.space = space = namespace(K_uu, K_fu, k_ff_diag)
+        xp = space.xp
+        if space.on_host:
             K_uu, K_fu, k_ff_diag = (
                 np.array(K_uu, dtype=float),
                 np.asarray(K_fu, dtype=float),
@@ -163,9 +162,9 @@ class SparsePrior(Prior):
         self.latent_noise, self.jitter, self.kuu_jitter = 0.0, 0.0, 0.0
         self.chunk_size = rows_per_block(k_uu.shape[0])
         self.n_jobs = None
-        self.K_uu, self.L_uu, self.Vt = matrices_prior(k_uu, k_fu, self.chunk_size)
+        self.K_uu, self.L_uu, self.Vt = matrices_prior(space, k_uu, k_fu, self.chunk_size)
         self.k_diag = diag
-        self.g = conditional_variances(diag, self.Vt)
+        self.g = conditional_variances(space, diag, self.Vt)
         return self
 
     @property
@@ -177,14 +176,9 @@ class SparsePrior(Prior):
         """:math:`M`, the number of inducing inputs."""
         return self.Vt.shape[1]
 
-    def posterior(
-        self,
-        site_precision: Array | None = None,
-        site_mean_precision: Array | None = None,
-        marginals_only: bool = False,
-    ) -> SparsePosterior:
+    def _posterior_for(self, tau: Array | None, nu: Array | None, marginals_only: bool) -> SparsePosterior:
         """The FITC posterior for these sites (it always keeps only the marginals, so ``marginals_only`` is moot)."""
-        return SparsePosterior(self, site_precision, site_mean_precision)
+        return SparsePosterior(self, tau, nu)
 
     @classmethod
     def from_kernel(cls, kernel: Any, X: ArrayLike, Z: ArrayLike, noise: float = 0.0, **options: Any) -> SparsePrior:
@@ -202,9 +196,10 @@ class SparsePrior(Prior):
         :meth:`SparsePosterior.predict_latent` takes.  Only for a prior built from a kernel."""
         if self.kernel is None:
             raise ValueError("this SparsePrior was built from matrices: pass K_*u and k_** yourself")
-        X_test = _check_inputs(X_test, "X_test")
-        if not namespace(X_test)[1]:
-            cross, diag = device_cross_kernel(self.kernel, X_test, self.Z)
+        space = namespace(X_test)  # (test inputs of their own library: the kernel's closed form there)
+        X_test = _check_inputs(space, X_test, "X_test")
+        if not space.on_host:
+            cross, diag = device_cross_kernel(space, self.kernel, X_test, self.Z)
             return cross, diag + self.latent_noise
         return np.asarray(self.kernel(X_test, self.Z), dtype=float), np.asarray(
             self.kernel.diag(X_test), dtype=float
@@ -224,9 +219,9 @@ class SparsePrior(Prior):
         return self.Vt @ self.Vt.T + np.diag(self.g)
 
 
-def _check_inputs(A: ArrayLike, name: str) -> Array:
-    xp, numpy = namespace(A)
-    if numpy:
+def _check_inputs(space: ArraySpace, A: ArrayLike, name: str) -> Array:
+    xp = space.xp
+    if space.on_host:
         try:
             A = np.array(A, dtype=float)
         except (TypeError, ValueError) as exc:
@@ -238,199 +233,3 @@ def _check_inputs(A: ArrayLike, name: str) -> Array:
     if not bool(xp.all(xp.isfinite(A))):
         raise ValueError(f"{name} contains NaN or inf")
     return A
-
-
-class SparsePosterior(Posterior):
-    r"""The EP posterior under a FITC prior (module docstring): :math:`O(nM)` memory, :math:`O(nM^2)` a refresh.
-
-    Holds the sites, :math:`d, w, \beta`, :math:`L_B`, :math:`L_B^{-1}`, :math:`m` and the
-    marginals.  The sequential path (:meth:`update_site`, :meth:`apply_sequential`) keeps
-    :math:`\Sigma = B^{-1}` and updates it by Sherman-Morrison, :math:`O(M^2)` a site; the
-    refresh that ends a sweep recomputes everything from the sites.  It has no ``cov``.
-    """
-
-    def __init__(
-        self, prior: SparsePrior, site_precision: Array | None = None, site_mean_precision: Array | None = None
-    ) -> None:
-        n = prior.n
-        self.prior = prior
-        # the sites live on the host in numpy, whatever the prior's library: the schedules and the rules
-        # (O(n) element-wise work) are numpy code; a refresh moves them to the prior's device and back
-        self.site_precision = np.zeros(n) if site_precision is None else np.array(to_numpy(site_precision), dtype=float)
-        self.site_mean_precision = (
-            np.zeros(n) if site_mean_precision is None else np.array(to_numpy(site_mean_precision), dtype=float)
-        )
-        if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
-            raise ValueError(f"site parameters must have shape ({n},)")
-        self._sigma: Array | None = None
-        self._factor_stale = True
-        self.refresh()
-
-    @property
-    def n(self) -> int:
-        return self.prior.n
-
-    @property
-    def mean(self) -> Array:  # type: ignore[override]
-        r"""Posterior means :math:`\mu_i` (recomputed from the sites if they changed)."""
-        if self._factor_stale:
-            self.refresh()
-        return self._mean
-
-    @property
-    def marginal_var(self) -> Array:
-        r"""Posterior marginal variances :math:`A_{ii}`."""
-        if self._factor_stale:
-            self.refresh()
-        return self._var
-
-    @property
-    def inducing_mean(self) -> Array:
-        r""":math:`m`: the posterior mean of the whitened inducing values :math:`L_{uu}^{-1}u`."""
-        if self._factor_stale:
-            self.refresh()
-        return self._m
-
-    @property
-    def chol_b(self) -> Array:
-        r""":math:`L_B`, the Cholesky factor of :math:`B = I + VWV^\top`.
-
-        :math:`B` is the posterior precision of :math:`L_{uu}^{-1}u`."""
-        if self._factor_stale:
-            self.refresh()
-        return self._chol
-
-    def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
-        self.site_precision[index] = precision
-        self.site_mean_precision[index] = mean_precision
-        self._factor_stale = True
-        self._sigma = None
-
-    def refresh(self, marginals_only: bool = False) -> None:
-        """Recompute the posterior from the sites: one Gram pass over :math:`V^\\top`, one Cholesky, one marginal pass.
-
-        Raises
-        ------
-        ImproperPosteriorError
-            When some :math:`d_i \\le 0`, :math:`B` is not positive definite or a marginal
-            variance is not positive.
-        """
-        p = self.prior
-        tau, nu = (on_device_of(a, p.Vt) for a in (self.site_precision, self.site_mean_precision))
-        chol, chol_inv, m, b, log_det, mean, var = posterior_pass(p.Vt, p.g, tau, nu, p.chunk_size, p.n_jobs)
-        self._chol, self._chol_inv, self._m, self._b, self._log_det = chol, chol_inv, m, b, log_det
-        self._mean, self._var = to_numpy(mean), to_numpy(var)
-        self._sigma = None
-        self._factor_stale = False
-
-    def log_det_b(self) -> float:
-        r""":math:`\log|I + (Q + G)T| = \sum_i \log d_i + \log|B|`."""
-        if self._factor_stale:
-            self.refresh()
-        return self._log_det
-
-    def log_partition(self) -> float:
-        r""":math:`\log Z_q = \tfrac12\nu^\top\mu - \tfrac12\log|I + (Q+G)T|`."""
-        return 0.5 * float(self.site_mean_precision @ self.mean) - 0.5 * self.log_det_b()
-
-    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
-        r"""Latent predictive mean and variance from :math:`K_{*u}` (``m x M``, **not** :math:`K_{*f}`).
-
-        With :math:`a_* = L_{uu}^{-1}k_{u*}` (FITC's test conditional, Snelson & Ghahramani 2006):
-
-        .. math:: \mu_* = a_*^\top m,\qquad s^2_* = k_{**} - \|a_*\|^2 + \|L_B^{-1}a_*\|^2.
-
-        Memory :math:`O(mM)`; row chunks of ``chunk_size``.
-        """
-        p = self.prior
-        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
-            raise ValueError(
-                f"the sparse posterior predicts from K_*u of shape (m, {p.n_inducing}) (covariances to the "
-                f"inducing inputs), got {cross_kernel.shape}"
-            )
-        m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        cross_kernel, test_diag = on_device_of(cross_kernel, p.Vt), on_device_of(test_diag, p.Vt)
-        mean, var = predict_rows(p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size, p.n_jobs)
-        return to_numpy(mean), to_numpy(var)
-
-    def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
-        r"""Latent predictive mean and covariance from :math:`K_{*u}`: :math:`K_{**} - A^\top A + R^\top R`,
-        :math:`A = L_{uu}^{-1}K_{u*}`, :math:`R = L_B^{-1}A` (:meth:`predict_latent`'s, jointly; memory
-        :math:`O(m^2 + mM)`)."""
-        p = self.prior
-        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
-            raise ValueError(f"K_*u must have shape (m, {p.n_inducing}), got {cross_kernel.shape}")
-        m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        cross_kernel, test_kernel = on_device_of(cross_kernel, p.Vt), on_device_of(test_kernel, p.Vt)
-        a = solve_rows(p.L_uu, cross_kernel)
-        r = multiply_rows(self._chol_inv, a)
-        cov = test_kernel - a @ a.T + r @ r.T
-        return a @ m_ind, 0.5 * (cov + cov.T)
-
-    # ------------------------------------------------------- one-site updates
-    def _ensure_sigma(self) -> Array:
-        r""":math:`\Sigma = B^{-1}` at the current sites (kept current by the one-site updates)."""
-        if not namespace(self.prior.Vt)[1]:
-            raise TypeError("the sequential (one-site) updates run on numpy arrays only: use the parallel schedule")
-        if self._sigma is None:
-            if self._factor_stale:
-                self.refresh()
-            self._sigma = self._chol_inv.T @ self._chol_inv
-        return self._sigma
-
-    def _site_marginal(self, i: int) -> tuple[Array, Array, float, float]:
-        p, sigma = self.prior, self._sigma
-        v = p.Vt[i]
-        sv = sigma @ v
-        d = 1.0 + p.g[i] * self.site_precision[i]
-        return v, sv, (v @ self._m + p.g[i] * self.site_mean_precision[i]) / d, p.g[i] / d + (v @ sv) / d**2
-
-    def _apply_site(self, i: int, precision: float, mean_precision: float, v: Array, sv: Array, a_ii: float) -> bool:
-        r"""Site ``i``: :math:`B \leftarrow B + \Delta w\, v_i v_i^\top`, :math:`b \leftarrow b + \Delta\beta v_i`.
-
-        Sherman-Morrison on :math:`\Sigma = B^{-1}`, :math:`m = \Sigma b`; ``False`` (nothing
-        changed) if the posterior would be improper."""
-        p = self.prior
-        d_tau = precision - self.site_precision[i]
-        denom = 1.0 + d_tau * a_ii
-        if not (denom > 0.0 and np.isfinite(denom)) or not np.isfinite(mean_precision):
-            return False
-        g_i = p.g[i]
-        d_old, d_new = 1.0 + g_i * self.site_precision[i], 1.0 + g_i * precision
-        if not d_new > 0.0:
-            return False
-        d_w = precision / d_new - self.site_precision[i] / d_old
-        d_beta = mean_precision / d_new - self.site_mean_precision[i] / d_old
-        sm = 1.0 + d_w * float(v @ sv)
-        if not sm > 0.0:
-            return False
-        self._sigma -= (d_w / sm) * np.outer(sv, sv)
-        self._sigma = 0.5 * (self._sigma + self._sigma.T)
-        self._b = self._b + d_beta * v
-        self._m = self._sigma @ self._b
-        self.site_precision[i], self.site_mean_precision[i] = precision, mean_precision
-        self._factor_stale = True  # L_B, the marginals and log|B|: the next read refreshes from the sites
-        return True
-
-    def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
-        """Replace site ``i`` (:math:`O(M^2)`); the marginals are recomputed from the sites on the next read."""
-        self._ensure_sigma()
-        v, sv, _, a_ii = self._site_marginal(i)
-        return self._apply_site(i, precision, mean_precision, v, sv, a_ii)
-
-    def apply_sequential(
-        self, order: Sequence[int] | Array, propose: SiteProposer, fraction: float = 1.0, block_size: int = 1
-    ) -> SweepStats:
-        r"""The sequential sweep: each site's cavity from :math:`\Sigma = B^{-1}` and :math:`m`, then a
-        Sherman-Morrison update, :math:`O(M^2)` a site (``block_size`` is not used: the update is already
-        :math:`M \times M`).  The posterior is refreshed from the sites on the next read."""
-        self._ensure_sigma()
-        return super().apply_sequential(order, propose, fraction, block_size)
-
-    def _site_view(self, i: int) -> tuple[float, float, Any]:
-        v, sv, mu_i, a_ii = self._site_marginal(i)
-        return mu_i, a_ii, (v, sv, a_ii)
-
-    def _update_viewed_site(self, i: int, precision: float, mean_precision: float, handle: Any) -> bool:
-        v, sv, a_ii = handle
-        return self._apply_site(i, precision, mean_precision, v, sv, a_ii)

@@ -35,23 +35,29 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._threads import fold_blocks
 from relaxep._typing import Array
-from relaxep._xp import namespace, on_device_of, to_numpy
-from relaxep.posterior._kernels import SparseKernel, as_sparse_kernel
-from relaxep.posterior._kernels import rbf as _rbf
-from relaxep.posterior._sparse_linalg import add_weighted_gram, chunks, symmetric_from_lower
-from relaxep.posterior.sparse import SparsePosterior
+from relaxep._xp import HOST, ArraySpace, on_device_of, to_numpy
+from relaxep.posterior.fitc_rows import add_weighted_gram, chunks, symmetric_from_lower
+from relaxep.posterior.rbf import ScaledRBF, as_scaled_rbf, rbf
+from relaxep.posterior.sparse_posterior import SparsePosterior
 
-__all__ = ["SparseKernel", "as_sparse_kernel", "kernel_vjp", "sparse_evidence_gradient"]
+__all__ = [
+    "cross_terms",
+    "finish_gradient",
+    "gradient_broadcast",
+    "in_theta_order",
+    "inducing_terms",
+    "shard_gradient",
+    "sparse_evidence_gradient",
+]
 
 
 def _contract(
-    kern: SparseKernel, gk: Array, A: Array, B: Array, row_sum: Array, col_sum: Array, gk_b: Array
+    space: ArraySpace, kern: ScaledRBF, gk: Array, A: Array, B: Array, row_sum: Array, col_sum: Array, gk_b: Array
 ) -> tuple[Array, Array]:
     r""":math:`\sum_{ab} GK_{ab}(A_{aj} - B_{bj})^2/\ell_j^2` per feature :math:`j`, and
     :math:`\sum_a GK_{ab}(A_{aj} - B_{bj})/\ell_j^2` per row :math:`b` of ``B`` (``gk_b`` is :math:`GK^\top A`)."""
-    xp, numpy = namespace(gk)
     ell2 = on_device_of(kern.length_scale**2, gk)
-    cross = np.einsum("bj,bj->j", B, gk_b) if numpy else xp.sum(B * gk_b, axis=0)
+    cross = np.einsum("bj,bj->j", B, gk_b) if space.on_host else space.xp.sum(B * gk_b, axis=0)
     sq = (row_sum @ (A * A) - 2.0 * cross + col_sum @ (B * B)) / ell2
     return sq, (gk_b - col_sum[:, None] * B) / ell2
 
@@ -71,7 +77,7 @@ def gradient_broadcast(L_uu: Array, chol_b: Array, m: Array) -> dict[str, Array]
 
 
 def shard_gradient(
-    kern: SparseKernel,
+    kern: ScaledRBF,
     rows: Array,
     g: Array,
     tau: Array,
@@ -95,40 +101,40 @@ def shard_gradient(
     cc = 0.5 * (alpha**2 - (w - w**2 * s))
     proj = rows @ pieces["both"]
     g_uf = np.outer(alpha, pieces["a"]) - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
-    vcv = add_weighted_gram(np.zeros((M, M), order="F"), rows, cc)
-    return (*_cross_terms(kern, X, Z, g_uf, cc, _rbf(kern, X, Z)), vcv)
+    vcv = add_weighted_gram(HOST, np.zeros((M, M), order="F"), rows, cc)
+    return (*cross_terms(HOST, kern, X, Z, g_uf, cc, rbf(kern, X, Z, HOST)), vcv)
 
 
-def _cross_terms(
-    kern: SparseKernel, X: Array, Z: Array, g_fu: Array, c: Array, K_fu: Array
+def cross_terms(
+    space: ArraySpace, kern: ScaledRBF, X: Array, Z: Array, g_fu: Array, c: Array, K_fu: Array
 ) -> tuple[float, Array, Array]:
     r"""The constant's, the length scales' and ``Z``'s terms from :math:`\partial E/\partial K_{fu}` and
-    :math:`\partial E/\partial k_{ii}` (``k_ii = c``: the latent noise does not move)."""
+    :math:`\partial E/\partial k_{ii}` (``k_ii = c``: the latent noise does not move), computed in ``space``
+    (``X``'s and the matrices'; ``Z`` is moved there); the terms come back on the host."""
     gk = g_fu * K_fu
-    xp, numpy = namespace(gk)
-    if not numpy and namespace(Z)[1]:  # another array library (relaxep._xp): Z there too, by an explicit copy
-        Z = on_device_of(np.asarray(Z, dtype=float), gk)
-    sq, dz = _contract(kern, gk, X, Z, xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X)
+    xp = space.xp
+    Z = space.put(Z)  # (another array library, relaxep._xp: Z there too)
+    sq, dz = _contract(space, kern, gk, X, Z, xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X)
     return float(xp.sum(gk) + xp.sum(c) * kern.constant), to_numpy(sq), to_numpy(dz)
 
 
-def _inducing_terms(kern: SparseKernel, Z: Array, g_uu: Array, K_uu: Array) -> tuple[float, Array, Array]:
+def inducing_terms(kern: ScaledRBF, Z: Array, g_uu: Array, K_uu: Array) -> tuple[float, Array, Array]:
     r"""The same from :math:`\partial E/\partial K_{uu}` (symmetric; the jitter scales with the constant too;
-    ``K_uu`` depends on :math:`z_m` through row and column :math:`m`)."""
-    gk = g_uu * _rbf(kern, Z, Z)
+    ``K_uu`` depends on :math:`z_m` through row and column :math:`m`; on the host)."""
+    gk = g_uu * rbf(kern, Z, Z, HOST)
     col = gk.sum(0)
-    sq, dz = _contract(kern, gk, Z, Z, col, col, gk.T @ Z)
+    sq, dz = _contract(HOST, kern, gk, Z, Z, col, col, gk.T @ Z)
     return float(np.sum(g_uu * K_uu)), sq, 2.0 * dz
 
 
-def _in_theta_order(kern: SparseKernel, g_const: float, g_ls: Array) -> Array:
+def in_theta_order(kern: ScaledRBF, g_const: float, g_ls: Array) -> Array:
     """The constant's and the length scales' gradients in the order of the kernel's ``theta``."""
     ls_iter = iter([float(np.sum(g_ls))] if kern.isotropic else list(g_ls))
     return np.asarray([g_const if entry == "constant" else next(ls_iter) for entry in kern.entries], dtype=float)
 
 
 def finish_gradient(
-    kern: SparseKernel,
+    kern: ScaledRBF,
     parts: list[tuple[float, Array, Array, Array]],
     Z: Array,
     K_uu: Array,
@@ -140,14 +146,14 @@ def finish_gradient(
     g_const = sum(p[0] for p in parts)
     g_ls = sum(p[1] for p in parts)
     g_z = sum(p[2] for p in parts)
-    vcv = symmetric_from_lower(sum(p[3] for p in parts))
+    vcv = symmetric_from_lower(HOST, sum(p[3] for p in parts))
     luu_inv = pieces["both"][:, M:]
     b_inv = pieces["lb_inv"].T @ pieces["lb_inv"]
     a = pieces["a"]
     g_uu = -0.5 * np.outer(a, a) + luu_inv.T @ (0.5 * (np.eye(M) - b_inv) + vcv) @ luu_inv
     g_uu = 0.5 * (g_uu + g_uu.T)
-    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
-    return _in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
+    u_const, u_ls, u_z = inducing_terms(kern, Z, g_uu, K_uu)
+    return in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
 
 
 def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None) -> tuple[Array, Array]:
@@ -174,7 +180,7 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
     p = post.prior
     if p.kernel is None:
         raise ValueError("post: its SparsePrior was built from matrices; the gradient needs X, Z and the kernel")
-    kern = as_sparse_kernel(p.kernel if kernel is None else kernel, p.X.shape[1])
+    kern = as_scaled_rbf(p.kernel if kernel is None else kernel, p.X.shape[1])
     tau, nu = post.site_precision, post.site_mean_precision
     pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
     var = post.marginal_var
@@ -189,26 +195,3 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
 def _add_parts(a: tuple, b: tuple) -> tuple:
     """Two blocks' :func:`shard_gradient` shares as one."""
     return tuple(x + y for x, y in zip(a, b, strict=True))
-
-
-def kernel_vjp(
-    kern: SparseKernel,
-    X: Array,
-    Z: Array,
-    g_fu: Array,
-    c: Array,
-    g_uu: Array,
-    K_uu: Array,
-    K_fu: Array | None = None,
-) -> tuple[Array, Array]:
-    r"""The chain rule from the kernel matrices to ``theta`` and ``Z``: given
-    :math:`\partial E/\partial K_{fu}` (``g_fu``, one row per row of ``X``), :math:`\partial E/\partial k_{ii}`
-    (``c``) and :math:`\partial E/\partial K_{uu}` (``g_uu``, symmetric, every entry counted),
-    ``(grad_theta, grad_Z)`` of :math:`E` (the kernel's free log-parameters, then ``(M, d)``).
-
-    The same contractions as :func:`shard_gradient` and :func:`finish_gradient` (``K_uu``: with its
-    jitter, which scales with the constant); ``K_fu``: :math:`k(X, Z)` where the caller has it.
-    """
-    f_const, f_ls, f_z = _cross_terms(kern, X, Z, g_fu, c, _rbf(kern, X, Z) if K_fu is None else K_fu)
-    u_const, u_ls, u_z = _inducing_terms(kern, Z, g_uu, K_uu)
-    return _in_theta_order(kern, f_const + u_const, f_ls + u_ls), f_z + u_z

@@ -146,8 +146,11 @@ class RelaxedEP(SiteRule):
         cols = [np.asarray(a, dtype=float)[..., None] for a in columns]
         cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
         y = np.asarray(y, dtype=float)
-        # one target per site, or a row of them (a count and its log exposure): the grid's axis goes before it
-        y = y[..., None] if y.ndim <= np.ndim(cavity.mean) else y[..., None, :]
+        # one target per site, or a row of the likelihood's target_width (a count and its log exposure): the
+        # grid's axis goes before the row
+        width = likelihood.target_width
+        rows = width > 1 and y.shape[-1:] == (width,) and y.ndim > np.ndim(cavity.mean)
+        y = y[..., None, :] if rows else y[..., None]
 
         def q(b: Array) -> Array:
             with np.errstate(invalid="ignore", divide="ignore", over="ignore"):

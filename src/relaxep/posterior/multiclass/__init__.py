@@ -4,7 +4,7 @@
   multinomial probit, :math:`O(C n^3)` a sweep;
 * :class:`RobustMaxPosterior` (:mod:`~relaxep.posterior.multiclass.robust_max`): dense EP on the
   label differences for the robust max, :math:`O(n^3 (C-1)^3)` a sweep;
-* :mod:`relaxep.likelihoods._orthant`: the inner EP (Gaussian expectations of products of probit
+* :mod:`relaxep.likelihoods.orthant`: the inner EP (Gaussian expectations of products of probit
   or step factors) that nested EP and the likelihoods' tilted moments run.
 
 :func:`relaxep.inference.damped_parallel.damped_parallel_ep` runs either.

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array
 
-__all__ = ["JointPosterior", "Proposal", "batched_cavities"]
+__all__ = ["JointPosterior", "JointPosteriorBase", "Proposal", "batched_cavities"]
 
 
 def batched_cavities(cov: Array, mean: Array, site_precision: Array, site_shift: Array) -> tuple[Array, Array, Array]:
@@ -127,3 +127,67 @@ class JointPosterior(Protocol):
     def evidence_gradient(self, dK: ArrayLike) -> Array:
         """Gradient of :math:`\\log Z_{EP}` in the hyperparameters of a kernel shared by the classes."""
         ...
+
+
+class JointPosteriorBase:
+    """What both joint posteriors are built from: the kernels, the labels, the number of classes, the likelihood,
+    their sites (a pair of arrays) and the prior's pieces that do not depend on the sites (computed once a run,
+    :meth:`prior_of`, and handed from each posterior to the next).
+
+    Parameters
+    ----------
+    kernels : list of ndarray (n, n)
+        One prior covariance per class (the same array repeated for a shared kernel).
+    labels : ndarray of int (n,)
+    n_classes : int
+    likelihood : MulticlassLikelihood
+    sites : tuple of two ndarrays
+        The sites, as the representation holds them.
+    prior : object, optional
+        :meth:`prior_of` the kernels and labels, where the caller has it.
+
+    Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
+    """
+
+    #: the parallel step a run starts with when none is given
+    default_damping: ClassVar[float]
+
+    def __init__(
+        self, kernels: list[Array], labels: Array, n_classes: int, likelihood: Any, sites: tuple[Array, Array],
+        prior: Any = None,
+    ) -> None:  # fmt: skip
+        self.kernels, self.labels, self.n_classes, self.likelihood = kernels, labels, n_classes, likelihood
+        self._prior = self.prior_of(kernels, labels, n_classes) if prior is None else prior
+        self._set_sites(*sites)
+
+    @staticmethod
+    def prior_of(kernels: list[Array], labels: Array, n_classes: int) -> Any:
+        """The prior's pieces that the sites do not change."""
+        raise NotImplementedError
+
+    @staticmethod
+    def zero_sites(n: int, n_classes: int) -> tuple[Array, Array]:
+        """Flat sites for ``n`` points."""
+        raise NotImplementedError
+
+    def _set_sites(self, first: Array, second: Array) -> None:
+        """Hold the sites and factor the posterior (``numpy.linalg.LinAlgError`` where it is improper)."""
+        raise NotImplementedError
+
+    @classmethod
+    def start(
+        cls, kernels: list[Array], labels: Array, n_classes: int, likelihood: Any, sites: tuple[Array, Array] | None
+    ) -> Any:
+        """The posterior at ``sites`` (a warm start) where they fit these labels and kernels, else at zero sites."""
+        prior = cls.prior_of(kernels, labels, n_classes)
+        zero = cls.zero_sites(labels.size, n_classes)
+        if sites is not None and sites[0].shape == zero[0].shape:
+            try:
+                return cls(kernels, labels, n_classes, likelihood, (sites[0].copy(), sites[1].copy()), prior)
+            except np.linalg.LinAlgError:  # warm sites improper under this prior: start afresh
+                pass
+        return cls(kernels, labels, n_classes, likelihood, zero, prior)
+
+    def _moved(self, sites: tuple[Array, Array]) -> Any:
+        """The posterior of the same prior at ``sites``."""
+        return type(self)(self.kernels, self.labels, self.n_classes, self.likelihood, sites, self._prior)

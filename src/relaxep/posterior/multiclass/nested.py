@@ -35,20 +35,16 @@ and, at a fixed point, its gradient in a hyperparameter :math:`\theta` of the ke
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg
 
 from relaxep._typing import Array
-from relaxep.likelihoods._orthant import inner_ep, site_log_normalisers
 from relaxep.likelihoods.multiclass import difference_matrices, other_classes
-from relaxep.posterior.multiclass.base import (
-    Proposal,
-    batched_cavities,
-    predict_in_chunks,
-)
+from relaxep.likelihoods.orthant import inner_ep, site_log_normalisers
+from relaxep.posterior.multiclass.base import JointPosteriorBase, Proposal, batched_cavities, predict_in_chunks
 
 __all__ = ["NestedPosterior"]
 
@@ -129,55 +125,34 @@ def _factor(Ks: list[Array], D: Array, b: Array) -> tuple[Array, Array, Array, A
     return mu, Sig, alpha, E, LM, float(logdet)
 
 
-class NestedPosterior:
+class NestedPosterior(JointPosteriorBase):
     """The Gaussian posterior of the ``C`` latents under nested EP's sites (class-major: ``mu[c, i]``).
 
-    Parameters
-    ----------
-    kernels : list of ndarray (n, n)
-        One prior covariance per class (the same array repeated for a shared kernel).
-    labels : ndarray of int (n,)
-    n_classes : int
-    likelihood : MultinomialProbit
-    tau, nu : ndarray (n, C - 1)
-        The inner sites.
+    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
+    :class:`~relaxep.likelihoods.MultinomialProbit` likelihood, the inner sites ``(tau, nu)``, ``(n, C - 1)`` each,
+    and the label differences as the prior's pieces (:meth:`prior_of`).
 
     Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
     """
 
     default_damping: ClassVar[float] = 0.8
 
-    def __init__(
-        self,
-        kernels: list[Array],
-        labels: Array,
-        n_classes: int,
-        likelihood: Any,
-        tau: Array,
-        nu: Array,
-        _differences: Array | None = None,
-    ) -> None:
-        self.kernels, self.labels, self.n_classes, self.likelihood = kernels, labels, n_classes, likelihood
+    @staticmethod
+    def prior_of(kernels: list[Array], labels: Array, n_classes: int) -> Array:
+        """The label differences :math:`B_i` (``difference_matrices``)."""
+        return difference_matrices(labels, n_classes)
+
+    @staticmethod
+    def zero_sites(n: int, n_classes: int) -> tuple[Array, Array]:
+        return np.zeros((n, n_classes - 1)), np.zeros((n, n_classes - 1))
+
+    def _set_sites(self, tau: Array, nu: Array) -> None:
+        kernels, labels, n_classes = self.kernels, self.labels, self.n_classes
         self.tau, self.nu = tau, nu
-        self._B = difference_matrices(labels, n_classes) if _differences is None else _differences
+        self._B = self._prior
         self._pi, self._S, self._b, self._c = _outer_sites(tau, nu, labels, n_classes)
         self._bT = self._b.T.copy()
         self.mu, self.Sig, self.alpha, self.E, self.LM, self.logdet = _factor(kernels, self._pi.T.copy(), self._bT)
-
-    @classmethod
-    def start(
-        cls, kernels: list[Array], labels: Array, n_classes: int, likelihood: Any, sites: tuple[Array, Array] | None
-    ) -> NestedPosterior:
-        """The posterior at ``sites`` (a warm start) where they fit these labels and kernels, else at zero sites."""
-        shape = (labels.size, n_classes - 1)
-        if sites is not None and sites[0].shape == shape:
-            tau, nu = sites[0].copy(), sites[1].copy()
-        else:
-            tau, nu = np.zeros(shape), np.zeros(shape)
-        try:
-            return cls(kernels, labels, n_classes, likelihood, tau, nu)
-        except np.linalg.LinAlgError:  # warm sites unusable under this prior: start afresh
-            return cls(kernels, labels, n_classes, likelihood, np.zeros_like(tau), np.zeros_like(nu))
 
     @property
     def sites(self) -> tuple[Array, Array]:
@@ -224,7 +199,7 @@ class NestedPosterior:
         t_new, n_new = proposal.sites
         t_try = (1.0 - step) * self.tau + step * t_new
         n_try = (1.0 - step) * self.nu + step * n_new
-        return NestedPosterior(self.kernels, self.labels, self.n_classes, self.likelihood, t_try, n_try, self._B)
+        return self._moved((t_try, n_try))
 
     def log_evidence(self) -> float:
         """:math:`\\log Z_{EP}` (module docstring); ``nan`` where a cavity is improper."""

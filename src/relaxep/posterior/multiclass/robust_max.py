@@ -19,7 +19,7 @@ gradient in a kernel hyperparameter is
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -27,7 +27,7 @@ from scipy import linalg
 
 from relaxep._typing import Array
 from relaxep.likelihoods.multiclass import difference_matrices
-from relaxep.posterior.multiclass.base import Proposal, batched_cavities, predict_in_chunks
+from relaxep.posterior.multiclass.base import JointPosteriorBase, Proposal, batched_cavities, predict_in_chunks
 
 __all__ = ["RobustMaxPosterior"]
 
@@ -45,40 +45,32 @@ def _prior_w(Ks: list[Array], Bs: list[Array], d: int) -> Array:
     return G
 
 
-class RobustMaxPosterior:
+class RobustMaxPosterior(JointPosteriorBase):
     """The Gaussian posterior of ``w`` (the label differences) under the robust max's dense sites.
 
-    Parameters
-    ----------
-    kernels : list of ndarray (n, n)
-        One prior covariance per class (the same array repeated for a shared kernel).
-    labels : ndarray of int (n,)
-    n_classes : int
-    likelihood : RobustMax
-        Its ``tilted_moments_w`` gives the tilted moments in ``w``.
-    P, beta : ndarray (n, C-1, C-1), (n, C-1)
-        The site precisions and shifts in ``w``.
+    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
+    :class:`~relaxep.likelihoods.RobustMax` likelihood (its ``tilted_moments_w`` gives the tilted moments in ``w``),
+    the sites ``(P, beta)`` in ``w``, ``(n, C-1, C-1)`` and ``(n, C-1)``, and the label differences and the prior
+    covariance of ``w`` as the prior's pieces (:meth:`prior_of`).
 
     Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
     """
 
     default_damping: ClassVar[float] = 0.5
 
-    def __init__(
-        self,
-        kernels: list[Array],
-        labels: Array,
-        n_classes: int,
-        likelihood: Any,
-        P: Array,
-        beta: Array,
-        _prior: tuple[Array, Array] | None = None,
-    ) -> None:
-        self.kernels, self.labels, self.n_classes, self.likelihood = kernels, labels, n_classes, likelihood
-        if _prior is None:
-            B = difference_matrices(labels, n_classes)
-            _prior = (B, _prior_w(kernels, [B, B], n_classes - 1))
-        self._B, self.G = _prior
+    @staticmethod
+    def prior_of(kernels: list[Array], labels: Array, n_classes: int) -> tuple[Array, Array]:
+        """The label differences :math:`B_i` and the prior covariance :math:`G` of ``w``."""
+        B = difference_matrices(labels, n_classes)
+        return B, _prior_w(kernels, [B, B], n_classes - 1)
+
+    @staticmethod
+    def zero_sites(n: int, n_classes: int) -> tuple[Array, Array]:
+        d = n_classes - 1
+        return np.zeros((n, d, d)), np.zeros((n, d))
+
+    def _set_sites(self, P: Array, beta: Array) -> None:
+        self._B, self.G = self._prior
         self.P, self.beta = P, beta
         n, d, _ = P.shape
         self.T = linalg.block_diag(*P)
@@ -100,23 +92,6 @@ class RobustMaxPosterior:
         if np.any(np.linalg.eigvalsh(self.w_cov)[:, 0] <= 0):
             raise np.linalg.LinAlgError("improper posterior marginal")
         self.logdet = float(np.sum(np.log(np.abs(piv_diag))))
-
-    @classmethod
-    def start(
-        cls, kernels: list[Array], labels: Array, n_classes: int, likelihood: Any, sites: tuple[Array, Array] | None
-    ) -> RobustMaxPosterior:
-        """The posterior at ``sites`` (a warm start) where they fit these labels and kernels, else at zero sites."""
-        n, d = labels.size, n_classes - 1
-        B = difference_matrices(labels, n_classes)
-        prior = (B, _prior_w(kernels, [B, B], d))
-        if sites is not None and sites[0].shape == (n, d, d):
-            P, beta = sites[0].copy(), sites[1].copy()
-        else:
-            P, beta = np.zeros((n, d, d)), np.zeros((n, d))
-        try:
-            return cls(kernels, labels, n_classes, likelihood, P, beta, prior)
-        except np.linalg.LinAlgError:  # warm sites improper under this prior: start afresh
-            return cls(kernels, labels, n_classes, likelihood, np.zeros((n, d, d)), np.zeros((n, d)), prior)
 
     @property
     def sites(self) -> tuple[Array, Array]:
@@ -154,9 +129,7 @@ class RobustMaxPosterior:
         P_try = (1.0 - step) * self.P + step * P_new
         P_try = 0.5 * (P_try + np.swapaxes(P_try, 1, 2))
         b_try = (1.0 - step) * self.beta + step * b_new
-        return RobustMaxPosterior(
-            self.kernels, self.labels, self.n_classes, self.likelihood, P_try, b_try, (self._B, self.G)
-        )
+        return self._moved((P_try, b_try))
 
     def log_evidence(self) -> float:
         """:math:`\\log Z_{EP}` (module docstring); ``nan`` where a cavity is improper."""

@@ -1,5 +1,7 @@
-r"""The dense posterior on another array library (:mod:`relaxep._xp`): the parallel schedule's refresh, predictions
-and the evidence gradient of an RBF kernel, written once against the array API.
+r"""The dense prior and posterior on another array library (:mod:`relaxep._xp`): :class:`DeviceDensePrior` (the
+kernel matrix and cross-covariances of an RBF kernel on the device) and :class:`DeviceDensePosterior` (the parallel
+schedule's refresh, predictions and the evidence gradient of an RBF kernel), written once against the array API.
+:class:`~relaxep.posterior.DensePrior` chooses this twin once, when it receives another library's array.
 
 The numpy path (:class:`~relaxep.posterior.DensePosterior`) keeps its LAPACK specialisations (``potri``,
 ``trtri``, a single-precision factor far from the fixed point, the BLAS-3 sequential sweep); everything here
@@ -24,17 +26,37 @@ from typing import Any
 
 import numpy as np
 
+from relaxep._memory import FIT_REMEDY
 from relaxep._typing import Array
-from relaxep._xp import add_to_diagonal, cholesky_lower, namespace, on_device_of, solve_lower, to_numpy
+from relaxep._xp import (
+    ArraySpace,
+    add_to_diagonal,
+    check_device_memory,
+    cholesky_lower,
+    namespace,
+    on_device_of,
+    solve_lower,
+    to_numpy,
+)
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.posterior.base import Posterior, SiteProposer, SweepStats
+from relaxep.posterior.base import MatrixPrior, RefreshedPosterior, SiteProposer, SweepStats
+from relaxep.posterior.rbf import as_scaled_rbf, rbf
 
-__all__ = ["DeviceDensePosterior", "dense_pass", "rbf_evidence_gradient", "rbf_trace_gradient"]
+__all__ = [
+    "DeviceDensePosterior",
+    "DeviceDensePrior",
+    "check_device_matrix",
+    "dense_pass",
+    "device_cross_covariance",
+    "device_kernel_matrix",
+    "rbf_evidence_gradient",
+    "rbf_trace_gradient",
+]
 
 TINY = np.finfo(float).tiny
 
 
-def dense_pass(K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Array, Array]:
+def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Array, Array]:
     r"""One refresh from the sites (``tau``, ``nu`` on the host):
     :math:`(L, V, Z, \log|I + KT|, \mu, \operatorname{diag}A)`, the first three in ``K``'s library
     (``Z`` ``None`` without negative sites), the marginals on the host.
@@ -46,7 +68,7 @@ def dense_pass(K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Arr
     ImproperPosteriorError
         If the negative sites make :math:`C` indefinite, or a marginal variance is not positive.
     """
-    xp = namespace(K)[0]
+    xp = space.xp
     sw_host = np.sqrt(np.maximum(tau, 0.0))
     sw, nu_d = on_device_of(sw_host, K), on_device_of(nu, K)
     b = sw[:, None] * K
@@ -81,20 +103,22 @@ def dense_pass(K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Arr
     return chol, v, z, log_det, to_numpy(mean), var_host
 
 
-def rbf_evidence_gradient(K: Any, cov: Any, alpha: Array, tau: Array, X: Any, kern: Any, noise: float) -> Array:
+def rbf_evidence_gradient(
+    space: ArraySpace, K: Any, cov: Any, alpha: Array, tau: Array, X: Any, kern: Any, noise: float
+) -> Array:
     r"""The EP evidence gradient (:func:`~relaxep.posterior._dense_linalg.evidence_gradient`),
     :math:`\tfrac12\operatorname{tr}((\alpha\alpha^\top - R)\,\partial K/\partial\theta_j)`, :math:`R = T - TAT`,
     for an RBF kernel by :func:`rbf_trace_gradient`."""
-    xp = namespace(K)[0]
+    xp = space.xp
     tau_d, alpha_d = on_device_of(tau, K), on_device_of(alpha, K)
     inner = add_to_diagonal(xp, alpha_d[:, None] * alpha_d[None, :] + tau_d[:, None] * cov * tau_d[None, :], -tau_d)
-    return rbf_trace_gradient(inner, add_to_diagonal(xp, xp.asarray(K, copy=True), -noise), X, kern)
+    return rbf_trace_gradient(space, inner, add_to_diagonal(xp, xp.asarray(K, copy=True), -noise), X, kern)
 
 
-def rbf_trace_gradient(inner: Any, K: Any, X: Any, kern: Any) -> Array:
+def rbf_trace_gradient(space: ArraySpace, inner: Any, K: Any, X: Any, kern: Any) -> Array:
     r""":math:`\tfrac12\operatorname{tr}(M\,\partial K/\partial\theta_j)` for symmetric :math:`M` (``inner``)
     and :math:`k(x, z) = c\exp(-\tfrac12\sum_j (x_j - z_j)^2/\ell_j^2)` (``kern``:
-    :class:`~relaxep.posterior._kernels.SparseKernel`; ``K`` without noise), without the ``n x n x p`` tensor
+    :class:`~relaxep.posterior.rbf.ScaledRBF`; ``K`` without noise), without the ``n x n x p`` tensor
     :math:`\partial K/\partial\theta`: with :math:`W = M\circ K` and :math:`\tilde x = x/\ell`,
 
     .. math::
@@ -105,7 +129,7 @@ def rbf_trace_gradient(inner: Any, K: Any, X: Any, kern: Any) -> Array:
 
     :math:`O(n^2 d)`.  In the order of ``kern.entries`` (the kernel's free ``theta``).
     """
-    xp = namespace(K)[0]
+    xp = space.xp
     w = inner * K
     xs = X / on_device_of(kern.length_scale, X)
     per_dim = to_numpy(xp.sum(xs * xs * xp.sum(w, axis=1)[:, None], axis=0) - xp.sum(xs * (w @ xs), axis=0))
@@ -118,38 +142,25 @@ def rbf_trace_gradient(inner: Any, K: Any, X: Any, kern: Any) -> Array:
     return np.array(grads, dtype=float)
 
 
-class DeviceDensePosterior(Posterior):
+class DeviceDensePosterior(RefreshedPosterior):
     """The dense posterior of a :class:`~relaxep.posterior.DensePrior` whose ``K`` is another library's: the
     parallel schedule's marginals, :math:`\\log Z_q`, predictions and (on demand) ``cov``, on ``K``'s device.
     The sequential schedule is numpy's only (one-site updates are latency-bound)."""
 
-    def __init__(self, kernel: Any, site_precision: Array | None = None, site_mean_precision: Array | None = None):
-        n = kernel.shape[0]
-        self.kernel = kernel
-        self.site_precision = np.zeros(n) if site_precision is None else np.array(to_numpy(site_precision), dtype=float)
-        self.site_mean_precision = (
-            np.zeros(n) if site_mean_precision is None else np.array(to_numpy(site_mean_precision), dtype=float)
-        )
-        if self.site_precision.shape != (n,) or self.site_mean_precision.shape != (n,):
-            raise ValueError(f"site parameters must have shape ({n},)")
-        self._stale = True
+    def __init__(
+        self,
+        space: ArraySpace,
+        kernel: Any,
+        site_precision: Array | None = None,
+        site_mean_precision: Array | None = None,
+    ):
+        self.space, self.kernel = space, kernel
+        self._hold_sites(kernel.shape[0], site_precision, site_mean_precision)  # (on the host: RefreshedPosterior)
         self.refresh()
 
     @property
     def n(self) -> int:
         return self.kernel.shape[0]
-
-    @property
-    def mean(self) -> Array:  # type: ignore[override]
-        if self._stale:
-            self.refresh()
-        return self._mean
-
-    @property
-    def marginal_var(self) -> Array:
-        if self._stale:
-            self.refresh()
-        return self._var
 
     @property
     def cov(self) -> Any:
@@ -161,34 +172,19 @@ class DeviceDensePosterior(Posterior):
             cov = cov + self._z.T @ self._z
         return 0.5 * (cov + cov.T)
 
-    def set_sites(self, index: Array | slice, precision: Array, mean_precision: Array) -> None:
-        self.site_precision[index] = precision
-        self.site_mean_precision[index] = mean_precision
-        self._stale = True
-
     def refresh(self, marginals_only: bool = False) -> None:
         """Recompute the posterior from the sites (:func:`dense_pass`)."""
         if not (np.all(np.isfinite(self.site_precision)) and np.all(np.isfinite(self.site_mean_precision))):
             raise ImproperPosteriorError("site parameters are not finite")
         self._chol = self._v = self._z = None  # (freed before the next ones are made: device memory)
         self._chol, self._v, self._z, self._log_det, self._mean, self._var = dense_pass(
-            self.kernel, self.site_precision, self.site_mean_precision
+            self.space, self.kernel, self.site_precision, self.site_mean_precision
         )
         self._stale = False
 
-    def log_det_b(self) -> float:
-        r""":math:`\log|I + KT|`."""
-        if self._stale:
-            self.refresh()
-        return self._log_det
-
-    def log_partition(self) -> float:
-        r""":math:`\log Z_q = \tfrac12\nu^\top\mu - \tfrac12\log|I + KT|`."""
-        return 0.5 * float(self.site_mean_precision @ self.mean) - 0.5 * self.log_det_b()
-
     def predict_latent(self, cross_kernel: Any, test_diag: Any) -> tuple[Any, Any]:
         r""":math:`\mu_* = K_*\alpha`, :math:`s^2_* = k_{**} - \operatorname{diag}(K_*(K + T^{-1})^{-1}K_*^\top)`."""
-        xp = namespace(self.kernel)[0]
+        xp = self.space.xp
         left, right, mean = self._reduction(cross_kernel)
         var = on_device_of(test_diag, self.kernel) - xp.sum(left * right, axis=0)
         return mean, xp.where(var > 0.0, var, xp.zeros_like(var))
@@ -204,9 +200,9 @@ class DeviceDensePosterior(Posterior):
         for non-negative sites, else :math:`P = K_*^\top`, :math:`Q = (I + TK)^{-1}TK_*^\top` (one solve)."""
         if cross_kernel.ndim != 2 or cross_kernel.shape[1] != self.n:
             raise ValueError(f"K_star must have shape (m, {self.n}), got {cross_kernel.shape}")
-        xp, K = namespace(self.kernel)[0], self.kernel
+        xp, K = self.space.xp, self.kernel
         alpha = self.alpha  # (refreshes stale sites first)
-        cross_kernel = on_device_of(cross_kernel, K) if namespace(cross_kernel)[1] else cross_kernel
+        cross_kernel = self.space.put(cross_kernel)
         mean = cross_kernel @ on_device_of(alpha, K)
         if self._z is None:
             sw = on_device_of(np.sqrt(np.maximum(self.site_precision, 0.0)), K)
@@ -218,7 +214,7 @@ class DeviceDensePosterior(Posterior):
 
     def evidence_gradient(self, X: Any, kern: Any, noise: float) -> Array:
         """:func:`rbf_evidence_gradient` at the current sites."""
-        return rbf_evidence_gradient(self.kernel, self.cov, self.alpha, self.site_precision, X, kern, noise)
+        return rbf_evidence_gradient(self.space, self.kernel, self.cov, self.alpha, self.site_precision, X, kern, noise)
 
     def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
         raise TypeError(_SEQUENTIAL)
@@ -232,36 +228,74 @@ class DeviceDensePosterior(Posterior):
 _SEQUENTIAL = "the sequential (one-site) updates run on numpy arrays only: use the parallel schedule"
 
 
+# ------------------------------------------------------------------ the prior on the device
+class DeviceDensePrior(MatrixPrior):
+    """:class:`~relaxep.posterior.DensePrior`'s twin for a ``K`` of another array library (:mod:`relaxep._xp`):
+    ``K`` checked once (:func:`check_device_matrix`), posteriors (:class:`DeviceDensePosterior`) and, built
+    :meth:`from_kernel`, the cross-covariances of an RBF kernel, all on ``K``'s device.  ``DensePrior(K)``,
+    :func:`~relaxep.posterior.as_prior` and :meth:`DensePrior.from_kernel <relaxep.posterior.DensePrior.from_kernel>`
+    make it for such arrays.  It keeps no ``kernel_gradient``: the device's evidence gradient is the RBF's closed
+    form (:meth:`DeviceDensePosterior.evidence_gradient`)."""
+
+    def __init__(self, K: Any, check_psd: bool = True, *, space: ArraySpace | None = None) -> None:
+        #: ``K``'s library and device (:class:`~relaxep._xp.ArraySpace`)
+        self.space = namespace(K) if space is None else space
+        #: the ``n x n`` prior covariance, on the device
+        self.K = check_device_matrix(self.space, K, check_psd)
+
+    @classmethod
+    def from_kernel(
+        cls, kernel: Any, X: Any, noise: float = 0.0, eval_gradient: bool = False, check_psd: bool = True,
+        *, space: ArraySpace | None = None,
+    ) -> DeviceDensePrior:  # fmt: skip
+        r"""The prior :math:`N(0, k(X, X) + \sigma^2 I)` for ``RBF`` or ``ConstantKernel * RBF`` on ``X``'s device
+        (:func:`device_kernel_matrix`; ``eval_gradient`` is moot: no :math:`\partial K/\partial\theta` is kept)."""
+        space = namespace(X) if space is None else space
+        prior = cls(device_kernel_matrix(space, kernel, X, noise), check_psd, space=space)
+        prior.covariance_function, prior.X, prior.noise = kernel, X, float(noise)
+        return prior
+
+    def _posterior_for(self, tau: Array | None, nu: Array | None, marginals_only: bool) -> DeviceDensePosterior:
+        return DeviceDensePosterior(self.space, self.K, tau, nu)
+
+    def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
+        """The posterior mean (on the host) from one refresh (:func:`dense_pass`)."""
+        tau, nu = (np.asarray(to_numpy(a), float) for a in (site_precision, site_mean_precision))
+        return dense_pass(self.space, self.K, tau, nu)[4]
+
+    def cross_covariance(self, X_test: Any) -> tuple[Any, Any]:
+        r""":math:`K_{*f} = k(X_*, X)` and :math:`k(x_*, x_*) + \sigma^2` on the device
+        (:func:`device_cross_covariance`)."""
+        if self.covariance_function is None:
+            return super().cross_covariance(X_test)
+        return device_cross_covariance(self.space, self.covariance_function, X_test, self.X, self.noise)
+
+
 # ------------------------------------------------------------------ the prior's matrices on the device
-def device_kernel_matrix(kernel: Any, X: Any, noise: float) -> Any:
+def device_kernel_matrix(space: ArraySpace, kernel: Any, X: Any, noise: float) -> Any:
     r""":math:`K = k(X, X) + \sigma^2 I` in ``X``'s library, for ``RBF`` or ``ConstantKernel * RBF``
-    (:func:`~relaxep.posterior._kernels.rbf`; ``TypeError`` for any other kernel), after the memory guard:
+    (:func:`~relaxep.posterior.rbf.rbf`; ``TypeError`` for any other kernel), after the memory guard:
     ``K``, the factor of :math:`B`, :math:`SK` and :math:`V` in a refresh, :math:`4.5n^2` doubles on the device
-    (4.2 measured: ``torch`` on the CPU, n = 4000, peak resident memory of a fit)."""
-    from relaxep._memory import FIT_REMEDY
-    from relaxep._xp import check_device_memory
-    from relaxep.posterior._kernels import as_sparse_kernel, rbf
-
-    xp, n = namespace(X)[0], X.shape[0]
+    (4.2 measured: ``torch`` on the CPU, n = 4000, peak resident memory of a fit).  Not yet checked
+    (:class:`DeviceDensePrior` checks it)."""
+    n = X.shape[0]
     check_device_memory(X, 4.5 * 8.0 * n * n, f"a dense GP on n = {n} points", FIT_REMEDY + ", or the CPU")
-    K = rbf(as_sparse_kernel(kernel, X.shape[1]), X, X)
-    return check_device_matrix(add_to_diagonal(xp, K, float(noise)) if noise else K)
+    K = rbf(as_scaled_rbf(kernel, X.shape[1]), X, X, space)
+    return add_to_diagonal(space.xp, K, float(noise)) if noise else K
 
 
-def device_cross_covariance(kernel: Any, X_test: Any, X: Any, noise: float) -> tuple[Any, Any]:
-    r""":math:`K_{*f} = k(X_*, X)` and :math:`k(x_*, x_*) + \sigma^2` in ``X``'s library."""
-    from relaxep.posterior._kernels import as_sparse_kernel, rbf
-
-    xp, kern = namespace(X)[0], as_sparse_kernel(kernel, X.shape[1])
-    X_test = on_device_of(to_numpy(X_test), X) if namespace(X_test)[1] else X_test
-    diag = xp.full((X_test.shape[0],), kern.constant + float(noise), dtype=X.dtype, device=getattr(X, "device", None))
-    return rbf(kern, X_test, X), diag
+def device_cross_covariance(space: ArraySpace, kernel: Any, X_test: Any, X: Any, noise: float) -> tuple[Any, Any]:
+    r""":math:`K_{*f} = k(X_*, X)` and :math:`k(x_*, x_*) + \sigma^2` in ``X``'s library (``X_test`` moved there)."""
+    kern = as_scaled_rbf(kernel, X.shape[1])
+    X_test = space.put(X_test)
+    diag = space.xp.full((X_test.shape[0],), kern.constant + float(noise), dtype=X.dtype, device=space.device)
+    return rbf(kern, X_test, X, space), diag
 
 
-def check_device_matrix(K: Any, check_psd: bool = False) -> Any:
+def check_device_matrix(space: ArraySpace, K: Any, check_psd: bool = False) -> Any:
     """``K`` (another library's) as a float64 covariance: square, finite, symmetric to roundoff, and with
     ``check_psd`` a Cholesky factor with a relative jitter of 1e-10.  ``ValueError`` otherwise."""
-    xp = namespace(K)[0]
+    xp = space.xp
     if K.ndim != 2 or K.shape[0] != K.shape[1]:
         raise ValueError(f"K must be a square matrix, got shape {tuple(K.shape)}")
     K = K if K.dtype == xp.float64 else xp.astype(K, xp.float64)  # float64 on every device

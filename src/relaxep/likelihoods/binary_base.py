@@ -14,6 +14,7 @@ and the tilted cumulants of :math:`f` are those of :math:`g` with the odd ones t
 from __future__ import annotations
 
 from abc import abstractmethod
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -33,6 +34,8 @@ class BinaryLikelihood(Likelihood):
     :meth:`_folded_expected_log_lik` and :meth:`_folded_cumulants` override the quadrature
     defaults where they exist.
     """
+
+    class_targets: ClassVar[bool] = True
 
     def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:
         """Labels in {-1, +1} (both present unless ``both_classes=False``), of length ``n`` if given."""

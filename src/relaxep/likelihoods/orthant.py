@@ -20,7 +20,15 @@ from scipy.special import log_ndtr
 from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
 
-__all__ = ["inner_ep", "inner_log_z", "inner_posterior"]
+__all__ = [
+    "ep_log_z",
+    "gaussian_log_integral",
+    "inner_ep",
+    "inner_log_z",
+    "inner_posterior",
+    "site_log_normalisers",
+    "tilted_1d",
+]
 
 
 def inner_posterior(a: Array, V: Array, tau: Array, nu: Array) -> tuple[Array, Array]:

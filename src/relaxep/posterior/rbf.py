@@ -1,5 +1,11 @@
-r"""The closed-form view of ``RBF`` and ``ConstantKernel * RBF`` that the sparse gradient and the
-array-API path (:mod:`relaxep._xp`) compute with: :math:`k(x, z) = c\,\exp(-\tfrac12\sum_j (x_j - z_j)^2/\ell_j^2)`."""
+r"""The closed form of ``RBF`` and ``ConstantKernel * RBF``, :math:`k(x, z) = c\,\exp(-\tfrac12\sum_j (x_j -
+z_j)^2/\ell_j^2)`, read from a scikit-learn kernel (:class:`ScaledRBF`) and evaluated in any array library
+(:func:`rbf`).
+
+What computes with it: the sparse evidence gradient (:mod:`relaxep.posterior.sparse_gradient`) and the
+stochastic search, which need the kernel's derivatives in closed form, and every path on another array
+library (:mod:`relaxep._xp`), dense or sparse, where a scikit-learn kernel cannot be evaluated.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +15,13 @@ import numpy as np
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel, Product
 
 from relaxep._typing import Array
-from relaxep._xp import namespace, on_device_of
+from relaxep._xp import ArraySpace, on_device_of
 
-__all__ = ["SparseKernel", "as_sparse_kernel", "rbf"]
+__all__ = ["ScaledRBF", "as_scaled_rbf", "rbf"]
 
 
 @dataclass(frozen=True)
-class SparseKernel:
+class ScaledRBF:
     r""":math:`k(x, z) = c\,\exp(-\tfrac12\sum_j (x_j - z_j)^2/\ell_j^2)`, read from a scikit-learn kernel.
 
     ``entries`` lists, in the order of the kernel's ``theta``, what each free log-parameter
@@ -28,7 +34,7 @@ class SparseKernel:
     entries: tuple[str, ...]
 
 
-def as_sparse_kernel(kernel: Kernel, n_features: int) -> SparseKernel:
+def as_scaled_rbf(kernel: Kernel, n_features: int) -> ScaledRBF:
     """The closed-form view of ``RBF``, ``ConstantKernel * RBF`` or ``RBF * ConstantKernel``.
 
     Raises
@@ -61,13 +67,13 @@ def as_sparse_kernel(kernel: Kernel, n_features: int) -> SparseKernel:
                 entries += ["length_scale"] * (1 if isotropic else ls.size)
             else:  # pragma: no cover - RBF and ConstantKernel have no other hyperparameters
                 raise TypeError(f"kernel: unexpected hyperparameter {hp.name}")
-    return SparseKernel(constant, np.broadcast_to(ls, (n_features,)).copy(), isotropic, tuple(entries))
+    return ScaledRBF(constant, np.broadcast_to(ls, (n_features,)).copy(), isotropic, tuple(entries))
 
 
-def rbf(kern: SparseKernel, A: Array, B: Array) -> Array:
-    r""":math:`k(A, B)` in the arrays' library (:mod:`relaxep._xp`): squared distances by one product."""
-    xp, numpy = namespace(A, B)
-    if numpy:
+def rbf(kern: ScaledRBF, A: Array, B: Array, space: ArraySpace) -> Array:
+    r""":math:`k(A, B)` in ``space``, the arrays' (:mod:`relaxep._xp`): squared distances by one product."""
+    xp = space.xp
+    if space.on_host:
         As, Bs = A / kern.length_scale, B / kern.length_scale
         d2 = (As * As).sum(1)[:, None] + (Bs * Bs).sum(1)[None, :] - 2.0 * (As @ Bs.T)
         return kern.constant * np.exp(-0.5 * np.maximum(d2, 0.0))

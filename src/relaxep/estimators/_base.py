@@ -1,0 +1,167 @@
+r"""What the one-process estimators share (:class:`~relaxep.GPClassifier`, :class:`~relaxep.GPRegressor`,
+:class:`~relaxep.GPOrdinalClassifier`): the search, the plan of a fit, the fit's epilogue and the evidence.
+
+An estimator validates its parameters and data, makes the plan (:meth:`_LatentGPEstimator._plan`), hands the
+plan and the data to a model (:func:`~relaxep.estimators._latent_fit.fit_latent`, or a model of its own), and
+ends ``fit`` with :meth:`_LatentGPEstimator._finish`.  A new estimator writes its ``__init__`` (scikit-learn
+asks for each parameter listed and stored as given), its checks of the data and its model; for a model of
+two latent functions, say::
+
+    def fit(self, X, y):
+        self._check_parameters()
+        X, y = validate_data(self, X, y)
+        self.kernel_ = clone(self.kernel)
+        model, report = fit_latent(self._plan(X, n_learned), _TwoLatentModel, self.kernel_, likelihood, rule,
+                                   X, y, self.jitter)
+        return self._finish(model, report)
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+from sklearn.base import BaseEstimator
+from sklearn.utils.validation import check_is_fitted
+
+from relaxep._threads import n_threads
+from relaxep._typing import Array
+from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.estimators._checks import check_restarts, random_state_of
+from relaxep.estimators._latent_fit import LatentFit
+from relaxep.estimators._plan import SparseFit, dense_or
+from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
+
+__all__ = ["_LatentGPEstimator"]
+
+
+class _LatentGPEstimator(BaseEstimator):
+    """The base of the one-process estimators (module docstring).
+
+    Subclasses store the parameters read here: ``optimizer``, ``n_restarts_optimizer``, ``optimizer_maxiter``,
+    ``schedule``, ``max_sweeps``, ``tol``, ``warm_start``, ``random_state``, ``inducing_points``,
+    ``inducing_init``, ``learn_inducing_points``, ``optimizer_subset``, ``n_jobs`` (and ``verbose``,
+    ``callback`` where they take them).
+    """
+
+    #: how the search treats the runs that fail (:class:`~relaxep.estimators._search.SearchPolicy`)
+    search_policy: ClassVar[SearchPolicy] = SearchPolicy()
+    #: the likelihood's learned hyperparameters are the estimator's ``likelihood_`` and may follow the kernel's
+    #: in ``log_marginal_likelihood(theta)``
+    learns_likelihood: ClassVar[bool] = False
+    #: ``log_marginal_likelihood(None, eval_gradient=True)``'s message
+    no_gradient_message: ClassVar[str] = "gradient can only be evaluated for theta != None"
+    #: the search's progress options, where an estimator takes none
+    verbose: int = 0
+    callback: Any = None
+
+    optimizer: Any
+    n_restarts_optimizer: int
+    optimizer_maxiter: int | None
+    schedule: Any
+    max_sweeps: int
+    tol: float
+    warm_start: bool
+    random_state: Any
+    inducing_points: Any
+    inducing_init: str
+    learn_inducing_points: bool
+    optimizer_subset: int | None
+    n_jobs: int | None
+    kernel_: Any
+    model_: Any
+    log_marginal_likelihood_value_: float
+
+    # ------------------------------------------------------------------ fit
+    def _check_parameters(self) -> None:
+        """The numeric parameters every such estimator has, checked in ``fit`` (scikit-learn's convention), each
+        named: ``max_sweeps``, ``tol``, ``n_restarts_optimizer`` and ``n_jobs`` (validated here, once)."""
+        check_positive_int(self.max_sweeps, "max_sweeps")
+        check_positive_number(self.tol, "tol")
+        check_restarts(self.n_restarts_optimizer)
+        n_threads(self.n_jobs)
+
+    def _rng(self) -> np.random.RandomState:
+        """``check_random_state(random_state)``, its error naming ``random_state``."""
+        return random_state_of(self.random_state)
+
+    def _search(self, method: Any = None) -> _EvidenceSearch:
+        """The search by ``method`` (a sparse plan's), else by ``optimizer`` resolved for a dense fit (the same
+        ``None`` where ``optimizer`` is ``None``), with the class's policy."""
+        return _EvidenceSearch(
+            dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
+            self.optimizer_maxiter, backtrack=self.search_policy.backtrack, verbose=self.verbose,
+            callback=self.callback,
+        )  # fmt: skip
+
+    def _plan(self, X: Any, n_learned: int) -> LatentFit:
+        """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
+        ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`)."""
+        sparse = None
+        if self.inducing_points is not None:
+            sparse = SparseFit.plan(
+                X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+                learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+                optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+                n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
+                n_jobs=self.n_jobs,
+            )  # fmt: skip
+        search = self._search(None if sparse is None else sparse.method)
+        learn = sparse is None and self.optimizer is not None and n_learned > 0
+        return LatentFit(
+            self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
+            self._rng() if learn else None, sparse,
+        )  # fmt: skip
+
+    def _finish(self, model: Any, report: FitReport) -> Any:
+        """The fit's epilogue: the fitted model and what it learned stored (``model_``, ``kernel_``,
+        ``likelihood_``, ``inducing_points_``, ``result_``, the evidence), the report's warnings issued at the
+        user's ``fit`` line; returns the estimator.  Called as ``return self._finish(model, report)``."""
+        self.kernel_ = model.kernel_
+        if self.learns_likelihood:
+            self.likelihood_ = model.likelihood
+        if getattr(model, "Z", None) is not None:  # a sparse model's (learned) inducing inputs
+            self.inducing_points_ = model.Z
+        self.result_ = model.result_
+        self.log_marginal_likelihood_value_ = float(model.result_.log_evidence)
+        self.model_ = model
+        report.warn(stacklevel=3)
+        return self
+
+    # ------------------------------------------------------------ evidence
+    def log_marginal_likelihood(
+        self, theta: ArrayLike | None = None, eval_gradient: bool = False, clone_kernel: bool = True
+    ) -> float | tuple[float, Array]:
+        r"""The (EP) log evidence at ``theta``, optionally with its gradient in the same entries.
+
+        ``theta``: the kernel's log-hyperparameters (``kernel_.theta``) or, for an estimator that learns its
+        likelihood's, those followed by the likelihood's (``likelihood_.theta``; else kept as fitted);
+        ``None`` returns the fitted value.  Each evaluation starts from the fitted sites and runs to ``tol``,
+        so the value is a function of ``theta`` alone to about ``tol**2``.  With ``clone_kernel=False`` the
+        fitted ``kernel_`` is set to ``theta`` (scikit-learn's convention; faster for kernels that are
+        expensive to copy).
+        """
+        check_is_fitted(self)
+        if theta is None:
+            if eval_gradient:
+                raise ValueError(self.no_gradient_message)
+            return np.float64(self.log_marginal_likelihood_value_)
+        theta = np.asarray(theta, dtype=float)
+        self._check_theta(theta)
+        return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+
+    def _check_theta(self, theta: Array) -> None:
+        """``theta``'s shape: ``kernel_.theta``'s, or where the likelihood is learned, followed by its."""
+        k = self.kernel_.theta.size
+        if not self.learns_likelihood:
+            if theta.shape != self.kernel_.theta.shape:
+                raise ValueError(f"theta must have shape {self.kernel_.theta.shape} (kernel_.theta), got {theta.shape}")
+            return
+        likelihood = self.likelihood_
+        full = k + (0 if likelihood is None else likelihood.n_dims)
+        if theta.ndim != 1 or theta.size not in (k, full):
+            raise ValueError(
+                f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
+                f"got shape {theta.shape}"
+            )
