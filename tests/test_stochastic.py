@@ -20,7 +20,7 @@ from relaxep._xp import HOST
 from relaxep.estimators import _stochastic as st
 from relaxep.estimators._search import SearchStep
 from relaxep.inference import stochastic_ep as sep
-from relaxep.likelihoods import Gaussian
+from relaxep.likelihoods import Gaussian, NoisyProbit
 from relaxep.posterior.fitc_rows import KUU_JITTER
 from relaxep.posterior.rbf import as_scaled_rbf, rbf
 
@@ -210,3 +210,38 @@ def test_stochastic_fit_leaves_the_inputs_and_global_state_alone():
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(y, y0)
     np.testing.assert_array_equal(np.random.get_state()[1], state)  # noqa: NPY002
+
+
+def _label_noise(n: int, seed: int, flip: float = 0.02):
+    """A linear boundary with ``flip`` of the labels flipped: rows deep on the wrong side, where the label-noise
+    likelihood's log is convex (negative site precisions)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2))
+    y = np.where(X[:, 0] + 0.5 * X[:, 1] > 0, 1.0, -1.0)
+    y[rng.uniform(size=n) < flip] *= -1
+    return X, y
+
+
+def test_tied_site_stays_proper_under_negative_site_precisions():
+    # issue 43: the default NoisyProbit's rows on the wrong side have w_i < 0; a minibatch's mean of
+    # w_i a_i a_i^T can be indefinite, and n copies of the tied site took q = N(0, I) t^n past proper
+    # (LinAlgError in tied_start; before the step was bounded, min eig of I + n Lambda ended at -1.8 here)
+    n, M, b = 5000, 10, 50
+    X, y = _label_noise(n, 0)
+    Z = X[np.random.default_rng(0).choice(n, M, replace=False)]
+    options = st.StochasticOptions(batch_size=b, max_steps=100)
+    batches = st.local_batches(X, y, b, np.random.RandomState(0))
+    kernel, lik = C(10.0) * RBF(1.0), NoisyProbit(0.01)
+    learned = st.learn_stochastic(kernel, lik, Z, n, X.std(0), 1e-6, False, False, batches, options)
+    assert np.linalg.eigvalsh(np.eye(M) + n * learned.sites.lam)[0] > 0.0
+    st.tied_start(learned, 1e-6)  # the cavity of the final EP's start
+
+
+def test_the_default_classifier_fits_stochastically_where_sites_go_negative():
+    # issue 43 at the estimator: GPClassifier's default likelihood on the stochastic path with a large
+    # amplitude raised numpy's LinAlgError from tied_start before the tied site's step was bounded
+    X, y = _label_noise(20000, 1)
+    clf = GPClassifier(
+        C(100.0) * RBF(1.0), inducing_points=20, optimizer="stochastic", optimizer_maxiter=100, random_state=0
+    )
+    assert clf.fit(X, y).result_.status == "converged"

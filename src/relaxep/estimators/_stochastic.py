@@ -159,7 +159,7 @@ def learn_stochastic(
                 K_uu, L_uu, _ = inducing_factor(kern_t, Z_t)  # SparsePrior's K_uu (its jitter) and factor
                 _, S_c, m_c, g_cav = sites.gaussian(n - 1.0)
                 g_q = sites.log_partition(float(n))
-            except (KernelNotPositiveDefiniteError, linalg.LinAlgError):  # K_uu or q improper: halve the step
+            except (KernelNotPositiveDefiniteError, linalg.LinAlgError):  # K_uu not PD (q stays proper): halve the step
                 adam.rates *= 0.5
                 x = previous
                 continue
@@ -171,8 +171,7 @@ def learn_stochastic(
             estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
             ema = estimate if np.isnan(ema) else 0.98 * ema + 0.02 * estimate
             eps = 1.0 / step if step <= options.warmup else options.damping
-            sites.lam = (1.0 - eps) * sites.lam + eps * 0.5 * (sums.lam + sums.lam.T) / b
-            sites.eta = (1.0 - eps) * sites.eta + eps * sums.eta / b
+            sites.move_towards(0.5 * (sums.lam + sums.lam.T) / b, sums.eta / b, eps)
             if wants_gradient:
                 g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
                 x = adam.step(
