@@ -2,7 +2,8 @@
 
 Each case calls one public function with one bad argument (or a fault such as a damaged file)
 and is classed as: ``clear error`` (a ValueError/TypeError/FileNotFoundError whose message names
-the argument, as expected), ``result`` (returned; then it must be a correct answer: the case says
+the argument, as expected, and for a likelihood given to the wrong estimator ``use <the estimator
+that fits it>`` too), ``result`` (returned; then it must be a correct answer: the case says
 what is correct), ``unclear error`` (another exception, or a message that does not name the
 argument), ``hang`` (over 60 s) or ``mutated`` (an input changed).  Prints a table and counts;
 ``python benchmarks/fuzz_inputs.py [--out benchmarks/results/fuzz_inputs.md]``.
@@ -24,14 +25,21 @@ from sklearn.gaussian_process.kernels import RBF
 
 from relaxep import (
     EP,
+    Gaussian,
     GPClassifier,
+    GPOrdinalClassifier,
     GPRegressor,
+    Laplace,
+    MultinomialProbit,
+    NegativeBinomial,
     NoisyProbit,
     NoisyStep,
+    OrdinalProbit,
     Poisson,
     PowerEP,
     Probit,
     RelaxedEP,
+    RobustMax,
     StudentT,
     infer,
 )
@@ -53,10 +61,15 @@ def _alarm(signum, frame):
 
 
 def case(
-    name: str, call: Callable[[], object], names: tuple[str, ...], correct: Callable[[object], bool] | None = None
+    name: str,
+    call: Callable[[], object],
+    names: tuple[str, ...],
+    correct: Callable[[object], bool] | None = None,
+    required: tuple[str, ...] = (),
 ):
-    """``names``: words one of which a clear error must contain; ``correct``: how a returned value is judged."""
-    return name, call, names, correct
+    """``names``: words one of which a clear error must contain; ``correct``: how a returned value is judged;
+    ``required``: words every one of which it must contain as well (the estimator to use instead)."""
+    return name, call, names, correct, required
 
 
 def _ok_result(result) -> bool:
@@ -198,7 +211,6 @@ def _cases(tmp: Path) -> list:
         "random_state='x'": dict(random_state="x", n_restarts_optimizer=1),
     }
     est["likelihood='probit'"] = dict(likelihood="probit")
-    est["likelihood=StudentT()"] = dict(likelihood=StudentT())
     est["rule=EP"] = dict(rule=EP)
     for name, params in est.items():
         word = name.split("=")[0]
@@ -207,7 +219,6 @@ def _cases(tmp: Path) -> list:
     reg = {
         "kernel='rbf'": dict(kernel="rbf"),
         "likelihood='student_t'": dict(likelihood="student_t"),
-        "likelihood=Probit()": dict(likelihood=Probit()),
         "rule='ep'": dict(likelihood=StudentT(), rule="ep"),
         "optimizer='stochastic'": dict(likelihood=StudentT(), optimizer="stochastic"),
         "n_restarts_optimizer=1.5": dict(n_restarts_optimizer=1.5),
@@ -232,7 +243,6 @@ def _cases(tmp: Path) -> list:
         cases.append(case(f"DaskGPClassifier({name}).fit", call, (word,)))
     dask_reg = {
         "likelihood='student-t'": dict(likelihood="student-t"),
-        "likelihood=Probit()": dict(likelihood=Probit()),
         "rule='auto'": dict(rule="auto"),
         "alpha=-1": dict(alpha=-1.0),
         "timeout=-5": dict(timeout=-5),
@@ -242,6 +252,7 @@ def _cases(tmp: Path) -> list:
         word = name.split("=")[0]
         call = lambda p=params: DaskGPRegressor(client=object(), **p).fit(X, targets)  # noqa: E731
         cases.append(case(f"DaskGPRegressor({name}).fit", call, (word,)))
+    cases += _wrong_estimator_cases(targets, DaskGPClassifier, DaskGPRegressor)
     fits = {
         "X with NaN": (np.r_[[[np.nan, 0.0]], X[1:]], Y, ("NaN", "X")),
         "X with inf": (X + np.inf, Y, ("inf", "X")),
@@ -276,11 +287,37 @@ def _cases(tmp: Path) -> list:
     return cases
 
 
+def _wrong_estimator_cases(targets, dask_classifier: type, dask_regressor: type) -> list:
+    """Every likelihood given to an estimator that does not fit it: the error must name ``likelihood`` and the
+    estimator to use (``use GPOrdinalClassifier``, ...); the classifiers see three classes."""
+    three = np.arange(30) % 3
+    binary, multi, ordinal = (Probit(), NoisyProbit(0.01, 1.0)), (MultinomialProbit(), RobustMax()), (OrdinalProbit(),)
+    counts, real = (Poisson(), NegativeBinomial()), (Gaussian(), StudentT(), Laplace())
+    wrong = [  # (estimator, data, [(likelihoods, the estimator to use)])
+        (GPClassifier, three, [(ordinal, "GPOrdinalClassifier"), (counts + real, "GPRegressor")]),
+        (GPOrdinalClassifier, three, [(binary + multi, "GPClassifier"), (counts + real, "GPRegressor")]),
+        (GPRegressor, targets, [(binary + multi, "GPClassifier"), (ordinal, "GPOrdinalClassifier")]),
+        (dask_classifier, Y, [(multi, "GPClassifier"), (ordinal, "GPOrdinalClassifier"),
+                              (counts + real, "DaskGPRegressor")]),
+        (dask_regressor, targets, [(binary, "DaskGPClassifier"), (multi, "GPClassifier"),
+                                   (ordinal, "GPOrdinalClassifier")]),
+    ]  # fmt: skip
+    cases = []
+    for estimator, y, groups in wrong:
+        extra = {"client": object()} if estimator.__name__.startswith("Dask") else {}
+        for likelihoods, use in groups:
+            for lik in likelihoods:
+                call = lambda e=estimator, k=lik, y=y, x=extra: e(likelihood=k, **x).fit(X, y)  # noqa: E731
+                name = f"{estimator.__name__}(likelihood={type(lik).__name__}()).fit"
+                cases.append(case(name, call, ("likelihood",), required=(f"use {use}",)))
+    return cases
+
+
 def run(timeout: int = 60) -> tuple[list[tuple[str, str, str]], dict[str, int]]:
     rows = []
     signal.signal(signal.SIGALRM, _alarm)
     with tempfile.TemporaryDirectory() as tmp:
-        for name, call, words, correct in _cases(Path(tmp)):
+        for name, call, words, correct, required in _cases(Path(tmp)):
             before = copy.deepcopy((X, Y, K))
             signal.alarm(timeout)
             try:
@@ -295,9 +332,12 @@ def run(timeout: int = 60) -> tuple[list[tuple[str, str, str]], dict[str, int]]:
                 outcome, detail = "hang", f"over {timeout} s"
             except (ValueError, TypeError, FileNotFoundError, ConnectionError) as exc:
                 message = str(exc)
-                named = any(w.lower() in message.lower() for w in words)
+                named = any(w.lower() in message.lower() for w in words) and all(w in message for w in required)
                 outcome = "clear error" if named else "unclear error"
                 detail = f"{type(exc).__name__}: {message[:110]}"
+                cut = message.find(" is for ")
+                if required and cut > 0:  # (the estimator it names, past the likelihood's parameters)
+                    detail = f"{type(exc).__name__}: {message.split('(')[0]}(...){message[cut:][:100]}"
             except Exception as exc:
                 outcome, detail = "unclear error", f"{type(exc).__name__}: {str(exc)[:110]}"
             finally:

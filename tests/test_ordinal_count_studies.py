@@ -18,8 +18,13 @@ def test_the_ordinal_study_scores_every_method_on_a_partition_and_reports_the_re
         assert 0.0 <= scores["mae"] <= 4.0 and 0.0 <= scores["accuracy"] <= 1.0
     # toy is nearly noise-free: the ordinal GP gets within a few hundredths of SVORIM's reference (0.018)
     assert methods["relaxep EP, RBF"]["mae"] < 0.1 and methods["relaxep EP, RBF"]["status"] == "converged"
+    for label in ("relaxep EP, RBF", "relaxep EP, ARD RBF"):  # both decisions of the same fit
+        assert 0.0 <= methods[label]["mae_median"] <= 4.0
+    assert np.isnan(methods["scikit-learn LogisticRegression"]["mae_median"])
     text = STUDIES["ordinal"].report({"ordinal": [row]}, tmp_path)
     assert "ORCA SVORIM (reference, not rerun)" in text and (tmp_path / "ordinal.csv").exists()
+    header = next(line for line in text.splitlines() if line.startswith("| dataset"))
+    assert "| mae | mae_median |" in header and 'decision="median"' in text
 
 
 def test_the_count_study_scores_a_draw_against_the_true_rate_and_the_naive_regressions(tmp_path):

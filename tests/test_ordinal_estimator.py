@@ -90,3 +90,46 @@ def test_bad_input_is_refused_by_name():
     with pytest.raises(ValueError, match=r"^y contains labels absent at fit time: \[5\]"):
         model.score(X[:3], [0, 1, 5])
     assert 0.0 <= model.score(X, y) <= 1.0
+
+
+def _spread_model():
+    """A fitted model whose middle class is narrow (cut-points -0.05, 0.05): near the boundary the predictive
+    puts about 0.48 on each outer class, so the mode is an outer class and the median the middle one."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-3, 3, size=(60, 1))
+    y = np.searchsorted([-0.05, 0.05], np.sin(X[:, 0]) + 0.5 * rng.normal(size=60))
+    likelihood = OrdinalProbit(cut_points=[-0.05, 0.05], noise=1.0, noise_bounds="fixed", cut_points_bounds="fixed")
+    return GPOrdinalClassifier(RBF(1.0, "fixed"), likelihood, optimizer=None).fit(X, np.array([10, 20, 30])[y])
+
+
+def test_the_median_decision_is_the_smallest_class_of_cumulative_probability_one_half():
+    model = _spread_model()
+    X_test = np.linspace(-3.0, 3.0, 601)[:, None]
+    proba = model.predict_proba(X_test)
+    expected = []
+    for row in proba:  # by hand: walk up the classes until half the probability is below
+        k, total = 0, row[0]
+        while total < 0.5:
+            k += 1
+            total += row[k]
+        expected.append(model.classes_[k])
+    mode = model.predict(X_test)
+    median = model.set_params(decision="median").predict(X_test)
+    np.testing.assert_array_equal(median, expected)
+    np.testing.assert_array_equal(mode, model.classes_[np.argmax(proba, axis=1)])
+    differ = mode != median
+    assert differ.sum() >= 3  # the rows built for it: an outer class most probable, the middle one the median
+    assert np.all(median[differ] == 20) and np.all(np.isin(mode[differ], [10, 30]))
+    assert np.all(proba[differ].max(axis=1) < 0.5)
+
+
+def test_the_default_decision_is_the_mode_and_a_bad_one_is_refused_by_name():
+    assert GPOrdinalClassifier().decision == "mode"
+    X, y = _ordinal_problem(n=40)
+    model = GPOrdinalClassifier(optimizer=None).fit(X, y)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(model.predict_proba(X), axis=1)])
+    for bad in ("mean", "Median", None, 0.5):
+        with pytest.raises(ValueError, match=r"^decision must be 'mode' or 'median', got "):
+            GPOrdinalClassifier(optimizer=None, decision=bad).fit(X, y)
+        with pytest.raises(ValueError, match=r"^decision must be 'mode' or 'median', got "):
+            model.set_params(decision=bad).predict(X)

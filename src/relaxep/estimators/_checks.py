@@ -15,13 +15,17 @@ from relaxep.likelihoods import Likelihood
 from relaxep.sites import SiteRule
 
 __all__ = [
+    "LikelihoodMismatchError",
     "check_device_kernel",
     "check_jitter",
     "check_kernel",
     "check_likelihood",
+    "check_likelihood_for",
+    "check_regression_likelihood",
     "check_restarts",
     "check_rule",
     "input_format",
+    "likelihood_kind",
     "random_state_of",
 ]
 
@@ -59,19 +63,100 @@ def check_likelihood(likelihood: object, accepted: str, kinds: tuple[type, ...] 
     raise TypeError(f"likelihood must be {accepted}{hint}, got {likelihood!r}")
 
 
-def check_regression_likelihood(likelihood: object) -> None:
-    """``None`` or a likelihood of one real target per latent (not a binary one): a ``TypeError`` naming it."""
-    from relaxep.likelihoods import BinaryLikelihood
+class LikelihoodMismatchError(ValueError, TypeError):
+    """A likelihood instance meant for another estimator (e.g. ``OrdinalProbit()`` given to ``GPClassifier``).
 
-    lik = likelihood
-    if lik is None:
+    Both a ``ValueError`` (the value is refused) and a ``TypeError`` (what these checks raised before), as
+    scikit-learn's ``InvalidParameterError`` is.
+    """
+
+
+#: what each kind of likelihood is for, and the estimator (local, Dask) that fits it
+_PURPOSE = {
+    "binary": ("two classes", "GPClassifier", "DaskGPClassifier"),
+    "multiclass": ("more than two unordered classes", "GPClassifier", None),
+    "ordinal": ("ordered classes", "GPOrdinalClassifier", None),
+    "count": ("counts", "GPRegressor", "DaskGPRegressor"),
+    "real": ("real targets", "GPRegressor", "DaskGPRegressor"),
+}
+
+#: the kinds each estimator fits
+_ACCEPTS = {
+    "GPClassifier": ("binary", "multiclass"),
+    "DaskGPClassifier": ("binary",),
+    "GPOrdinalClassifier": ("ordinal",),
+    "GPRegressor": ("real", "count"),
+    "DaskGPRegressor": ("real", "count"),
+}
+
+_REGRESSION = (
+    "None or a regression likelihood instance (Gaussian(), StudentT(), Laplace(), Poisson(), NegativeBinomial() "
+    "or a Likelihood of real targets)"
+)
+
+
+def likelihood_kind(likelihood: Likelihood) -> str | None:
+    """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"real"`` (a likelihood of one real latent
+    per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None`` (another
+    latent dimension)."""
+    from relaxep.likelihoods import BinaryLikelihood, MulticlassLikelihood, OrdinalProbit
+    from relaxep.likelihoods.counts import CountLikelihood
+
+    for kind, cls in (
+        ("binary", BinaryLikelihood),
+        ("multiclass", MulticlassLikelihood),
+        ("ordinal", OrdinalProbit),
+        ("count", CountLikelihood),
+    ):
+        if isinstance(likelihood, cls):
+            return kind
+    return "real" if likelihood.latent_dim == 1 else None
+
+
+def check_likelihood_for(likelihood: object, estimator: str, accepted: str) -> None:
+    """``likelihood`` for ``estimator`` (a key of ``_ACCEPTS``): ``None`` or a likelihood of a kind it fits.
+
+    Parameters
+    ----------
+    likelihood : object
+        The estimator's ``likelihood`` parameter.
+    estimator : str
+        The estimator's class name, e.g. ``"GPClassifier"``.
+    accepted : str
+        What it accepts, in words (the messages' tail).
+
+    Raises
+    ------
+    TypeError
+        ``likelihood`` is not a relaxep ``Likelihood`` instance (a string: pass an instance).
+    LikelihoodMismatchError
+        A likelihood of another estimator's kind: the message names what it is for and the estimator to use
+        instead, e.g. ``likelihood=OrdinalProbit(...) is for ordered classes: use GPOrdinalClassifier``.
+    """
+    check_likelihood(likelihood, accepted)
+    if likelihood is None:
         return
-    if not isinstance(lik, Likelihood) or isinstance(lik, BinaryLikelihood) or lik.latent_dim != 1:
-        raise TypeError(
-            f"likelihood must be None or a regression likelihood instance (Gaussian(), StudentT(), Laplace() "
-            f"or a Likelihood of real targets){' (pass an instance, not a name)' if isinstance(lik, str) else ''}, "
-            f"got {lik!r}"
+    kind = likelihood_kind(likelihood)  # type: ignore[arg-type]
+    if kind in _ACCEPTS[estimator]:
+        return
+    if kind is None:
+        raise LikelihoodMismatchError(
+            f"likelihood={likelihood!r} has latent_dim={likelihood.latent_dim!r}, which no relaxep estimator "  # type: ignore[attr-defined]
+            f"fits; {estimator}'s likelihood must be {accepted}"
         )
+    purpose, local, dask = _PURPOSE[kind]
+    use = dask if estimator.startswith("Dask") and dask else local
+    if estimator.startswith("Dask") and not use.startswith("Dask"):
+        use += " (one process: no Dask estimator fits it)"
+    raise LikelihoodMismatchError(
+        f"likelihood={likelihood!r} is for {purpose}: use {use}; {estimator}'s likelihood must be {accepted}"
+    )
+
+
+def check_regression_likelihood(likelihood: object, estimator: str = "GPRegressor") -> None:
+    """``None`` or a likelihood of one real or count target per latent: a ``TypeError`` for another type, a
+    :class:`LikelihoodMismatchError` naming the estimator to use for a classification or ordinal one."""
+    check_likelihood_for(likelihood, estimator, _REGRESSION)
 
 
 def check_rule(rule: object) -> None:

@@ -177,9 +177,9 @@ class DaskSparseFit(BaseEstimator):
             raise ValueError(f"{name} must have shape ({X.shape[0]},), got {y.shape}")
         return y.rechunk(X.chunks[0])
 
-    def _search(self, method: Any) -> _EvidenceSearch:
-        """The search by the plan's ``method``, with the class's policy (no restarts on the shards)."""
-        return _EvidenceSearch(method, 0, self.optimizer_maxiter, backtrack=self.search_policy.backtrack)
+    def _search(self, plan: SparseFit) -> _EvidenceSearch:
+        """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards)."""
+        return _EvidenceSearch(plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun)
 
     def _fit_shards(
         self, X: Any, targets: Any, likelihood: Likelihood, rule: SiteRule, noise: float
@@ -204,7 +204,7 @@ class DaskSparseFit(BaseEstimator):
             self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,
             float(self.min_step), check_timeout(self.timeout),
         )  # fmt: skip
-        search = self._search(plan.method)
+        search = self._search(plan)
         Z = plan.Z
         if plan.stochastic:
             Z = self._learn_stochastic(shards, plan, noise)

@@ -18,11 +18,25 @@ from relaxep._typing import Array
 from relaxep._xp import namespace, to_numpy
 from relaxep.estimators._inducing import check_inducing_points, check_sparse_options, initial_inducing_points
 
-__all__ = ["STOCHASTIC_FROM", "SparseFit", "dense_or", "resolve_optimizer"]
+__all__ = ["SPARSE_MAXFUN", "SPARSE_MAXITER", "STOCHASTIC_FROM", "SparseFit", "dense_or", "resolve_optimizer"]
 
-#: ``optimizer="auto"`` learns a sparse model stochastically from this many training rows (measured:
-#: benchmarks/results/sparse.md); below it, L-BFGS-B on the full EP evidence
-STOCHASTIC_FROM = 20_000
+#: ``optimizer="auto"`` learns a sparse model stochastically from this many training rows; below it, L-BFGS-B
+#: on the full EP evidence for at most :data:`SPARSE_MAXITER` iterations.  The stochastic search's cost is
+#: its fixed budget of steps, the same at every ``n`` (6-7 s at M = 100 from 2000 to 25 000 rows, 2 cores);
+#: L-BFGS-B's evaluations cost ``O(n M^2)`` each and, where the inducing inputs are learned, their number has
+#: no bound: under the label-noise default the evidence keeps rising by about 0.01 nats an evaluation as
+#: the amplitude climbs to its bound (15 000 rows: 776 s).  Measured (benchmarks/results/
+#: defaults_at_scale.md): at 5000 rows the stochastic search reached the test NLL of 50 L-BFGS-B iterations
+#: (0.1579 against 0.1587) in the same time, at an amplitude of 13.8 sd against 116.
+STOCHASTIC_FROM = 5_000
+
+#: ``optimizer="auto"``'s iteration cap for L-BFGS-B on a sparse model (below :data:`STOCHASTIC_FROM` rows,
+#: or on ``optimizer_subset`` rows) where ``optimizer_maxiter`` is ``None``: the sparse benchmark's setting
+#: (benchmarks/results/sparse.md), a few seconds at 5000 rows and M = 100
+SPARSE_MAXITER = 50
+#: and its cap on evidence evaluations: on the label-noise default's flat evidence 50 iterations took 1631
+#: evaluations (300 rows, M = 20: 14 s) as each line search crawled along the amplitude's bound
+SPARSE_MAXFUN = 150
 
 _NAMES = ("auto", "fmin_l_bfgs_b", "stochastic")
 
@@ -86,6 +100,9 @@ class SparseFit:
         The fit's private generator (placement, subset, minibatches, restarts).
     n_jobs : int or None
         Threads for the row blocks (:mod:`relaxep._threads`; ``None``: the machine).
+    maxfun : int or None
+        L-BFGS-B's evidence evaluations (``None``: scipy's default); set with ``"auto"``'s iteration cap,
+        since on a flat evidence each iteration's line search can take dozens.
     """
 
     Z: Array
@@ -96,6 +113,7 @@ class SparseFit:
     maxiter: int | None
     rng: np.random.RandomState
     n_jobs: int | None = None
+    maxfun: int | None = None
 
     @property
     def learns(self) -> bool:
@@ -141,4 +159,7 @@ class SparseFit:
                 f"optimizer={optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
                 "libraries pass optimizer='stochastic' or None"
             )
-        return cls(Z, learn_theta, learn_z, method, subset, check_maxiter(optimizer_maxiter), rng, n_jobs)
+        maxiter, maxfun = check_maxiter(optimizer_maxiter), None
+        if maxiter is None and optimizer == "auto" and method == "fmin_l_bfgs_b":
+            maxiter, maxfun = SPARSE_MAXITER, SPARSE_MAXFUN
+        return cls(Z, learn_theta, learn_z, method, subset, maxiter, rng, n_jobs, maxfun)

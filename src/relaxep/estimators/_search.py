@@ -293,8 +293,10 @@ class _EvidenceSearch:
         backtrack: bool = False,
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
+        maxfun: int | None = None,
     ):
         self.optimizer, self.n_restarts, self.maxiter = optimizer, n_restarts, check_maxiter(maxiter)
+        self.maxfun = maxfun
         self.backtrack = backtrack
         check_progress_options(verbose, callback)
         self.verbose, self.callback = int(verbose), callback
@@ -350,6 +352,8 @@ class _EvidenceSearch:
             options = dict(options or {})
             if self.maxiter is not None:
                 options["maxiter"] = int(self.maxiter)
+            if self.maxfun is not None:
+                options["maxfun"] = int(self.maxfun)
             if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
                 bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
             objective = _Backtracking(obj_func, start_value) if self.backtrack else obj_func

@@ -29,7 +29,7 @@ from relaxep.estimators._checks import (
     check_device_kernel,
     check_jitter,
     check_kernel,
-    check_likelihood,
+    check_likelihood_for,
     check_rule,
     input_format,
 )
@@ -82,7 +82,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         Adam steps on the evidence's minibatch gradient, interleaved (stochastic EP with tied sites,
         after Hernandez-Lobato & Hernandez-Lobato 2016; ``optimizer_maxiter`` steps of 1000 points,
         1000 by default), then EP on all points.  ``"auto"``: ``"stochastic"`` for sparse fits on
-        20 000 points or more without ``optimizer_subset`` or restarts, else ``"fmin_l_bfgs_b"``.
+        5000 points or more without ``optimizer_subset`` or restarts, else ``"fmin_l_bfgs_b"`` (on a
+        sparse model at most 50 iterations unless ``optimizer_maxiter`` says otherwise).
         A callable is called as ``optimizer(obj_func, initial_theta, bounds)`` and returns
         ``(theta_opt, func_min)`` (scikit-learn's convention).
     n_restarts_optimizer : int
@@ -222,7 +223,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
         """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
         check_kernel(self.kernel)
-        check_likelihood(self.likelihood, _LIKELIHOODS, (Likelihood, MulticlassLikelihood))
+        check_likelihood_for(self.likelihood, "GPClassifier", _LIKELIHOODS)  # (ordinal, count, regression: refused)
         check_rule(self.rule)
         space = namespace(X)
         xp, numpy = space.xp, space.on_host
@@ -285,8 +286,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         X = self.X_train_
         y_binary = np.where(y == self.classes_[1], 1.0, -1.0)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
-        if not isinstance(likelihood, BinaryLikelihood):
-            raise TypeError(f"likelihood must be a binary likelihood ({_BINARY}) with two classes, got {likelihood!r}")
+        if not isinstance(likelihood, BinaryLikelihood):  # (a multi-class one, the other kinds refused at fit)
+            raise TypeError(
+                f"likelihood={likelihood!r} is for more than two classes, and the data have two: give a binary "
+                f"likelihood ({_BINARY}) or None"
+            )
         rule = "auto" if self.rule is None else self.rule
         plan = self._plan(X, self.kernel_.n_dims)  # (the kernel's hyperparameters decide whether to learn)
         return fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, X, y_binary, self.jitter)

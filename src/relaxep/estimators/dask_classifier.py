@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import ClassifierMixin
 from sklearn.gaussian_process.kernels import Kernel
 
-from relaxep.estimators._checks import check_likelihood
+from relaxep.estimators._checks import check_likelihood_for
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask
 from relaxep.estimators._inducing_model import InducingBinaryModel
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
@@ -85,13 +85,13 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
         As :class:`~relaxep.GPClassifier`.
     optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
         As :class:`~relaxep.GPClassifier`: ``"auto"`` is ``"stochastic"`` with
-        ``optimizer_subset=None`` on 20 000 rows or more, else ``"fmin_l_bfgs_b"`` (so with the
+        ``optimizer_subset=None`` on 5000 rows or more, else ``"fmin_l_bfgs_b"`` (so with the
         default ``optimizer_subset`` L-BFGS-B on the subset).  ``None`` skips learning.
     optimizer_subset : int or None, default 20000
         Rows gathered from the cluster to learn the kernel and inducing inputs on (the
         evidence optimisation runs on the client; ``GPClassifier``'s default is ``None``, all
         rows in one process); ``None``: learn on all shards (module docstring): by L-BFGS-B on
-        the full evidence, or with ``optimizer="stochastic"`` (``"auto"`` from 20 000 rows) by the
+        the full evidence, or with ``optimizer="stochastic"`` (``"auto"`` from 5000 rows) by the
         stochastic search, each step one map over the shards' minibatches (each shard draws its
         share of the 1000 rows and sends back ``M x M`` sums).
     optimizer_maxiter : int or None
@@ -165,7 +165,7 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
     def _check_parameters(self) -> tuple[SiteRule, BinaryLikelihood]:
         """The rule and the likelihood (defaults filled in), and the kernel, checked before any Dask work."""
         rule = self._check_common("GPClassifier")
-        check_likelihood(self.likelihood, _LIKELIHOODS, (BinaryLikelihood,))
+        check_likelihood_for(self.likelihood, "DaskGPClassifier", _LIKELIHOODS)
         likelihood = NoisyProbit(0.01, 1.0) if self.likelihood is None else self.likelihood
         return rule, likelihood
 

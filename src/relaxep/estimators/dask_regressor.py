@@ -51,8 +51,9 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         As :class:`~relaxep.GPRegressor`; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
     likelihood : Likelihood or None, default None (``Gaussian()``, its noise learned)
         A regression likelihood: ``Gaussian(noise)``, ``StudentT(df, scale)``, ``Laplace(scale)``,
-        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The one default that differs from
-        ``GPRegressor``'s, whose ``None`` is scikit-learn's dense closed form.
+        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The default is the model of
+        ``GPRegressor(inducing_points=M)``'s default (FITC with Gaussian noise learned from a variance of
+        1.0; there in closed form, here by EP on the shards: one sweep and a check).
     rule : SiteRule or None, default None (``EP()``)
         ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(f)``, run with the parallel schedule on the
         shards; ``"auto"`` and inference methods are refused (as :class:`~relaxep.DaskGPClassifier`).
@@ -119,7 +120,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
         rule = self._check_common("GPRegressor")
-        check_regression_likelihood(self.likelihood)
+        check_regression_likelihood(self.likelihood, "DaskGPRegressor")
         likelihood = Gaussian() if self.likelihood is None else self.likelihood
         alpha = self.alpha
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (np.isfinite(alpha) and alpha >= 0):

@@ -10,7 +10,8 @@ evidence, as a Student-t's scale is.  A separate estimator rather than a ``GPCla
 ``GPClassifier``'s multi-class options (one latent per class, jointly or one-vs-rest) do not apply to one
 latent with ordered thresholds, and its binary log-odds (``decision_function``) have no ordinal meaning;
 here the classes are the sorted labels, ``predict_proba`` has one column per class, ``predict`` is the
-most probable class.
+most probable class or, with ``decision="median"``, the predictive median (which minimises the expected
+absolute error of the class index, the MAE that ordinal benchmarks score).
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import check_jitter, check_kernel, check_likelihood, check_rule, input_format
+from relaxep.estimators._checks import check_jitter, check_kernel, check_likelihood_for, check_rule, input_format
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._search import ROBUST
@@ -75,6 +76,12 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     n_restarts_optimizer, optimizer_maxiter, schedule, max_sweeps, tol, jitter, warm_start, random_state,
     inducing_points, inducing_init, learn_inducing_points, optimizer_subset, n_jobs
         As :class:`~relaxep.GPClassifier`'s.
+    decision : {"mode", "median"}, default "mode"
+        What :meth:`predict` returns from :meth:`predict_proba`: ``"mode"`` the most probable class (it
+        maximises the expected accuracy); ``"median"`` the predictive median, the smallest class whose
+        cumulative probability :math:`P(y_* \le k)` is at least 1/2 (it minimises the expected absolute error
+        :math:`E|y_* - k|` of the class index, the MAE).  The two differ where the probability is spread over
+        classes on both sides of the mode.  Prediction only: the fit is the same.
 
     Attributes
     ----------
@@ -110,6 +117,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         learn_inducing_points: bool = True,
         optimizer_subset: int | None = None,
         n_jobs: int | None = None,
+        decision: str = "mode",
     ) -> None:
         self.kernel = kernel
         self.likelihood = likelihood
@@ -128,6 +136,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         self.learn_inducing_points = learn_inducing_points
         self.optimizer_subset = optimizer_subset
         self.n_jobs = n_jobs
+        self.decision = decision
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -138,7 +147,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPOrdinalClassifier:
         """Learn the kernel, cut-points and noise (if ``optimizer``) and run inference on ``(X, y)``."""
         check_kernel(self.kernel)
-        check_likelihood(self.likelihood, "None or a relaxep.OrdinalProbit instance", (OrdinalProbit,))
+        check_likelihood_for(self.likelihood, "GPOrdinalClassifier", "None or a relaxep.OrdinalProbit instance")
         check_rule(self.rule)
         self._check_parameters()
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
@@ -178,6 +187,12 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     def _check_parameters(self) -> None:
         super()._check_parameters()
         check_jitter(self.jitter)
+        self._check_decision()
+
+    def _check_decision(self) -> None:
+        """``decision``: ``"mode"`` or ``"median"`` (a ``ValueError`` naming it)."""
+        if not (isinstance(self.decision, str) and self.decision in ("mode", "median")):
+            raise ValueError(f"decision must be 'mode' or 'median', got {self.decision!r}")
 
     # ------------------------------------------------------------ predict
     def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:
@@ -199,9 +214,16 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
             return np.log(self.predict_proba(X))
 
     def predict(self, X: ArrayLike) -> NDArray:
-        """The most probable class (the argmax of :meth:`predict_proba`)."""
+        """The class of ``decision``: the most probable one (``"mode"``, the argmax of :meth:`predict_proba`) or
+        the predictive median (``"median"``: the smallest class whose cumulative probability is >= 1/2)."""
         check_is_fitted(self)
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        self._check_decision()
+        proba = self.predict_proba(X)
+        if self.decision == "mode":
+            return self.classes_[np.argmax(proba, axis=1)]
+        cumulative = np.cumsum(proba, axis=1)
+        cumulative[:, -1] = 1.0  # (the last class holds the rest: rounding cannot leave the median undefined)
+        return self.classes_[np.argmax(cumulative >= 0.5, axis=1)]
 
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: ArrayLike | None = None) -> float:
         """Accuracy of :meth:`predict` on ``(X, y)``; labels absent at fit time are refused (``ValueError``

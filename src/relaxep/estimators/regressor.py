@@ -2,7 +2,8 @@ r"""``GPRegressor``: scikit-learn's ``GaussianProcessRegressor``, with robust li
 
 With the default likelihood (Gaussian noise through ``alpha`` and the kernel) it is scikit-learn's
 model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed point is then the exact posterior,
-computed in closed form).  With a :class:`~relaxep.likelihoods.StudentT` or
+computed in closed form); with ``inducing_points`` the sparse (FITC) model with its Gaussian noise learned,
+also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).  With a :class:`~relaxep.likelihoods.StudentT` or
 :class:`~relaxep.likelihoods.Laplace` likelihood the latent posterior is EP's (or any rule's or
 inference method's; ``rule="auto"`` converges where EP does not), with the likelihood's
 hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
@@ -42,6 +43,7 @@ from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
+from relaxep.estimators._sparse_gaussian import _SparseGaussianModel, default_likelihood
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Gaussian, Likelihood
@@ -68,7 +70,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
         Maximise the (EP) log marginal likelihood over the kernel's and the likelihood's
         hyperparameters within their bounds: L-BFGS-B, or for sparse fits the stochastic search
-        (``"auto"``: from 20 000 points; as :class:`~relaxep.GPClassifier`'s); a callable
+        (``"auto"``: from 5000 points; as :class:`~relaxep.GPClassifier`'s); a callable
         ``optimizer(obj_func, initial_theta, bounds)`` returns ``(theta_opt, func_min)``.
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the (finite) bounds.
@@ -82,8 +84,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         For the optimiser's restarts and the placement of inducing inputs.
     likelihood : Likelihood or None
         ``None``: Gaussian noise through ``alpha`` (and a ``WhiteKernel`` if the kernel has one),
-        scikit-learn's model.  :class:`~relaxep.likelihoods.Gaussian` ``(noise)``: its noise
-        learned with the kernel (closed form unless ``rule`` is given).
+        scikit-learn's model; with ``inducing_points``, a learned ``Gaussian`` (below).
+        :class:`~relaxep.likelihoods.Gaussian` ``(noise)``: its noise learned with the kernel (dense:
+        closed form unless ``rule`` is given; sparse: EP).
         :class:`~relaxep.likelihoods.StudentT` ``(df, scale)`` or
         :class:`~relaxep.likelihoods.Laplace` ``(scale)``: robust regression by EP.
     rule : SiteRule, InferenceMethod, "auto" or None
@@ -96,7 +99,11 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         EP's, and the final fit at the learned hyperparameters has the whole cascade.
     inducing_points : int, array of shape (M, d) or None
         Sparse FITC posterior with ``M`` inducing inputs (for ``n`` beyond a few thousand; as
-        :class:`~relaxep.GPClassifier`'s).  Not with the default Gaussian model.
+        :class:`~relaxep.GPClassifier`'s).  With ``likelihood=None``: FITC regression with Gaussian
+        noise in closed form (Snelson & Ghahramani 2006; :mod:`relaxep.estimators._sparse_gaussian`),
+        the noise a :class:`~relaxep.likelihoods.Gaussian` learned with the kernel from a variance of
+        1.0 in ``y``'s units (normalised where ``normalize_y``), ``likelihood_`` after ``fit``; ``alpha``
+        is then latent jitter (a scalar) and ``y`` has one output.
     learn_inducing_points, inducing_init, optimizer_subset, optimizer_maxiter
         As :class:`~relaxep.GPClassifier`'s.
     schedule, max_sweeps, tol, warm_start
@@ -208,6 +215,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
+        sparse_default = likelihood is None and self.inducing_points is not None
+        if sparse_default:  # FITC with Gaussian noise in closed form, the noise learned (_sparse_gaussian)
+            likelihood = default_likelihood()
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.optimizer is not None and n_learned > 0:
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
@@ -219,24 +229,29 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
                 report = model.fit(self.X_train_, self.y_train_, plan.rng)
                 self.L_, self.alpha_ = model.L_, model.alpha_
             else:
-                model, report = self._fit_latent(likelihood, alpha, n_learned)
+                model, report = self._fit_latent(likelihood, alpha, n_learned, sparse_default)
         return self._finish(model, report)
 
-    def _fit_latent(self, likelihood: Likelihood | None, alpha: Any, n_learned: int) -> tuple[_LatentModel, FitReport]:
-        if likelihood is None:
-            raise ValueError("inducing_points: the sparse model needs a likelihood (Gaussian(noise) or StudentT())")
+    def _fit_latent(
+        self, likelihood: Likelihood, alpha: Any, n_learned: int, sparse_default: bool = False
+    ) -> tuple[_LatentModel, FitReport]:
+        """A latent model's fit (EP, dense or FITC), or with ``sparse_default`` FITC with Gaussian noise in
+        closed form (:class:`~relaxep.estimators._sparse_gaussian._SparseGaussianModel`)."""
         y = self.y_train_
         if y.ndim > 1 and y.shape[1] > 1:
             raise ValueError(
-                f"y has {y.shape[1]} outputs: with {likelihood!r} fit one GPRegressor per output "
-                "(multi-output y needs the default Gaussian model)"
+                f"y has {y.shape[1]} outputs: "
+                + ("with inducing_points" if sparse_default else f"with {likelihood!r}")
+                + " fit one GPRegressor per output (multi-output y needs the dense default Gaussian model)"
             )
         if np.ndim(alpha) > 0:
-            raise ValueError("alpha must be a scalar with a non-Gaussian likelihood (it is latent jitter)")
+            what = "with inducing_points" if sparse_default else "with a non-Gaussian likelihood"
+            raise ValueError(f"alpha must be a scalar {what} (it is latent jitter)")
         y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
-        rule = "auto" if self.rule is None else self.rule
+        rule = None if sparse_default else ("auto" if self.rule is None else self.rule)
         plan = self._plan(self.X_train_, n_learned)
-        return fit_latent(plan, _LatentModel, self.kernel_, likelihood, rule, self.X_train_, y, alpha)
+        model = _SparseGaussianModel if sparse_default else _LatentModel
+        return fit_latent(plan, model, self.kernel_, likelihood, rule, self.X_train_, y, alpha)
 
     def _check_likelihood(self) -> Likelihood | None:
         check_regression_likelihood(self.likelihood)
@@ -262,8 +277,6 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             raise ValueError(f"n_targets must be None or an integer >= 1, got {self.n_targets!r}")
         if self.rule is not None and self.likelihood is None:
             raise ValueError("rule: give a likelihood too (e.g. Gaussian(noise) or StudentT()); the default is exact")
-        if self.inducing_points is not None and self.likelihood is None:
-            raise ValueError("inducing_points: give a likelihood too (e.g. Gaussian(noise) or StudentT())")
 
     # ------------------------------------------------------------ predict
     def _latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:

@@ -1,0 +1,175 @@
+"""``GPRegressor(inducing_points=M)`` with the default likelihood: FITC regression with Gaussian noise in closed
+form (:mod:`relaxep.estimators._sparse_gaussian`), the noise learned with the kernel.
+
+Ground truths: with the inducing inputs at the training inputs and no jitter on ``K_uu`` FITC is the dense
+prior, so the model is the dense closed form (``GPRegressor(likelihood=Gaussian(s))``) to rounding; at any
+inducing inputs it is EP's fixed point under the same FITC prior (the explicit ``likelihood=Gaussian(s)`` path,
+which runs EP); the gradients against central differences of the evidence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+from relaxep import Gaussian, GPRegressor
+from relaxep.estimators._hyper import HyperVector
+from relaxep.posterior import SparsePrior
+
+KERNEL = C(1.5) * RBF(0.8)
+NOISE = 0.02
+
+
+def _truth(X):
+    return np.sin(2.0 * X[:, 0]) + 0.5 * np.cos(X[:, 1])
+
+
+@pytest.fixture(scope="module")
+def data():
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-2.5, 2.5, size=(40, 2))
+    y = _truth(X) + np.sqrt(NOISE) * rng.normal(size=40)
+    return X, y, rng.uniform(-2.5, 2.5, size=(25, 2))
+
+
+def at(theta):
+    """A callable optimizer (scikit-learn's convention) that puts the hyperparameters at ``theta``: the sparse
+    default's noise at a chosen value through the public API."""
+
+    def optimizer(obj_func, x0, bounds):
+        return np.asarray(theta, dtype=float), float(obj_func(theta, eval_gradient=False))
+
+    return optimizer
+
+
+THETA = np.append(KERNEL.theta, np.log(NOISE))
+
+
+@pytest.fixture
+def no_kuu_jitter(monkeypatch):
+    """FITC priors without the relative jitter on K_uu (with Z = X: Q = K, G = 0 exactly)."""
+
+    def from_kernel(cls, kernel, X, Z, noise=0.0, **options):
+        return cls(X, Z, kernel, latent_noise=noise, jitter=0.0, **options)
+
+    monkeypatch.setattr(SparsePrior, "from_kernel", classmethod(from_kernel))
+
+
+def _sparse_default(Z, **params):
+    return GPRegressor(KERNEL, inducing_points=Z, learn_inducing_points=False, optimizer=at(THETA), **params)
+
+
+def _central_differences(f, x, h=1e-5):
+    return np.array([(f(x + h * e) - f(x - h * e)) / (2 * h) for e in np.eye(x.size)])
+
+
+def test_with_inducing_inputs_at_the_data_it_is_the_dense_closed_form(data, no_kuu_jitter):
+    """Z = X (not learned), no K_uu jitter: predictions, std, covariance, evidence and its gradient are the dense
+    model's at the same kernel and noise; the gradient also against central differences."""
+    X, y, Xt = data
+    sparse = _sparse_default(X).fit(X, y)
+    dense = GPRegressor(KERNEL, likelihood=Gaussian(NOISE), optimizer=None).fit(X, y)
+    assert sparse.kernel_.theta == pytest.approx(KERNEL.theta) and sparse.likelihood_.noise == pytest.approx(NOISE)
+    (m_s, s_s), (m_d, s_d) = sparse.predict(Xt, return_std=True), dense.predict(Xt, return_std=True)
+    np.testing.assert_allclose(m_s, m_d, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(s_s, s_d, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(sparse.predict(Xt, return_cov=True)[1], dense.predict(Xt, return_cov=True)[1], atol=1e-9)
+    assert sparse.log_marginal_likelihood_value_ == pytest.approx(dense.log_marginal_likelihood_value_, rel=1e-9)
+    assert sparse.result_.status == "converged" and sparse.result_.n_sweeps == 0
+
+    theta = THETA + np.array([0.3, -0.2, 0.5])  # away from the fit: the evidence as a function
+    lml_s, grad_s = sparse.log_marginal_likelihood(theta, eval_gradient=True)
+    lml_d, grad_d = dense.log_marginal_likelihood(theta, eval_gradient=True)
+    assert lml_s == pytest.approx(lml_d, rel=1e-9)
+    np.testing.assert_allclose(grad_s, grad_d, rtol=1e-7, atol=1e-8)
+    fd = _central_differences(sparse.log_marginal_likelihood, theta)
+    np.testing.assert_allclose(grad_s, fd, rtol=1e-6, atol=1e-6)
+
+
+def test_it_is_eps_fixed_point_under_the_same_fitc_prior(data):
+    """M < n inducing inputs: the closed form equals the explicit Gaussian EP path run to 1e-10 (posterior
+    marginals, predictions, evidence and the evidence's gradient at another theta)."""
+    X, y, Xt = data
+    Z = X[::4].copy()
+    closed = _sparse_default(Z).fit(X, y)
+    ep = GPRegressor(KERNEL, likelihood=Gaussian(NOISE), inducing_points=Z, optimizer=None, tol=1e-10).fit(X, y)
+    assert ep.result_.n_sweeps >= 1 and closed.result_.n_sweeps == 0
+    np.testing.assert_allclose(closed.result_.mean, ep.result_.mean, rtol=1e-8, atol=1e-9)
+    np.testing.assert_allclose(closed.result_.marginal_var, ep.result_.marginal_var, rtol=1e-8)
+    for a, b in zip(closed.predict(Xt, return_std=True), ep.predict(Xt, return_std=True), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-9)
+    assert closed.log_marginal_likelihood_value_ == pytest.approx(ep.log_marginal_likelihood_value_, rel=1e-9)
+    theta = THETA + np.array([-0.2, 0.3, 0.4])
+    lml_c, grad_c = closed.log_marginal_likelihood(theta, eval_gradient=True)
+    lml_e, grad_e = ep.log_marginal_likelihood(theta, eval_gradient=True)
+    assert lml_c == pytest.approx(lml_e, rel=1e-8)
+    np.testing.assert_allclose(grad_c, grad_e, rtol=1e-6, atol=1e-7)
+
+
+def test_the_gradient_in_the_inducing_inputs_is_the_evidences(data):
+    """The search's gradient in (kernel, noise, Z) against central differences of the closed-form evidence."""
+    X, y, _ = data
+    model = _sparse_default(X[::5].copy()).fit(X, y).model_
+    hyper = HyperVector(model.kernel_, model.likelihood, model.Z)
+    x = hyper.x0 + 0.05 * np.random.default_rng(0).normal(size=hyper.size)
+    _, grad = model.evidence(x, True, X, y, hyper)
+    fd = _central_differences(lambda v: model.evidence(v, False, X, y, hyper)[0], x)
+    np.testing.assert_allclose(grad, fd, rtol=1e-5, atol=1e-5)
+
+
+def test_the_defaults_fit_by_l_bfgs_b_and_by_the_stochastic_search(data):
+    """``GPRegressor(inducing_points=20)`` with nothing else: it fits, learns the noise (``likelihood_``) with the
+    kernel and the inducing inputs and predicts the truth; the same on the stochastic search's path."""
+    rng = np.random.default_rng(1)
+    X = rng.uniform(-2.5, 2.5, size=(400, 2))
+    y = _truth(X) + 0.1 * rng.normal(size=400)
+    Xt = rng.uniform(-2.0, 2.0, size=(200, 2))
+    # (FITC may learn the noise small, its heteroscedastic diag(K - Q) taking the rest: Bauer et al. 2016)
+    for params in ({"optimizer_maxiter": 40}, {"optimizer": "stochastic", "optimizer_maxiter": 400}):
+        reg = GPRegressor(inducing_points=20, random_state=0, **params).fit(X, y)
+        assert isinstance(reg.likelihood_, Gaussian) and reg.likelihood_.noise < 0.05  # learned from 1.0
+        assert reg.kernel_.theta != pytest.approx(C(1.0).theta.tolist() + RBF(1.0).theta.tolist())
+        assert reg.inducing_points_.shape == (20, 2) and reg.result_.n_sweeps == 0
+        mean, std = reg.predict(Xt, return_std=True)
+        rmse = np.sqrt(np.mean((mean - _truth(Xt)) ** 2))
+        assert rmse < 0.05, (params, rmse)
+        low, high = reg.predict_interval(Xt)
+        np.testing.assert_allclose(high - low, 2 * 1.959964 * np.sqrt(std**2 + reg.likelihood_.noise), rtol=1e-5)
+        assert reg.sample_y(Xt[:5], 3).shape == (5, 3)
+
+
+def test_normalize_y_and_the_refusals(data):
+    """normalize_y: the model of (y - mean) / std; multi-output y and an array alpha refused with inducing points;
+    ``rule`` without a likelihood still refused; ``inducing_points=None`` still the dense closed form."""
+    X, y, Xt = data
+    a = _sparse_default(X[::4].copy(), normalize_y=True).fit(X, 3.0 * y + 7.0)
+    b = _sparse_default(X[::4].copy()).fit(X, (y - y.mean()) / y.std())
+    np.testing.assert_allclose(a.predict(Xt), 7.0 + 3.0 * y.std() * b.predict(Xt) + 3.0 * y.mean(), rtol=1e-9)
+    with pytest.raises(ValueError, match="outputs: with inducing_points"):
+        GPRegressor(inducing_points=5).fit(X, np.column_stack([y, y]))
+    with pytest.raises(ValueError, match="alpha must be a scalar with inducing_points"):
+        GPRegressor(inducing_points=5, alpha=np.full(len(y), 0.1)).fit(X, y)
+    with pytest.raises(ValueError, match="rule: give a likelihood"):
+        GPRegressor(inducing_points=5, rule="auto").fit(X, y)
+    assert not hasattr(GPRegressor(optimizer=None).fit(X, y), "inducing_points_")
+
+
+def test_the_dask_regressors_default_is_the_same_model(data):
+    """DaskGPRegressor's default likelihood (a Gaussian, by EP on the shards) gives GPRegressor's sparse default
+    at the same inducing inputs and hyperparameters."""
+    da = pytest.importorskip("dask.array")
+    pytest.importorskip("distributed")
+    from problems import local_dask_client
+    from relaxep.estimators.dask import DaskGPRegressor
+
+    X, y, Xt = data
+    Z = X[::4].copy()
+    local = GPRegressor(KERNEL, inducing_points=Z, optimizer=None).fit(X, y)  # the noise at its start, 1.0
+    with local_dask_client(1) as client:
+        Xd, yd = da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20)
+        dask = DaskGPRegressor(client, KERNEL, inducing_points=Z, optimizer=None, tol=1e-10).fit(Xd, yd)
+        for u, v in zip(dask.predict(Xt, return_std=True), local.predict(Xt, return_std=True), strict=True):
+            np.testing.assert_allclose(u, v, rtol=1e-7, atol=1e-9)
+    assert dask.log_marginal_likelihood_value_ == pytest.approx(local.log_marginal_likelihood_value_, rel=1e-8)
