@@ -171,7 +171,7 @@ def learn_stochastic(
             estimate = (g_q / n) + sums.log_z / b + g_cav - g_q
             ema = estimate if np.isnan(ema) else 0.98 * ema + 0.02 * estimate
             eps = 1.0 / step if step <= options.warmup else options.damping
-            sites.move_towards(0.5 * (sums.lam + sums.lam.T) / b, sums.eta / b, eps)
+            sites.move_towards(sums.lam, sums.eta, b, eps)
             if wants_gradient:
                 g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
                 x = adam.step(

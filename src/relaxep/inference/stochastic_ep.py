@@ -96,9 +96,10 @@ class TiedSites:
         m = S @ h
         return L, 0.5 * (S + S.T), m, 0.5 * float(h @ m) - float(np.sum(np.log(np.diagonal(L))))
 
-    def move_towards(self, lam: Array, eta: Array, eps: float, halvings: int = 30) -> float:
+    def move_towards(self, lam_sum: Array, eta_sum: Array, b: int, eps: float, halvings: int = 30) -> float:
         r"""The damped step :math:`(\Lambda, \eta) \leftarrow (1-\epsilon)(\Lambda, \eta) + \epsilon(\bar\Lambda,
-        \bar\eta)` towards a minibatch's mean rank-one sites, with :math:`\epsilon` halved until
+        \bar\eta)` towards the mean of a minibatch's ``b`` rank-one sites (``lam_sum``, ``eta_sum``: their sums;
+        :math:`\bar\Lambda` symmetrised), with :math:`\epsilon` halved until
         :math:`q = N(0, I)\,t^n` stays proper (:math:`I + n\Lambda` positive definite, so every cavity
         :math:`I + (n-1)\Lambda` is too); returns the step taken (0: none after ``halvings``).
 
@@ -111,13 +112,13 @@ class TiedSites:
         """
         eye = np.eye(self.lam.shape[0])
         for _ in range(halvings):
-            new = (1.0 - eps) * self.lam + eps * lam
+            new = (1.0 - eps) * self.lam + eps * 0.5 * (lam_sum + lam_sum.T) / b
             try:
                 linalg.cholesky(eye + self.n * new, lower=True, check_finite=False)
             except linalg.LinAlgError:
                 eps *= 0.5
                 continue
-            self.lam, self.eta = new, (1.0 - eps) * self.eta + eps * eta
+            self.lam, self.eta = new, (1.0 - eps) * self.eta + eps * eta_sum / b
             return eps
         return 0.0
 

@@ -188,6 +188,18 @@ class JointPosteriorBase:
                 pass
         return cls(kernels, labels, n_classes, likelihood, zero, prior)
 
+    def with_sites(self, proposal: Proposal, step: float) -> Any:
+        r"""The posterior at :math:`(1 - s)\,\text{sites} + s\,\text{proposal}`, each of the two site arrays
+        interpolated (and tidied by :meth:`_tidy`)."""
+        (first, second), (first_new, second_new) = self.sites, proposal.sites
+        first_try = self._tidy((1.0 - step) * first + step * first_new)
+        return self._moved((first_try, (1.0 - step) * second + step * second_new))
+
+    @staticmethod
+    def _tidy(first: Array) -> Array:
+        """The first site array as a posterior takes it (unchanged; a symmetric matrix symmetrised)."""
+        return first
+
     def _moved(self, sites: tuple[Array, Array]) -> Any:
         """The posterior of the same prior at ``sites``."""
         return type(self)(self.kernels, self.labels, self.n_classes, self.likelihood, sites, self._prior)

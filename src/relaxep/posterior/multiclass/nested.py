@@ -194,13 +194,6 @@ class NestedPosterior(JointPosteriorBase):
         n_new = np.where(ok[:, None], n_new, self.nu)
         return Proposal((t_new, n_new), int((~ok).sum()))
 
-    def with_sites(self, proposal: Proposal, step: float) -> NestedPosterior:
-        """The posterior at :math:`(1 - s)(\\tau, \\nu) + s (\\tau', \\nu')`."""
-        t_new, n_new = proposal.sites
-        t_try = (1.0 - step) * self.tau + step * t_new
-        n_try = (1.0 - step) * self.nu + step * n_new
-        return self._moved((t_try, n_try))
-
     def log_evidence(self) -> float:
         """:math:`\\log Z_{EP}` (module docstring); ``nan`` where a cavity is improper."""
         mcav, Scav, ok = self.cavities()

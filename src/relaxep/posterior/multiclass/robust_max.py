@@ -123,13 +123,10 @@ class RobustMaxPosterior(JointPosteriorBase):
         b_new = np.where(ok[:, None], np.einsum("nij,nj->ni", Vh_inv, m_hat) - h, self.beta)
         return Proposal((P_new, b_new), int((~ok).sum()))
 
-    def with_sites(self, proposal: Proposal, step: float) -> RobustMaxPosterior:
-        """The posterior at :math:`(1 - s)(P, \\beta) + s (P', \\beta')` (``P`` symmetrised)."""
-        P_new, b_new = proposal.sites
-        P_try = (1.0 - step) * self.P + step * P_new
-        P_try = 0.5 * (P_try + np.swapaxes(P_try, 1, 2))
-        b_try = (1.0 - step) * self.beta + step * b_new
-        return self._moved((P_try, b_try))
+    @staticmethod
+    def _tidy(first: Array) -> Array:
+        """``P`` (one ``(C-1) x (C-1)`` matrix a point) symmetrised."""
+        return 0.5 * (first + np.swapaxes(first, 1, 2))
 
     def log_evidence(self) -> float:
         """:math:`\\log Z_{EP}` (module docstring); ``nan`` where a cavity is improper."""
