@@ -86,9 +86,10 @@ class _LatentGPEstimator(BaseEstimator):
         """``check_random_state(random_state)``, its error naming ``random_state``."""
         return random_state_of(self.random_state)
 
-    def _search(self, method: Any = None, sparse: SparseFit | None = None) -> _EvidenceSearch:
-        """The search by ``method`` (a sparse plan's, with its caps), else by ``optimizer`` resolved for a dense
-        fit (the same ``None`` where ``optimizer`` is ``None``), with the class's policy."""
+    def _search(self, sparse: SparseFit | None = None) -> _EvidenceSearch:
+        """The search by a sparse plan's method and caps, else by ``optimizer`` resolved for a dense fit (the
+        same ``None`` where ``optimizer`` is ``None``), with the class's policy."""
+        method = None if sparse is None else sparse.method
         maxiter, maxfun = (self.optimizer_maxiter, None) if sparse is None else (sparse.maxiter, sparse.maxfun)
         return _EvidenceSearch(
             dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
@@ -108,7 +109,7 @@ class _LatentGPEstimator(BaseEstimator):
                 n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
                 n_jobs=self.n_jobs,
             )  # fmt: skip
-        search = self._search(None, None) if sparse is None else self._search(sparse.method, sparse)
+        search = self._search(sparse)
         learn = sparse is None and self.optimizer is not None and n_learned > 0
         return LatentFit(
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,

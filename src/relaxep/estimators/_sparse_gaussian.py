@@ -42,21 +42,12 @@ from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
 from relaxep.estimators._models import _LatentModel
 from relaxep.inference import InferenceResult
-from relaxep.likelihoods import Gaussian, Likelihood
+from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior
 
-__all__ = ["DEFAULT_NOISE", "_SparseGaussianModel", "default_likelihood", "sparse_gaussian_fit"]
-
-#: the learned noise variance's start, in the units of ``y`` (normalised where ``normalize_y``): the
-#: explicit ``Gaussian()``'s and ``DaskGPRegressor``'s default, beside the default kernel's unit variance
-DEFAULT_NOISE = 1.0
+__all__ = ["_SparseGaussianModel", "sparse_gaussian_fit"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
-
-
-def default_likelihood() -> Gaussian:
-    """``Gaussian(1.0)``, its noise variance learned within ``(1e-5, 1e5)``: the sparse default's noise model."""
-    return Gaussian(DEFAULT_NOISE)
 
 
 def sparse_gaussian_fit(prior: Prior, y: Array, likelihood: Likelihood) -> InferenceResult:

@@ -43,7 +43,7 @@ from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
-from relaxep.estimators._sparse_gaussian import _SparseGaussianModel, default_likelihood
+from relaxep.estimators._sparse_gaussian import _SparseGaussianModel
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Gaussian, Likelihood
@@ -217,7 +217,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         sparse_default = likelihood is None and self.inducing_points is not None
         if sparse_default:  # FITC with Gaussian noise in closed form, the noise learned (_sparse_gaussian)
-            likelihood = default_likelihood()
+            likelihood = Gaussian()  # noise variance 1.0 to start, learned within (1e-5, 1e5)
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.optimizer is not None and n_learned > 0:
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
