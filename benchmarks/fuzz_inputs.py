@@ -284,6 +284,51 @@ def _cases(tmp: Path) -> list:
         case("flip_labels: rate=0.7", lambda: flip_labels(Y, 0.7), ("rate",)),
         case("make_synthetic: n_per_class=0", lambda: make_synthetic(0), ("n_per_class",)),
     ]
+    return cases + _hostile_cases()
+
+
+def _finite_fit(est) -> bool:
+    """A fitted estimator whose predictions on its own inputs are finite (probabilities where it has them)."""
+    out = est.predict_proba(est.X_train_) if hasattr(est, "predict_proba") else est.predict(est.X_train_)
+    return bool(np.all(np.isfinite(out)))
+
+
+def _hostile_cases() -> list:
+    """Legal data that is hard on the linear algebra (duplicated rows, a constant column, extreme scales, separable
+    classes, four rows), fitted by each estimator with its defaults, dense and sparse: a fit, or a clear error; a
+    LinAlgError (or any other exception) from inside is an unclear error."""
+    base = rng.normal(size=(40, 2))
+    data = {
+        "rows duplicated 5x": np.repeat(base, 5, axis=0),
+        "a constant column": np.column_stack([base[:, 0], np.ones(40)]),
+        "X * 1e6": base * 1e6,
+        "X * 1e-6": base * 1e-6,
+        "four rows": base[:4],
+        "separable by a gap": base + np.where(base[:, :1] > 0, 5.0, -5.0),
+    }
+    makers = {
+        "GPClassifier()": lambda: GPClassifier(random_state=0),
+        "GPClassifier(inducing_points=8)": lambda: GPClassifier(inducing_points=8, random_state=0),
+        "GPRegressor()": lambda: GPRegressor(random_state=0),
+        "GPRegressor(inducing_points=8)": lambda: GPRegressor(inducing_points=8, random_state=0),
+        "GPRegressor(likelihood=StudentT())": lambda: GPRegressor(likelihood=StudentT(), random_state=0),
+        "GPOrdinalClassifier()": lambda: GPOrdinalClassifier(random_state=0),
+    }
+    cases = []
+    for dname, xx in data.items():
+        signal = xx[:, 0] / (np.std(xx[:, 0]) or 1.0)
+        targets = {
+            "GPClassifier": np.where(signal > 0, 1, -1) if dname != "four rows" else np.array([1, -1, 1, -1]),
+            "GPRegressor": np.sin(signal),
+            "GPOrdinalClassifier": np.digitize(signal, [-0.5, 0.5]) if dname != "four rows" else np.array([0, 1, 2, 1]),
+        }
+        for ename, make in makers.items():
+            yy = targets[ename.split("(")[0]]
+
+            def call(make=make, xx=xx, yy=yy):
+                return make().fit(xx, yy)
+
+            cases.append(case(f"{ename}.fit: {dname}", call, ("X", "inducing_points", "n_samples"), _finite_fit))
     return cases
 
 

@@ -91,12 +91,16 @@ class _SparsePriors:
         return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs)
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
+        self._on_host(prior)
+        return sparse_evidence_gradient(posterior, kernel)
+
+    @staticmethod
+    def _on_host(prior: SparsePrior) -> None:
         if not prior.space.on_host:
             raise TypeError(
                 "the sparse evidence gradient runs on numpy arrays only: on another array library learn a sparse "
                 "model by optimizer='stochastic', or evaluate log_marginal_likelihood without eval_gradient"
             )
-        return sparse_evidence_gradient(posterior, kernel)
 
 
 # ------------------------------------------------------------------ one latent per target
@@ -158,9 +162,13 @@ class _LatentModel:
 
         def gradient(prior: Prior, result: InferenceResult, kernel: Kernel, likelihood: Likelihood) -> Any:
             g_theta, g_z = self.priors.gradient(prior, result.posterior, kernel)
-            return np.concatenate([g_theta, likelihood_evidence_gradient(result.posterior, likelihood, y)]), g_z
+            return np.concatenate([g_theta, self._likelihood_gradient(prior, result, likelihood, y)]), g_z
 
         return evidence_at(x, eval_gradient, hyper, build, run, gradient, self.priors.refused)
+
+    def _likelihood_gradient(self, prior: Prior, result: InferenceResult, likelihood: Likelihood, y: Array) -> Array:
+        """The evidence's gradient in the likelihood's ``theta`` (:func:`likelihood_evidence_gradient`)."""
+        return likelihood_evidence_gradient(result.posterior, likelihood, y)
 
     def learn(self, X: Any, y: Array, rng: np.random.RandomState) -> None:
         """Learn the hyperparameters (and ``Z`` where ``learn_z``) on ``(X, y)`` by the search."""

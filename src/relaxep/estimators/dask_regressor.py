@@ -51,9 +51,10 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         As :class:`~relaxep.GPRegressor`; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
     likelihood : Likelihood or None, default None (``Gaussian()``, its noise learned)
         A regression likelihood: ``Gaussian(noise)``, ``StudentT(df, scale)``, ``Laplace(scale)``,
-        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The default is the model of
-        ``GPRegressor(inducing_points=M)``'s default (FITC with Gaussian noise learned from a variance of
-        1.0; there in closed form, here by EP on the shards: one sweep and a check).
+        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The default is ``Gaussian()``: FITC with Gaussian
+        noise learned from a variance of 1.0, by EP on the shards (one sweep and a check), the model of
+        ``GPRegressor(inducing_points=M, likelihood=Gaussian())``; ``GPRegressor(inducing_points=M)``'s
+        default is Titsias' collapsed bound instead, which the shards do not compute.
     rule : SiteRule or None, default None (``EP()``)
         ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(f)``, run with the parallel schedule on the
         shards; ``"auto"`` and inference methods are refused (as :class:`~relaxep.DaskGPClassifier`).

@@ -2,9 +2,10 @@ r"""``GPRegressor``: scikit-learn's ``GaussianProcessRegressor``, with robust li
 
 With the default likelihood (Gaussian noise through ``alpha`` and the kernel) it is scikit-learn's
 model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed point is then the exact posterior,
-computed in closed form); with ``inducing_points`` the sparse (FITC) model with its Gaussian noise learned,
-also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).  With a :class:`~relaxep.likelihoods.StudentT` or
-:class:`~relaxep.likelihoods.Laplace` likelihood the latent posterior is EP's (or any rule's or
+computed in closed form); with ``inducing_points`` sparse regression with its Gaussian noise learned by
+Titsias' collapsed bound, also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).  With a
+:class:`~relaxep.likelihoods.StudentT` or :class:`~relaxep.likelihoods.Laplace` likelihood the latent
+posterior is EP's (or any rule's or
 inference method's; ``rule="auto"`` converges where EP does not), with the likelihood's
 hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
 "Robust Gaussian process regression with a Student-t likelihood", JMLR 12), dense or sparse (FITC).
@@ -99,10 +100,11 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         EP's, and the final fit at the learned hyperparameters has the whole cascade.
     inducing_points : int, array of shape (M, d) or None
         Sparse FITC posterior with ``M`` inducing inputs (for ``n`` beyond a few thousand; as
-        :class:`~relaxep.GPClassifier`'s).  With ``likelihood=None``: FITC regression with Gaussian
-        noise in closed form (Snelson & Ghahramani 2006; :mod:`relaxep.estimators._sparse_gaussian`),
-        the noise a :class:`~relaxep.likelihoods.Gaussian` learned with the kernel from a variance of
-        1.0 in ``y``'s units (normalised where ``normalize_y``), ``likelihood_`` after ``fit``; ``alpha``
+        :class:`~relaxep.GPClassifier`'s).  With ``likelihood=None``: sparse regression with Gaussian
+        noise in closed form, learned by Titsias' (2009) collapsed bound, GPflow's and GPyTorch's SGPR
+        (:mod:`relaxep.estimators._sparse_gaussian`; ``likelihood=Gaussian()`` is FITC by EP), the noise a
+        :class:`~relaxep.likelihoods.Gaussian` learned with the kernel from a variance of 1.0 in ``y``'s units
+        (normalised where ``normalize_y``), ``likelihood_`` after ``fit``; ``alpha``
         is then latent jitter (a scalar) and ``y`` has one output.
     learn_inducing_points, inducing_init, optimizer_subset, optimizer_maxiter
         As :class:`~relaxep.GPClassifier`'s.
@@ -216,7 +218,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         sparse_default = likelihood is None and self.inducing_points is not None
-        if sparse_default:  # FITC with Gaussian noise in closed form, the noise learned (_sparse_gaussian)
+        if sparse_default:  # sparse Gaussian regression in closed form (Titsias' bound), noise learned
             likelihood = Gaussian()  # noise variance 1.0 to start, learned within (1e-5, 1e5)
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.optimizer is not None and n_learned > 0:
@@ -235,7 +237,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     def _fit_latent(
         self, likelihood: Likelihood, alpha: Any, n_learned: int, sparse_default: bool = False
     ) -> tuple[_LatentModel, FitReport]:
-        """A latent model's fit (EP, dense or FITC), or with ``sparse_default`` FITC with Gaussian noise in
+        """A latent model's fit (EP, dense or FITC), or with ``sparse_default`` sparse Gaussian regression in
         closed form (:class:`~relaxep.estimators._sparse_gaussian._SparseGaussianModel`)."""
         y = self.y_train_
         if y.ndim > 1 and y.shape[1] > 1:

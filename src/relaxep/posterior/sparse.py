@@ -83,6 +83,11 @@ class SparsePrior(Prior):
     chunk_size : int or None, default None
         Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.  ``None``:
         :func:`~relaxep.posterior.fitc_rows.rows_per_block` of ``M`` (1024 at ``M = 200``).
+    conditional : {"fitc", "dtc"}, default "fitc"
+        The diagonal kept beside :math:`Q`: ``"fitc"`` :math:`g_i = k_{ii} - Q_{ii}` (+ ``latent_noise``), the
+        prior above; ``"dtc"`` only ``latent_noise`` (the deterministic training conditional, :math:`f \sim N(0,
+        Q)`), with :math:`\operatorname{tr}(K - Q)` kept as :attr:`trace_gap` for Titsias' (2009) collapsed
+        bound (:mod:`relaxep.estimators._sparse_gaussian`).
     n_jobs : int or None, default None
         Threads for the row blocks of every :math:`O(nM^2)` pass (building :math:`V^\top`, a refresh, a
         prediction), each with one BLAS thread; scikit-learn's convention (``-1`` every core, ``-k`` all but
@@ -110,6 +115,7 @@ class SparsePrior(Prior):
         jitter: float = KUU_JITTER,
         chunk_size: int | None = None,
         n_jobs: int | None = None,
+        conditional: str = "fitc",
     ) -> None:
         #: where the rows live and are computed (:class:`~relaxep._xp.ArraySpace`): ``X``'s, chosen once
         self.space = namespace(X)
@@ -121,6 +127,8 @@ class SparsePrior(Prior):
             raise TypeError(f"kernel must be callable as kernel(A, B) and have kernel.diag(A), got {kernel!r}")
         if not (float(latent_noise) >= 0.0 and float(jitter) >= 0.0):
             raise ValueError(f"latent_noise and jitter must be >= 0, got {latent_noise!r} and {jitter!r}")
+        if conditional not in ("fitc", "dtc"):
+            raise ValueError(f'conditional must be "fitc" or "dtc", got {conditional!r}')
         self.X, self.Z, self.kernel = X, Z, kernel
         self.latent_noise, self.jitter = float(latent_noise), float(jitter)
         self.chunk_size = rows_per_block(Z.shape[0]) if chunk_size is None else int(chunk_size)
@@ -132,6 +140,11 @@ class SparsePrior(Prior):
         )
         self.K_uu, self.L_uu = on_device_of(self.K_uu, self.Vt), on_device_of(self.L_uu, self.Vt)
         check_prior_scale(to_numpy(self.k_diag), "the kernel's variances at X")
+        #: :math:`\operatorname{tr}(K - Q)` where ``conditional="dtc"`` (the diagonal it leaves out), else 0
+        self.conditional, self.trace_gap = conditional, 0.0
+        if conditional == "dtc":
+            self.trace_gap = max(float(self.space.xp.sum(self.g)) - self.latent_noise * self.n, 0.0)
+            self.g = self.space.xp.full_like(self.g, self.latent_noise)
 
     @classmethod
     def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
@@ -160,6 +173,7 @@ class SparsePrior(Prior):
             raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
         self.X = self.Z = self.kernel = None
         self.latent_noise, self.jitter, self.kuu_jitter = 0.0, 0.0, 0.0
+        self.conditional, self.trace_gap = "fitc", 0.0
         self.chunk_size = rows_per_block(k_uu.shape[0])
         self.n_jobs = None
         self.K_uu, self.L_uu, self.Vt = matrices_prior(space, k_uu, k_fu, self.chunk_size)
@@ -183,7 +197,8 @@ class SparsePrior(Prior):
     @classmethod
     def from_kernel(cls, kernel: Any, X: ArrayLike, Z: ArrayLike, noise: float = 0.0, **options: Any) -> SparsePrior:
         r"""The FITC prior of a scikit-learn kernel with inducing inputs ``Z`` and latent noise ``noise``
-        (:meth:`DensePrior.from_kernel`'s arguments plus ``Z``; ``options``: ``jitter``, ``chunk_size``)."""
+        (:meth:`DensePrior.from_kernel`'s arguments plus ``Z``; ``options``: ``jitter``, ``chunk_size``,
+        ``n_jobs``, ``conditional``)."""
         return cls(X, Z, kernel, latent_noise=noise, **options)
 
     @property

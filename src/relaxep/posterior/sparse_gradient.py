@@ -86,9 +86,13 @@ def shard_gradient(
     Z: Array,
     pieces: dict[str, Array],
     marginal_var: Array | None = None,
+    collapsed: bool = False,
 ) -> tuple[float, Array, Array, Array]:
     r"""One block of sites' share: the constant's and length scales' terms from :math:`K_{uf}` and
-    :math:`k_{ii}`, the :math:`Z` gradient from :math:`K_{uf}`, and :math:`V\operatorname{diag}(c)V^\top` (lower)."""
+    :math:`k_{ii}`, the :math:`Z` gradient from :math:`K_{uf}`, and :math:`V\operatorname{diag}(c)V^\top` (lower).
+
+    ``collapsed``: the share of Titsias' bound on a ``"dtc"`` prior (:func:`collapsed_bound_gradient`), whose
+    :math:`c_i = \partial E/\partial g_i` is the trace term's :math:`-\tau_i/2`."""
     M = rows.shape[1]
     d = 1.0 + g * tau
     w = tau / d
@@ -98,7 +102,7 @@ def shard_gradient(
         s = np.einsum("ij,ij->i", r, r)
     else:  # s_i = ||L_B^-1 v_i||^2 from A_ii = g_i/d_i + s_i/d_i^2, saving a pass
         s = (marginal_var - g / d) * d**2
-    cc = 0.5 * (alpha**2 - (w - w**2 * s))
+    cc = -0.5 * tau if collapsed else 0.5 * (alpha**2 - (w - w**2 * s))
     proj = rows @ pieces["both"]
     g_uf = np.outer(alpha, pieces["a"]) - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
     vcv = add_weighted_gram(HOST, np.zeros((M, M), order="F"), rows, cc)
@@ -156,7 +160,9 @@ def finish_gradient(
     return in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
 
 
-def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None) -> tuple[Array, Array]:
+def sparse_evidence_gradient(
+    post: SparsePosterior, kernel: Kernel | None = None, collapsed: bool = False
+) -> tuple[Array, Array]:
     r"""Gradient of :math:`\log Z_q` at ``post``'s sites in ``kernel.theta`` and in the inducing inputs ``Z``.
 
     At an EP fixed point this is the gradient of the EP log evidence (module docstring;
@@ -168,6 +174,12 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
         Built from a :class:`~relaxep.posterior.SparsePrior` with ``X``, ``Z`` and a kernel.
     kernel : sklearn Kernel, optional
         The prior's kernel (default): ``RBF`` or ``ConstantKernel * RBF``.
+    collapsed : bool, default False
+        The gradient of Titsias' (2009) collapsed bound instead, on a ``conditional="dtc"`` prior with
+        Gaussian sites :math:`\tau_i = 1/\sigma_i^2`, :math:`\nu_i = y_i/\sigma_i^2`:
+        :math:`F = \log N(y | 0, Q + \Sigma) - \tfrac12\sum_i \tau_i(k_{ii} - Q_{ii})`.  Its first term is
+        :math:`\log Z_q` of the DTC prior plus terms free of the kernel, and the second enters as a
+        :math:`g_i = k_{ii} - Q_{ii}` of weight :math:`c_i = -\tau_i/2` in the chain rule above.
 
     Returns
     -------
@@ -180,13 +192,15 @@ def sparse_evidence_gradient(post: SparsePosterior, kernel: Kernel | None = None
     p = post.prior
     if p.kernel is None:
         raise ValueError("post: its SparsePrior was built from matrices; the gradient needs X, Z and the kernel")
+    if collapsed != (p.conditional == "dtc"):
+        raise ValueError(f"collapsed={collapsed} needs a {'dtc' if collapsed else 'fitc'} prior, got {p.conditional!r}")
     kern = as_scaled_rbf(p.kernel if kernel is None else kernel, p.X.shape[1])
     tau, nu = post.site_precision, post.site_mean_precision
     pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
     var = post.marginal_var
 
     def part(c: slice) -> tuple[float, Array, Array, Array]:
-        return shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c])
+        return shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c], collapsed)
 
     total = fold_blocks(part, list(chunks(p.n, p.chunk_size)), p.n_jobs, _add_parts)
     return finish_gradient(kern, [total], p.Z, p.K_uu, p.L_uu, pieces)
