@@ -114,3 +114,22 @@ def test_auto_passes_its_schedule_to_the_site_rule_stages():
 def test_bad_stages_are_refused(stages):
     with pytest.raises(TypeError, match="stages"):
         Auto(stages=stages)
+
+
+class _LostWhenWarm(_SiteUpdates):
+    """EP that, from a warm start, cycles (here: stops after one sweep, unconverged), as parallel EP can from sites
+    learned at other hyperparameters; from flat sites it is plain EP."""
+
+    def run(self, prior, y, likelihood, options, init=None):
+        return super().run(prior, y, likelihood, replace(options, max_sweeps=1) if init is not None else options, init)
+
+
+def test_a_warm_start_that_fails_is_retried_from_flat_sites_before_the_convergent_stages():
+    K, y = wavy_problem(30, 1)
+    cold = infer(K, y, NoisyStep(0.1), EP())
+    assert cold.converged
+    auto = Auto(stages=(_LostWhenWarm(EP()), ConvergentEP()))
+    result = infer(K, y, NoisyStep(0.1), auto, init=cold.sites)  # (any warm start: the stage is lost from it)
+    assert result.converged and isinstance(result.method, _LostWhenWarm)
+    assert [a.status for a in result.attempts] == ["max_sweeps", "converged"]
+    np.testing.assert_allclose(result.mean, cold.mean, rtol=1e-6, atol=1e-8)
