@@ -20,6 +20,21 @@ torch sees one, else the CPU, and the table says which):
     the first row at a larger size, the fit and one refresh.
 ``relaxep FITC EP, fixed kernel, numpy``
     the same fit on numpy arrays, every core (``--cpu-max`` rows at most).
+``... length-n transfers`` (in the FITC rows' names)
+    arrays of at least 17 entries moved between host and device during the fit (``Tensor.cpu`` one way,
+    ``torch.asarray``/``as_tensor`` of numpy the other), and per EP sweep: since the sites, moments and
+    schedule run on the device (``relaxep.inference.device_ep``) a sweep should move none.
+``relaxep FITC EP, fixed kernel, torch, rows recomputed, n = --streamed-n`` (10^8 by the command below)
+    the fixed-kernel fit where ``V^T`` (n x M) does not fit on the card: ``SparsePrior``'s ``rows="auto"``
+    recomputes the rows in blocks each refresh; the data drawn on the device from the same latent, the
+    inducing inputs k-means centres of its first 10^5 rows.
+``relaxep default GPClassifier(inducing_points=M), torch``
+    the label-noise default likelihood, everything learned (``optimizer="auto"``: the stochastic search).
+``relaxep stochastic learning + EP, numpy``
+    the learned probit fit of the torch row on numpy arrays, 16 cores, default threads (``--learned-cpu``).
+``relaxep sparse L-BFGS-B (auto), torch, n = --lbfgs-n``
+    ``GPClassifier(inducing_points=50)`` with its defaults below ``STOCHASTIC_FROM`` rows: L-BFGS-B on the FITC
+    evidence, its gradient on the device; beside the same fit on numpy.
 ``GPyTorch SVGP``
     ``ScaleKernel(RBFKernel)``, Bernoulli (probit), whitened Cholesky variational distribution,
     learned inducing inputs from the same k-means start, 2000 Adam steps at learning rate 0.01, batches
@@ -54,6 +69,39 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from sparse import SVGP_STEPS, bayes, device_latent, problem, run_gpytorch, scores
 
 
+class Transfers:
+    """Count arrays of more than 16 entries moved host <-> device while it is entered (torch's conversions)."""
+
+    def __init__(self, torch: object) -> None:
+        self.torch, self.to_host, self.to_device = torch, 0, 0
+
+    def __enter__(self) -> Transfers:
+        torch = self.torch
+        self._saved = (torch.Tensor.cpu, torch.asarray, torch.as_tensor)  # type: ignore[attr-defined]
+        cpu, asarray, as_tensor = self._saved
+
+        def counted_cpu(t, *args, **kwargs):
+            self.to_host += int(t.numel() > 16 and t.device.type != "cpu")
+            return cpu(t, *args, **kwargs)
+
+        def counting(convert):
+            def wrapped(obj, *args, **kwargs):
+                self.to_device += int(isinstance(obj, np.ndarray) and obj.size > 16)
+                return convert(obj, *args, **kwargs)
+
+            return wrapped
+
+        torch.Tensor.cpu = counted_cpu  # type: ignore[attr-defined]
+        torch.asarray, torch.as_tensor = counting(asarray), counting(as_tensor)  # type: ignore[attr-defined]
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.torch.Tensor.cpu, self.torch.asarray, self.torch.as_tensor = self._saved  # type: ignore[attr-defined]
+
+    def per_sweep(self, sweeps: int) -> str:
+        return f"{self.to_host} to the host, {self.to_device} to the device in {sweeps} sweeps"
+
+
 def _sync(torch: object, device: object) -> None:
     if getattr(device, "type", "cpu") == "cuda":
         torch.cuda.synchronize()  # type: ignore[attr-defined]
@@ -75,7 +123,9 @@ def fitc_on_device(torch: object, device: object, arrays: tuple, yt: np.ndarray,
     import sklearn
 
     sync = partial(_sync, torch, device)
-    clf, fit, predict, p1 = timed(fixed_fitc(M), *arrays, sync)
+    with Transfers(torch) as moved:
+        clf, fit, predict, p1 = timed(fixed_fitc(M), *arrays, sync)
+    what = f"{what} (length-n transfers: {moved.per_sweep(clf.result_.n_sweeps)}, fit and predict)"
     with sklearn.config_context(array_api_dispatch=True):
         start = time.perf_counter()
         clf.result_.posterior.refresh()
@@ -88,11 +138,101 @@ def fitc_on_device(torch: object, device: object, arrays: tuple, yt: np.ndarray,
 
 
 def fitc_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:
-    """The fixed-kernel FITC fit on the device at a larger ``n`` (its fit and one refresh)."""
+    """The fixed-kernel FITC fit on the device at a larger ``n`` (its fit and one refresh); with the environment
+    variable ``GPU_PROFILE`` set to a path, a second fit under cProfile writes its 30 costliest calls there."""
     X, y, Xt, yt, _ = problem(n)
     arrays = tuple(torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
     del X, y
-    return fitc_on_device(torch, device, arrays, yt, M, f", n = {n}")[0]
+    rows = fitc_on_device(torch, device, arrays, yt, M, f", n = {n}")[0]
+    if os.environ.get("GPU_PROFILE"):
+        import cProfile
+        import io
+        import pstats
+
+        profile = cProfile.Profile()
+        profile.enable()
+        timed(fixed_fitc(M), *arrays, partial(_sync, torch, device))
+        profile.disable()
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats("cumulative").print_stats(30)
+        Path(os.environ["GPU_PROFILE"]).write_text(text.getvalue())
+    return rows
+
+
+def streamed_rows(torch: object, device: object, n: int, M: int) -> list[tuple]:
+    """The fixed-kernel FITC fit at ``n`` rows drawn on the device (the latent of :func:`sparse.problem`), where the
+    rows of ``V^T`` cannot be held: ``rows="auto"`` recomputes them in blocks."""
+    import sparse as sp
+
+    from relaxep.estimators._inducing import initial_inducing_points
+
+    rng = np.random.default_rng(sp.SEED)
+    omega = rng.normal(size=(sp.DIM, sp.N_FEATURES)) / sp.ELL
+    phase = rng.uniform(0.0, 2.0 * np.pi, sp.N_FEATURES)
+    weights = rng.normal(size=sp.N_FEATURES)
+    _, _, Xt, yt, _ = problem(20_000)
+    gen = torch.Generator(device=device).manual_seed(sp.SEED + 5)  # type: ignore[attr-defined]
+    X = torch.randn(n, sp.DIM, dtype=torch.float64, device=device, generator=gen)  # type: ignore[attr-defined]
+    om, ph, w = (torch.asarray(a, device=device) for a in (omega, phase, weights))  # type: ignore[attr-defined]
+    y = torch.empty(n, dtype=torch.float64, device=device)  # type: ignore[attr-defined]
+    scale = float(np.sqrt(2.0 * sp.VAR / sp.N_FEATURES))
+    for s in range(0, n, 1 << 18):  # (a block's cosines: 2^18 x 4096 doubles, 8.6 GB)
+        f = (torch.cos(X[s : s + (1 << 18)] @ om + ph) @ w) * scale  # type: ignore[attr-defined]
+        u = torch.rand(f.shape[0], dtype=torch.float64, device=device, generator=gen)  # type: ignore[attr-defined]
+        y[s : s + (1 << 18)] = torch.where(u < torch.special.ndtr(f), 1.0, -1.0)  # type: ignore[attr-defined]
+    _sync(torch, device)
+    Z = initial_inducing_points(X[:100_000].cpu().numpy(), M, "kmeans", np.random.default_rng(0))
+    clf = fixed_fitc(M).set_params(inducing_points=Z)  # type: ignore[attr-defined]
+    with Transfers(torch) as moved:
+        clf, fit, predict, p1 = timed(clf, X, y, torch.asarray(Xt, device=device), partial(_sync, torch, device))
+    rows_mode = getattr(clf.result_.posterior.prior, "rows", "stored")
+    name = (
+        f"relaxep FITC EP, fixed kernel, torch, rows {rows_mode}, n = {n} (length-n transfers: "
+        f"{moved.per_sweep(clf.result_.n_sweeps)}); peak GPU memory "
+        f"{torch.cuda.max_memory_allocated(device) / 2**30 if device.type == 'cuda' else float('nan'):.1f} GiB"
+    )  # type: ignore[attr-defined]
+    return [(name, fit, predict, *scores(p1, yt), clf.result_.n_sweeps)]
+
+
+def learned_rows(torch: object, device: object, n: int, M: int, cpu: bool) -> list[tuple]:
+    """The label-noise default on the device, and the learned probit fit on numpy (16 cores, default threads)."""
+    from sklearn.gaussian_process.kernels import RBF
+    from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+    from relaxep import GPClassifier, Probit
+
+    X, y, Xt, yt, _ = problem(n)
+    tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
+    default = GPClassifier(inducing_points=M, random_state=0)
+    default, fit, predict, p1 = timed(default, tX, ty, tXt, partial(_sync, torch, device))
+    rows = [(f"relaxep default GPClassifier(inducing_points={M}), torch: {default.kernel_}", fit, predict,
+             *scores(p1, yt), default.result_.n_sweeps)]  # fmt: skip
+    if cpu:
+        learned = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=M, optimizer="stochastic", random_state=0)
+        learned, fit, predict, p1 = timed(learned, X, y, Xt)
+        rows.append((f"relaxep stochastic learning + EP, numpy ({os.cpu_count()} cores, default threads): "
+                     f"{learned.kernel_}", fit, predict, *scores(p1, yt), learned.result_.n_sweeps))  # fmt: skip
+    return rows
+
+
+def lbfgs_rows(torch: object, device: object, n: int) -> list[tuple]:
+    """``GPClassifier(inducing_points=50)``'s defaults at ``n`` rows (L-BFGS-B on the FITC evidence), torch and
+    numpy."""
+    from relaxep import GPClassifier
+
+    X, y, Xt, yt, _ = problem(n)
+    tX, ty, tXt = (torch.asarray(a, device=device) for a in (X, y, Xt))  # type: ignore[attr-defined]
+    rows = []
+    for label, arrays, sync in (("torch", (tX, ty, tXt), partial(_sync, torch, device)), ("numpy", (X, y, Xt), None)):
+        try:
+            clf, fit, predict, p1 = timed(GPClassifier(inducing_points=50, random_state=0), *arrays, sync)
+        except Exception as exc:  # (a path that does not reach the device: its message is the row)
+            rows.append((f"relaxep sparse L-BFGS-B (auto), {label}, n = {n}: {type(exc).__name__}: {exc}"[:300],
+                         *[float("nan")] * 4, ""))  # fmt: skip
+            continue
+        rows.append((f"relaxep sparse L-BFGS-B (auto), {label}, n = {n}: {clf.kernel_}", fit, predict,
+                     *scores(p1, yt), clf.result_.n_sweeps))  # fmt: skip
+    return rows
 
 
 def timed(estimator: object, X: object, y: object, Xt: object, sync: object = None) -> tuple:
@@ -187,6 +327,16 @@ def main() -> None:
     parser.add_argument("--learned-n", type=int, default=10_000, help="dense EP learned by L-BFGS-B (0: no row)")
     parser.add_argument("--dense-cpu-max", type=int, default=5_000, help="numpy dense row only up to this many rows")
     parser.add_argument("--fitc-n", type=int, default=0, help="the fixed FITC fit again at this size (0: no row)")
+    parser.add_argument("--streamed-n", type=int, default=0, help="the FITC fit with rows recomputed (0: no row)")
+    parser.add_argument("--lbfgs-n", type=int, default=3000, help="sparse L-BFGS-B defaults at this size (0: no row)")
+    parser.add_argument("--learned-cpu", action="store_true", help="the learned fit on numpy too")
+    parser.add_argument("--no-dense", action="store_true", help="leave out the dense rows")
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        default=None,
+        help="run only these groups, in this order: fitc, streamed, relaxep, learned, svgp, lbfgs, dense",
+    )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     import torch
@@ -220,12 +370,25 @@ def main() -> None:
         if args.out:
             Path(args.out).write_text("\n".join(lines) + "\n")
 
-    emit(relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max))
-    for batch in args.batches:
-        emit([gpytorch_row(device, args.n, args.inducing, batch, args.steps)])
-    if args.fitc_n:
-        emit(fitc_rows(torch, device, args.fitc_n, args.inducing))
-    emit(dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max))
+    groups = {
+        "relaxep": lambda: emit(relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)),
+        "svgp": lambda: [emit([gpytorch_row(device, args.n, args.inducing, b, args.steps)]) for b in args.batches],
+        "fitc": lambda: args.fitc_n and emit(fitc_rows(torch, device, args.fitc_n, args.inducing)),
+        "streamed": lambda: args.streamed_n and emit(streamed_rows(torch, device, args.streamed_n, args.inducing)),
+        "learned": lambda: emit(learned_rows(torch, device, args.n, args.inducing, args.learned_cpu)),
+        "lbfgs": lambda: args.lbfgs_n and emit(lbfgs_rows(torch, device, args.lbfgs_n)),
+        "dense": lambda: emit(dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max)),
+    }
+    order = args.only if args.only is not None else ["relaxep", "svgp", "fitc", "streamed", "learned", "lbfgs", "dense"]
+    for group in order:
+        if group == "dense" and args.no_dense:
+            continue
+        started = time.perf_counter()
+        try:
+            groups[group]()
+        except Exception as exc:  # (one group's failure is a row; the others still run)
+            emit([(f"{group}: {type(exc).__name__}: {exc}"[:300], *[float("nan")] * 4, "")])
+        print(f"[{group}: {time.perf_counter() - started:.1f} s]", flush=True)
 
 
 if __name__ == "__main__":

@@ -272,11 +272,19 @@ out = {}
 st_ref = GPClassifier(C(1.0) * RBF(1.0), Probit(), inducing_points=Z, optimizer="stochastic", optimizer_maxiter=40,
                       random_state=0).fit(X, y)
 out["ref_theta"], out["ref_z"] = st_ref.kernel_.theta.tolist(), st_ref.inducing_points_.tolist()
+lb_ref = GPClassifier(inducing_points=10, random_state=0).fit(X, y)
+out["ref_lbfgs_theta"], out["ref_lbfgs_z"] = lb_ref.kernel_.theta.tolist(), lb_ref.inducing_points_.tolist()
+out["ref_lbfgs_proba"] = lb_ref.predict_proba(X_test)[:, 1].tolist()
 out["ref_st_proba"] = st_ref.predict_proba(X_test)[:, 1].tolist()
 if sys.argv[1] == "torch":
     torch.Tensor.__array__ = _refuse
+import relaxep.inference.site_updates as site_updates
+device_runs = []
+real_run = site_updates.run_on_device
+site_updates.run_on_device = lambda *args, **kwargs: device_runs.append(1) or real_run(*args, **kwargs)
 with sklearn.config_context(array_api_dispatch=True):
     clf = make().fit(lib(X), lib(y))
+    out["device_runs"] = len(device_runs)
     p = clf.predict_proba(lib(X_test))
     out["kind"] = type(p).__module__.split(".")[0]
     out["proba"] = float(np.max(np.abs(to_numpy(p) - ref.predict_proba(X_test))))
@@ -292,6 +300,9 @@ with sklearn.config_context(array_api_dispatch=True):
     out["theta"] = st.kernel_.theta.tolist()
     out["z"] = st.inducing_points_.tolist()
     out["st_proba"] = to_numpy(st.predict_proba(lib(X_test)))[:, 1].tolist()
+    lbfgs = GPClassifier(inducing_points=10, random_state=0).fit(lib(X), lib(y))  # auto: L-BFGS-B, Z learned
+    out["lbfgs_theta"], out["lbfgs_z"] = lbfgs.kernel_.theta.tolist(), lbfgs.inducing_points_.tolist()
+    out["lbfgs_proba"] = to_numpy(lbfgs.predict_proba(lib(X_test)))[:, 1].tolist()
     try:
         GPClassifier(C(1.0) * RBF(1.0)).fit(lib(X), lib(np.arange(400) % 3))
         out["refused"] = ""
@@ -322,10 +333,16 @@ def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(lib
     assert out["kind"] == out["train_kind"] == library.split("_")[0].replace("array", "array_api_strict")
     assert out["proba"] < 1e-8 and out["decision"] < 1e-8 and out["labels"]
     assert out["evidence"] < 1e-8
+    assert out["device_runs"] >= 1  # its EP ran with the sites on the device (relaxep.inference.device_ep)
     # the stochastic search (hyperparameters and inducing inputs, 40 steps from a fixed seed): numpy's answer
     np.testing.assert_allclose(out["theta"], out["ref_theta"], rtol=1e-8)
     np.testing.assert_allclose(out["z"], out["ref_z"], rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(out["st_proba"], out["ref_st_proba"], rtol=1e-8, atol=1e-10)
+    # the default below STOCHASTIC_FROM rows: L-BFGS-B on the FITC evidence, its gradient on the device
+    np.testing.assert_allclose(out["lbfgs_theta"], out["ref_lbfgs_theta"], rtol=1e-6)
+    # (50 L-BFGS-B iterations carry torch's summation order into Z at 2e-7: the search's path, not its answer)
+    np.testing.assert_allclose(out["lbfgs_z"], out["ref_lbfgs_z"], rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(out["lbfgs_proba"], out["ref_lbfgs_proba"], rtol=1e-6, atol=1e-8)
     assert "more than two classes" in out["refused"] and "inducing_points=M" in out["refused"]
     assert out["kernel"].startswith("kernel:") and "RBF or ConstantKernel * RBF" in out["kernel"]
 

@@ -37,6 +37,7 @@ __all__ = [
     "is_numpy",
     "log_ndtr",
     "namespace",
+    "normal_tail",
     "on_device_of",
     "solve_lower",
     "to_numpy",
@@ -245,6 +246,24 @@ def log_ndtr(xp: ModuleType, x: Any) -> Any:
 def erfcx(xp: ModuleType, x: Any) -> Any:
     r""":math:`\operatorname{erfcx}(x) = e^{x^2}\operatorname{erfc}(x)`."""
     return _special(xp, x, "erfcx")
+
+
+def normal_tail(xp: ModuleType, z: Any) -> tuple[Any, Any]:
+    r""":math:`\log\Phi(z)` and the inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}/\operatorname{erfcx}
+    (-z/\sqrt2)` (:func:`relaxep._numerics.normal_cdf_ratio`), the pair every probit-type tilted moment needs.
+    numpy: SciPy's functions, the host formulas exactly; PyTorch and CuPy: their own, on the device; another
+    library: both in one round trip through the host (exact; one conversion each way)."""
+    library = _library(xp)
+    if library in ("numpy", "torch", "cupy"):
+        return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
+    host = np.from_dlpack(z) if hasattr(z, "__dlpack__") else np.asarray(z)
+    pair = np.stack([scipy.special.log_ndtr(host), _SQRT_2_OVER_PI / scipy.special.erfcx(-host / _SQRT_2)])
+    both = xp.asarray(pair, dtype=z.dtype, device=getattr(z, "device", None))
+    return both[0, ...], both[1, ...]
+
+
+_SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
+_SQRT_2 = float(np.sqrt(2.0))
 
 
 def _special(xp: ModuleType, x: Any, name: str) -> Any:

@@ -91,16 +91,7 @@ class _SparsePriors:
         return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs)
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
-        self._on_host(prior)
         return sparse_evidence_gradient(posterior, kernel)
-
-    @staticmethod
-    def _on_host(prior: SparsePrior) -> None:
-        if not prior.space.on_host:
-            raise TypeError(
-                "the sparse evidence gradient runs on numpy arrays only: on another array library learn a sparse "
-                "model by optimizer='stochastic', or evaluate log_marginal_likelihood without eval_gradient"
-            )
 
 
 # ------------------------------------------------------------------ one latent per target

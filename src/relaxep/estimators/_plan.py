@@ -154,10 +154,10 @@ class SparseFit:
         learn_z = bool(learn_inducing_points) and method is not None
         subset = None if optimizer_subset is None else int(optimizer_subset)
         learn_theta = method is not None and n_learned > 0
-        if not on_host and (learn_theta or learn_z) and method != "stochastic":
+        if not on_host and (learn_theta or learn_z) and subset is not None and method != "stochastic":
             raise TypeError(
-                f"optimizer={optimizer!r} resolves to L-BFGS-B here, which needs numpy arrays: on other array "
-                "libraries pass optimizer='stochastic' or None"
+                f"optimizer_subset={subset!r}: L-BFGS-B on a subset of rows needs numpy arrays; on other array "
+                "libraries learn on all rows (optimizer_subset=None) or pass optimizer='stochastic'"
             )
         maxiter, maxfun = check_maxiter(optimizer_maxiter), None
         if maxiter is None and optimizer == "auto" and method == "fmin_l_bfgs_b":

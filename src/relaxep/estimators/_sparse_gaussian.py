@@ -94,7 +94,6 @@ class _CollapsedPriors(_SparsePriors):
         return SparsePrior.from_kernel(kernel, X, Z, self.noise, n_jobs=self.n_jobs, conditional="dtc")
 
     def gradient(self, prior: SparsePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, Array]:
-        self._on_host(prior)
         return sparse_evidence_gradient(posterior, kernel, collapsed=True)
 
 

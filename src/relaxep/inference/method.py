@@ -42,6 +42,7 @@ from relaxep.posterior import Posterior, Prior
 
 __all__ = [
     "CRITERIA",
+    "STUCK_SWEEPS",
     "ConvergenceMonitor",
     "InferenceMethod",
     "RunOptions",
@@ -49,6 +50,8 @@ __all__ = [
 ]
 
 CRITERIA = ("marginals", "alpha", "relative")
+#: sweeps in a row with R below the tolerance and the same sites skipped before a run is "stuck"
+STUCK_SWEEPS = 5
 
 
 @dataclass(frozen=True)

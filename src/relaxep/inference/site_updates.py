@@ -15,7 +15,8 @@ from scipy import linalg
 
 from relaxep._typing import Array, Status
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.device_ep import on_device, run_on_device
+from relaxep.inference.method import STUCK_SWEEPS, ConvergenceMonitor, InferenceMethod, RunOptions
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.schedules import Schedule, SiteUpdater, as_schedule
 from relaxep.inference.warm import Sites
@@ -26,8 +27,6 @@ from relaxep.sites import EP, SiteRule
 
 __all__ = ["SiteUpdates", "SweepOptions"]
 
-#: sweeps in a row with R below the tolerance and the same sites skipped before a run is "stuck"
-STUCK_SWEEPS = 5
 
 #: what a failing sweep or refresh raises: the run ends as "diverged" with the last proper posterior
 _FAILURES = (ImproperPosteriorError, KernelNotPositiveDefiniteError, linalg.LinAlgError)
@@ -113,6 +112,8 @@ class SiteUpdates(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
+        if on_device(prior, likelihood, self.site_rule, as_schedule(self.schedule), options):
+            return run_on_device(self, prior, y, likelihood, options, init)  # the sites where the rows are
         n = prior.n
         rng = np.random.default_rng(self.random_state)
         post = warm_posterior(prior, init)

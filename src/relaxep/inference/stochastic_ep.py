@@ -157,9 +157,21 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     r = row_dots(space, AS, A)
     mu = A @ m
     s = r + g
+    if not space.on_host and step.likelihood.closed_form_on_device:  # the moments there too (device_ep)
+        t = step.likelihood.log_z_on(space.xp, on_device_of(np.asarray(to_numpy(y), dtype=float), mu), mu, s)
+        return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
     mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)
     t = step.likelihood.log_z(y, mu, s)
     return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
+
+
+def _row_sites(terms: MinibatchTerms, var: Array) -> tuple[Array, Array]:
+    """:func:`~relaxep.sites.site_from_tilted` of the rows' moments at cavity variances ``var``, in the moments'
+    array library (the host's function, or its formula on the device)."""
+    if isinstance(terms.d1, np.ndarray):
+        return site_from_tilted(terms.d1, terms.d2, terms.mu, var)
+    denom = 1.0 + var * terms.d2
+    return -terms.d2 / denom, (terms.d1 - terms.mu * terms.d2) / denom
 
 
 def energy_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, Array]:
@@ -282,14 +294,20 @@ def _block_sums(step: TiedStep, X: Array, y: Array) -> tuple:
     """One row block's sums: rows, :math:`\\sum\\log Z_i`, :math:`\\sum w_i a_ia_i^\top`, :math:`\\sum\beta_i a_i`,
     and (if asked) the gradient's row sums with the likelihood's."""
     terms = minibatch_terms(step, X, y)
-    w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i with cavity variance r_i
+    w, beta = _row_sites(terms, terms.r)  # the site of f_i with cavity variance r_i
     gradient = None
     if step.gradient:
-        g_lik = np.sum(step.likelihood.dlog_z_dtheta(y, terms.mu, terms.s), axis=0)
+        likelihood = step.likelihood
+        g_lik = (
+            np.sum(likelihood.dlog_z_dtheta(y, to_numpy(terms.mu), to_numpy(terms.s)), axis=0)
+            if likelihood.n_dims
+            else np.zeros(0)
+        )
         gradient = (*_row_gradient(step, terms, X), g_lik)
     w, beta = on_device_of(w, terms.A), on_device_of(beta, terms.A)
     lam, eta = (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta
-    return y.shape[0], float(np.sum(terms.log_z)), to_numpy(lam), to_numpy(eta), gradient
+    log_z = float(np.sum(terms.log_z)) if isinstance(terms.log_z, np.ndarray) else float(step.space.xp.sum(terms.log_z))
+    return y.shape[0], log_z, to_numpy(lam), to_numpy(eta), gradient
 
 
 def _add_sums(a: tuple, b: tuple) -> tuple:
@@ -306,7 +324,7 @@ def sites_of_rows(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) ->
 
     def block(c: slice) -> None:
         t = minibatch_terms(on, X[c, :], y[c])
-        tau[c], nu[c] = site_from_tilted(t.d1, t.d2, t.mu, t.s)
+        tau[c], nu[c] = (to_numpy(a) for a in _row_sites(t, t.s))
 
     each_block(block, list(chunks(y.shape[0], CHUNK if numpy else DEVICE_ROWS)), n_jobs if numpy else 1)
     return tau, nu

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
+from types import ModuleType
 from typing import ClassVar, TypeVar
 
 import numpy as np
@@ -100,6 +101,8 @@ class Likelihood(ParamsMixin, ABC):
     class_targets: ClassVar[bool] = False
     has_cumulants: ClassVar[bool] = True
     heavy_tailed: ClassVar[bool] = False
+    #: whether :meth:`log_z_on` answers in any array library, on its device (EP's closed form at ``u = 1``)
+    closed_form_on_device: ClassVar[bool] = False
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
     #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
     hyperparameter_names: ClassVar[tuple[str, ...]] = ()
@@ -175,6 +178,12 @@ class Likelihood(ParamsMixin, ABC):
             The power :math:`u \in (0, 1]` (Power EP); ``1`` for EP.
         """
         return self._log_z(*_as_floats(y, mean, var), check_unit_interval(power, "power u"))
+
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
+        r""":meth:`log_z` at ``u = 1`` computed in the array namespace ``xp``, on the arrays' device (the same
+        closed form: with numpy, :meth:`log_z`'s digits), where :attr:`closed_form_on_device`; the sites of a
+        fit on another array library then never leave its device (:mod:`relaxep.inference.device_ep`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form tilted log Z on a device")
 
     def log_lik(self, y: ArrayLike, f: ArrayLike) -> Array:
         r"""Pointwise :math:`\log p(y | f)` (for MCMC)."""

@@ -9,12 +9,14 @@ noise of scale :math:`\sigma`: it contains the step (:math:`\sigma \to 0`) and t
 from __future__ import annotations
 
 import numbers
+from types import ModuleType
 
 import numpy as np
 from scipy.special import expit, log_expit, log_ndtr, xlogy
 
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
+from relaxep._xp import normal_tail
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
@@ -73,16 +75,24 @@ class NoisyStep(BinaryLikelihood):
         self._log1m2eps = float(np.log1p(-2.0 * eps))
         self._xlogx = (float(xlogy(1.0 - eps, 1.0 - eps)), float(xlogy(eps, eps)))
 
+    closed_form_on_device = True
+
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return self._step_log_z(np, mean, var, power)
+
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+        return self._step_log_z(xp, mean, var, 1.0)
+
+    def _step_log_z(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
         eps = float(self.eps)
-        sd = np.sqrt(var)
+        sd = xp.sqrt(var)
         z = mean / sd
-        log_floor = power * safe_log(eps)  # u log eps, -inf for eps = 0
-        log_jump = np.log((1.0 - eps) ** power - eps**power)
-        log_cdf = log_ndtr(z)
-        log_z = np.logaddexp(log_floor, log_jump + log_cdf)
-        weight = np.exp(log_jump + log_cdf - log_z)
-        dlog_z = weight * normal_cdf_ratio(z) / sd
+        log_floor = float(power * safe_log(eps))  # u log eps, -inf for eps = 0
+        log_jump = float(np.log((1.0 - eps) ** power - eps**power))
+        log_cdf, ratio = normal_tail(xp, z)
+        log_z = xp.logaddexp(xp.full_like(log_cdf, log_floor), log_jump + log_cdf)
+        weight = xp.exp(log_jump + log_cdf - log_z)
+        dlog_z = weight * ratio / sd
         d2log_z = -dlog_z * (dlog_z + z / sd)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
@@ -121,13 +131,18 @@ class Probit(QuadratureLikelihood):
         r = normal_cdf_ratio(g)
         return r, -r * (g + r)
 
+    closed_form_on_device = True
+
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         if power != 1.0:
             return super()._folded_log_z(mean, var, power)
-        scale = np.sqrt(1.0 + var)
+        return self._folded_log_z_on(np, mean, var)
+
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+        scale = xp.sqrt(1.0 + var)
         z = mean / scale
-        r = normal_cdf_ratio(z)
-        return TiltedLogZ(log_ndtr(z), r / scale, -r * (z + r) / scale**2)
+        log_cdf, r = normal_tail(xp, z)
+        return TiltedLogZ(log_cdf, r / scale, -r * (z + r) / scale**2)
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = Phi(mu / sqrt(1 + s^2)): the step's form with eps = 0, sigma^2 = 1 + s^2
@@ -196,18 +211,23 @@ class NoisyProbit(QuadratureLikelihood):
         d1 = weight * normal_cdf_ratio(z) / sigma
         return d1, -d1 * (d1 + z / sigma)
 
-    def _closed_form(self, mean: Array, var: Array) -> TiltedLogZ:
-        sigma = np.sqrt(float(self.scale) ** 2 + var)
+    closed_form_on_device = True
+
+    def _closed_form(self, mean: Array, var: Array, xp: ModuleType = np) -> TiltedLogZ:
+        sigma = xp.sqrt(float(self.scale) ** 2 + var)
         z = mean / sigma
-        log_cdf = log_ndtr(z)
-        log_z = np.logaddexp(self._log_eps, self._log_jump + log_cdf)
-        dlog_z = np.exp(self._log_jump + log_cdf - log_z) * normal_cdf_ratio(z) / sigma
+        log_cdf, ratio = normal_tail(xp, z)
+        log_z = xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log_jump + log_cdf)
+        dlog_z = xp.exp(self._log_jump + log_cdf - log_z) * ratio / sigma
         return TiltedLogZ(log_z, dlog_z, -dlog_z * (dlog_z + z / sigma))
 
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         if power != 1.0:
             return super()._folded_log_z(mean, var, power)
         return self._closed_form(mean, var)
+
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+        return self._closed_form(mean, var, xp)
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / varsigma): the step's form with sigma^2 = scale^2 + s^2

@@ -14,6 +14,7 @@ and the tilted cumulants of :math:`f` are those of :math:`g` with the odd ones t
 from __future__ import annotations
 
 from abc import abstractmethod
+from types import ModuleType
 from typing import ClassVar
 
 import numpy as np
@@ -61,6 +62,14 @@ class BinaryLikelihood(Likelihood):
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         lz = self._folded_log_z(y * mean, var, power)
         return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
+
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
+        lz = self._folded_log_z_on(xp, y * mean, var)
+        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
+
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+        r""":meth:`_folded_log_z` at ``u = 1`` in ``xp`` (where :attr:`closed_form_on_device`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no closed-form tilted log Z on a device")
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         return self._folded_log_lik(y * f)

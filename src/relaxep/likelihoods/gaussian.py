@@ -2,6 +2,8 @@ r"""The Gaussian likelihood: GP regression's own noise model, every answer in cl
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
@@ -46,17 +48,25 @@ class Gaussian(Likelihood):
         noise = float(self.noise)
         return -0.5 * np.log(2.0 * np.pi * noise) - 0.5 * (y - f) ** 2 / noise
 
+    closed_form_on_device = True
+
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return self._gaussian_log_z(np, y, mean, var, power)
+
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
+        return self._gaussian_log_z(xp, y, mean, var, 1.0)
+
+    def _gaussian_log_z(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         noise = float(self.noise)
         total = var + noise / power
         resid = y - mean
         log_z = (
-            0.5 * (1.0 - power) * np.log(2.0 * np.pi * noise)
-            - 0.5 * np.log(power)
-            - 0.5 * np.log(2.0 * np.pi * total)
+            float(0.5 * (1.0 - power) * np.log(2.0 * np.pi * noise))
+            - float(0.5 * np.log(power))
+            - 0.5 * xp.log(2.0 * np.pi * total)
             - 0.5 * resid**2 / total
         )
-        return TiltedLogZ(log_z, resid / total, np.broadcast_to(-1.0 / total, np.shape(log_z)))
+        return TiltedLogZ(log_z, resid / total, xp.broadcast_to(-1.0 / total, log_z.shape))
 
     def _tilted(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array]:
         """Tilted mean, variance and the residual ``y - E f`` (at ``u = 1``)."""

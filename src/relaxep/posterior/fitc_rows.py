@@ -84,10 +84,11 @@ CHUNK = 1024
 
 class FITCRows(Protocol):
     """What a FITC posterior reads from its prior (:class:`~relaxep.posterior.SparsePrior` is one): the rows
-    :math:`V^\top` and :math:`g`, :math:`L_{uu}`, the row block, the threads and the array space they live in."""
+    :math:`V^\top` (``None`` where they are recomputed: ``row_block``) and :math:`g`, :math:`L_{uu}`, the row block,
+    the threads, the array space they live in, and the refresh ``posterior_pass(tau, nu)``."""
 
     space: ArraySpace
-    Vt: Array
+    Vt: Array | None
     g: Array
     L_uu: Array
     chunk_size: int
@@ -98,6 +99,10 @@ class FITCRows(Protocol):
 
     @property
     def n_inducing(self) -> int: ...
+
+    def row_block(self, c: slice) -> tuple[Array, Array]: ...
+
+    def posterior_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Array, Array, float, Array, Array]: ...
 
 
 def rows_per_block(n_inducing: int) -> int:
@@ -373,8 +378,9 @@ DEVICE_ROWS = 1 << 18
 def _device_rows(space: ArraySpace, kernel: Any, X: Array, Z: Array, L_uu: Array, latent_noise: float) -> tuple:
     n, m = X.shape[0], Z.shape[0]
     check_device_memory(  # V^T, a refresh's two n x M temporaries and a block of K_Xu
-        X, 8.0 * m * (3.0 * n + 2.0 * min(n, DEVICE_ROWS)), f"a sparse GP on n = {n} rows with M = {m} inducing inputs",
-        "use fewer inducing inputs (M), or fit on the CPU with numpy arrays (memory O(n M) there too)",
+        X, 8.0 * m * (3.0 * n + 2.0 * min(n, DEVICE_ROWS)),
+        f'a sparse GP on n = {n} rows with M = {m} inducing inputs, its rows stored (rows="stored": V^T, n x M)',
+        'use rows="recomputed" (V^T rebuilt in blocks: memory O(n + M^2)), fewer inducing inputs (M), or the CPU',
     )  # fmt: skip
     L_dev = on_device_of(L_uu, X)
     rows, diag = [], []
@@ -396,4 +402,5 @@ def device_cross_kernel(space: ArraySpace, kernel: Any, X: Array, Z: Array) -> t
             f"kernel: on arrays other than numpy's the FITC prior evaluates RBF or ConstantKernel * RBF, got {kernel!r}"
         ) from exc
     diag = space.xp.full((X.shape[0],), view.constant, dtype=X.dtype, device=space.device)
-    return rbf(view, X, on_device_of(np.asarray(Z, dtype=float), X), space), diag
+    Z = on_device_of(np.asarray(Z, dtype=float), X) if isinstance(Z, np.ndarray) else Z  # (or already there)
+    return rbf(view, X, Z, space), diag

@@ -47,6 +47,14 @@ from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
 from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, to_numpy
 from relaxep.posterior.base import Prior
+from relaxep.posterior.fitc_blocks import (
+    blocked_pass,
+    choose_rows,
+    kernel_rows,
+    recomputed_prior_rows,
+    row_blocks,
+    row_factors,
+)
 
 # the row-block functions live in fitc_rows (shared with the Dask shards and the stochastic search)
 from relaxep.posterior.fitc_rows import (
@@ -55,6 +63,7 @@ from relaxep.posterior.fitc_rows import (
     device_cross_kernel,
     inducing_factor,
     matrices_prior,
+    posterior_pass,
     rows_per_block,
     sparse_prior_rows,
 )
@@ -94,15 +103,23 @@ class SparsePrior(Prior):
         ``k - 1``), except that ``None`` uses the machine: ``OMP_NUM_THREADS`` where it is set, else every
         core this process may run on.  The blocks and the order of their sums do not depend on it, so
         neither does the posterior (:mod:`relaxep._threads`).
+    rows : {"auto", "stored", "recomputed"}, default "auto"
+        ``"stored"``: hold :math:`V^\top`; ``"recomputed"``: hold :math:`X`, :math:`L_{uu}`, :math:`k_{ii}` and
+        :math:`g` only, every pass rebuilding the rows block by block from ``X``
+        (:mod:`relaxep.posterior.fitc_blocks`: the same rows, twice the kernel's work a refresh); ``"auto"``:
+        ``"stored"`` where the memory guard lets it, else ``"recomputed"``.  The choice is :attr:`rows`.
 
     Memory: :math:`V^\top` (``n x M``) and :math:`M \times M` factors; :math:`K_{uf}` is never held whole.
+    With ``rows="recomputed"``, :math:`O(n + M^2)` and one block of rows (``chunk_size`` rows a thread on
+    numpy, :data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS` on a device).
 
     Raises
     ------
     ValueError
-        For inputs of the wrong shape or not finite;
+        For inputs of the wrong shape or not finite, or an unknown ``rows``;
         :class:`~relaxep.KernelNotPositiveDefiniteError` when :math:`K_{uu}` has no Cholesky
-        factor (duplicated inducing inputs without jitter).
+        factor (duplicated inducing inputs without jitter); :class:`~relaxep.MemoryLimitError` when even the
+        recomputed rows do not fit (or, on a device, the stored rows asked for).
     """
 
     def __init__(
@@ -116,6 +133,7 @@ class SparsePrior(Prior):
         chunk_size: int | None = None,
         n_jobs: int | None = None,
         conditional: str = "fitc",
+        rows: str = "auto",
     ) -> None:
         #: where the rows live and are computed (:class:`~relaxep._xp.ArraySpace`): ``X``'s, chosen once
         self.space = namespace(X)
@@ -134,11 +152,23 @@ class SparsePrior(Prior):
         self.chunk_size = rows_per_block(Z.shape[0]) if chunk_size is None else int(chunk_size)
         n_threads(n_jobs)  # refuses a bad n_jobs now
         self.n_jobs = n_jobs
+        #: ``"stored"`` (:math:`V^\top` held as :attr:`Vt`) or ``"recomputed"`` (:attr:`Vt` is ``None``)
+        self.rows = choose_rows(self.space, X, Z.shape[0], rows, self.chunk_size, self.n_jobs)
         self.K_uu, self.L_uu, self.kuu_jitter = inducing_factor(kernel, Z, self.jitter)
-        self.Vt, self.k_diag, self.g = sparse_prior_rows(
-            self.space, kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
-        )
-        self.K_uu, self.L_uu = on_device_of(self.K_uu, self.Vt), on_device_of(self.L_uu, self.Vt)
+        if self.rows == "stored":
+            self.Vt, self.k_diag, self.g = sparse_prior_rows(
+                self.space, kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
+            )
+        self.K_uu, self.L_uu = on_device_of(self.K_uu, X), on_device_of(self.L_uu, X)
+        #: on a device, for recomputed rows: ``Z`` there and :math:`L_{uu}^{-\top}` (:func:`kernel_rows`)
+        self._row_factors: tuple[Array, Array] | None = None
+        if self.rows == "recomputed":
+            self.Vt = None
+            if not self.space.on_host:
+                self._row_factors = row_factors(self.space, Z, self.L_uu)
+            self.k_diag, self.g = recomputed_prior_rows(
+                self.space, kernel, X, Z, self.L_uu, self.latent_noise, self.chunk_size, self.n_jobs
+            )
         check_prior_scale(to_numpy(self.k_diag), "the kernel's variances at X")
         #: :math:`\operatorname{tr}(K - Q)` where ``conditional="dtc"`` (the diagonal it leaves out), else 0
         self.conditional, self.trace_gap = conditional, 0.0
@@ -173,7 +203,7 @@ class SparsePrior(Prior):
             raise ValueError("K_uu, K_fu or k_ff_diag contains NaN or inf")
         self.X = self.Z = self.kernel = None
         self.latent_noise, self.jitter, self.kuu_jitter = 0.0, 0.0, 0.0
-        self.conditional, self.trace_gap = "fitc", 0.0
+        self.conditional, self.trace_gap, self.rows = "fitc", 0.0, "stored"
         self.chunk_size = rows_per_block(k_uu.shape[0])
         self.n_jobs = None
         self.K_uu, self.L_uu, self.Vt = matrices_prior(space, k_uu, k_fu, self.chunk_size)
@@ -183,12 +213,35 @@ class SparsePrior(Prior):
 
     @property
     def n(self) -> int:
-        return self.Vt.shape[0]
+        return self.g.shape[0]
 
     @property
     def n_inducing(self) -> int:
         """:math:`M`, the number of inducing inputs."""
-        return self.Vt.shape[1]
+        return self.L_uu.shape[0]
+
+    def row_block(self, c: slice) -> tuple[Array, Array]:
+        r""":math:`V_c^\top` (``len(c) x M``) and :math:`g_c` for the rows ``c``: a view of :attr:`Vt`, or the rows
+        recomputed from ``X`` (``rows="recomputed"``: :func:`~relaxep.posterior.fitc_blocks.kernel_rows`), in the
+        prior's array library."""
+        if self.Vt is not None:
+            return self.Vt[c, :], self.g[c]
+        return kernel_rows(self.space, self.kernel, self.X, self.Z, self.L_uu, c, self._row_factors), self.g[c]
+
+    def posterior_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Array, Array, float, Array, Array]:
+        r"""A refresh from the sites :math:`(\tau, \nu)` (arrays of the prior's library; numpy on the host):
+        ``(L_B, L_B^{-1}, m, b, log|I + (Q+G)T|, mu, A_ii)``.
+
+        Stored rows: :func:`~relaxep.posterior.fitc_rows.posterior_pass`; recomputed rows:
+        :func:`~relaxep.posterior.fitc_blocks.blocked_pass` over :meth:`row_block` (the same answer; bit for bit
+        on numpy).  Raises :class:`~relaxep.ImproperPosteriorError` where the sites make the posterior improper.
+        """
+        if not self.space.on_host:  # (numpy sites: moved to the prior's device)
+            tau, nu = (on_device_of(a, self.L_uu) if isinstance(a, np.ndarray) else a for a in (tau, nu))
+        if self.Vt is not None:
+            return posterior_pass(self.space, self.Vt, self.g, tau, nu, self.chunk_size, self.n_jobs)
+        blocks = row_blocks(self.space, self.n, self.chunk_size)
+        return blocked_pass(self.space, lambda c: self.row_block(c)[0], self.g, tau, nu, blocks, self.n_jobs)
 
     def _posterior_for(self, tau: Array | None, nu: Array | None, marginals_only: bool) -> SparsePosterior:
         """The FITC posterior for these sites (it always keeps only the marginals, so ``marginals_only`` is moot)."""
@@ -198,7 +251,7 @@ class SparsePrior(Prior):
     def from_kernel(cls, kernel: Any, X: ArrayLike, Z: ArrayLike, noise: float = 0.0, **options: Any) -> SparsePrior:
         r"""The FITC prior of a scikit-learn kernel with inducing inputs ``Z`` and latent noise ``noise``
         (:meth:`DensePrior.from_kernel`'s arguments plus ``Z``; ``options``: ``jitter``, ``chunk_size``,
-        ``n_jobs``, ``conditional``)."""
+        ``n_jobs``, ``conditional``, ``rows``)."""
         return cls(X, Z, kernel, latent_noise=noise, **options)
 
     @property
@@ -231,7 +284,11 @@ class SparsePrior(Prior):
 
     def dense_covariance(self) -> Array:
         """The ``n x n`` FITC covariance :math:`Q + G` (for tests and small problems only)."""
-        return self.Vt @ self.Vt.T + np.diag(self.g)
+        Vt = self.Vt
+        if Vt is None:  # (rows="recomputed": assembled from the row blocks)
+            parts = [self.row_block(c)[0] for c in row_blocks(self.space, self.n, self.chunk_size)]
+            Vt = np.vstack(parts) if self.space.on_host else self.space.xp.concat(parts, axis=0)
+        return Vt @ Vt.T + np.diag(self.g)
 
 
 def _check_inputs(space: ArraySpace, A: ArrayLike, name: str) -> Array:

@@ -36,7 +36,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._threads import fold_blocks
 from relaxep._typing import Array
 from relaxep._xp import HOST, ArraySpace, on_device_of, to_numpy
-from relaxep.posterior.fitc_rows import add_weighted_gram, chunks, symmetric_from_lower
+from relaxep.posterior.fitc_rows import DEVICE_ROWS, add_weighted_gram, chunks, symmetric_from_lower
 from relaxep.posterior.rbf import ScaledRBF, as_scaled_rbf, rbf
 from relaxep.posterior.sparse_posterior import SparsePosterior
 
@@ -195,15 +195,47 @@ def sparse_evidence_gradient(
     if collapsed != (p.conditional == "dtc"):
         raise ValueError(f"collapsed={collapsed} needs a {'dtc' if collapsed else 'fitc'} prior, got {p.conditional!r}")
     kern = as_scaled_rbf(p.kernel if kernel is None else kernel, p.X.shape[1])
+    if not p.space.on_host:
+        return _device_gradient(post, kern, collapsed)
     tau, nu = post.site_precision, post.site_mean_precision
     pieces = gradient_broadcast(p.L_uu, post.chol_b, post.inducing_mean)
     var = post.marginal_var
 
     def part(c: slice) -> tuple[float, Array, Array, Array]:
-        return shard_gradient(kern, p.Vt[c], p.g[c], tau[c], nu[c], p.X[c], p.Z, pieces, var[c], collapsed)
+        rows, g = p.row_block(c)  # (a view of V^T, or its rows recomputed: rows="recomputed")
+        return shard_gradient(kern, rows, g, tau[c], nu[c], p.X[c], p.Z, pieces, var[c], collapsed)
 
     total = fold_blocks(part, list(chunks(p.n, p.chunk_size)), p.n_jobs, _add_parts)
     return finish_gradient(kern, [total], p.Z, p.K_uu, p.L_uu, pieces)
+
+
+def _device_gradient(post: SparsePosterior, kern: ScaledRBF, collapsed: bool) -> tuple[Array, Array]:
+    """:func:`sparse_evidence_gradient` where the prior's rows live on another array library's device: the row
+    blocks' shares (:func:`shard_gradient`'s formulas) computed there, in blocks of ``DEVICE_ROWS`` rows, and the
+    :math:`M \times M` completion (:func:`finish_gradient`) on the host."""
+    p, space = post.prior, post.prior.space
+    L_uu, K_uu = to_numpy(p.L_uu), to_numpy(p.K_uu)
+    pieces = gradient_broadcast(L_uu, to_numpy(post.chol_b), to_numpy(post.inducing_mean))
+    on = {key: space.put(value) for key, value in pieces.items()}
+    M = L_uu.shape[0]
+    tau, nu, var = (space.put(a) for a in (post.site_precision, post.site_mean_precision, post.marginal_var))
+    Z = space.put(p.Z)
+    total = None
+    for c in chunks(p.n, DEVICE_ROWS):
+        rows, g = p.row_block(c)
+        d = 1.0 + g * tau[c]
+        w = tau[c] / d
+        alpha = nu[c] / d - w * (rows @ on["m"])
+        s = (var[c] - g / d) * d**2
+        cc = -0.5 * tau[c] if collapsed else 0.5 * (alpha**2 - (w - w**2 * s))
+        proj = rows @ on["both"]
+        g_uf = alpha[:, None] * on["a"][None, :] - w[:, None] * proj[:, :M] - 2.0 * cc[:, None] * proj[:, M:]
+        X = p.X[c, :]
+        g_const, sq, dz = cross_terms(space, kern, X, Z, g_uf, cc, rbf(kern, X, Z, space))
+        part = (g_const, sq, dz, to_numpy((rows * cc[:, None]).T @ rows))
+        total = part if total is None else _add_parts(total, part)
+        del rows, proj, g_uf
+    return finish_gradient(kern, [total], p.Z, K_uu, L_uu, pieces)
 
 
 def _add_parts(a: tuple, b: tuple) -> tuple:

@@ -1,6 +1,8 @@
 r"""The FITC posterior (:class:`SparsePosterior`) of a :class:`~relaxep.posterior.SparsePrior`: the sites, the
-refresh that recomputes the posterior from them in row blocks (:func:`~relaxep.posterior.fitc_rows.posterior_pass`),
-predictions, and the sequential path's :math:`O(M^2)` Sherman-Morrison updates of :math:`\Sigma = B^{-1}`.
+refresh that recomputes the posterior from them in row blocks (the prior's ``posterior_pass``: stored rows by
+:func:`~relaxep.posterior.fitc_rows.posterior_pass`, recomputed ones by
+:func:`~relaxep.posterior.fitc_blocks.blocked_pass`), predictions, and the sequential path's :math:`O(M^2)`
+Sherman-Morrison updates of :math:`\Sigma = B^{-1}`.
 
 The equations are in :mod:`relaxep.posterior.sparse` (the prior's module) and :mod:`relaxep.posterior.fitc_rows`.
 """
@@ -15,7 +17,7 @@ import numpy as np
 from relaxep._typing import Array
 from relaxep._xp import on_device_of, to_numpy
 from relaxep.posterior.base import RefreshedPosterior, SiteProposer, SweepStats, _refreshed
-from relaxep.posterior.fitc_rows import FITCRows, multiply_rows, posterior_pass, predict_rows, solve_rows
+from relaxep.posterior.fitc_rows import FITCRows, multiply_rows, predict_rows, solve_rows
 
 __all__ = ["SparsePosterior"]
 
@@ -65,8 +67,8 @@ class SparsePosterior(RefreshedPosterior):
             variance is not positive.
         """
         p = self.prior
-        tau, nu = (on_device_of(a, p.Vt) for a in (self.site_precision, self.site_mean_precision))
-        chol, chol_inv, m, b, log_det, mean, var = posterior_pass(p.space, p.Vt, p.g, tau, nu, p.chunk_size, p.n_jobs)
+        tau, nu = (on_device_of(a, p.L_uu) for a in (self.site_precision, self.site_mean_precision))
+        chol, chol_inv, m, b, log_det, mean, var = p.posterior_pass(tau, nu)
         self._chol, self._chol_inv, self._m, self._b, self._log_det = chol, chol_inv, m, b, log_det
         self._mean, self._var = to_numpy(mean), to_numpy(var)
         self._sigma = None
@@ -88,7 +90,7 @@ class SparsePosterior(RefreshedPosterior):
                 f"inducing inputs), got {cross_kernel.shape}"
             )
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        cross_kernel, test_diag = on_device_of(cross_kernel, p.Vt), on_device_of(test_diag, p.Vt)
+        cross_kernel, test_diag = on_device_of(cross_kernel, p.L_uu), on_device_of(test_diag, p.L_uu)
         mean, var = predict_rows(
             p.space, p.L_uu, m_ind, self._chol_inv, cross_kernel, test_diag, p.chunk_size, p.n_jobs
         )
@@ -102,7 +104,7 @@ class SparsePosterior(RefreshedPosterior):
         if cross_kernel.ndim != 2 or cross_kernel.shape[1] != p.n_inducing:
             raise ValueError(f"K_*u must have shape (m, {p.n_inducing}), got {cross_kernel.shape}")
         m_ind = self.inducing_mean  # (refreshes a stale factor first)
-        cross_kernel, test_kernel = on_device_of(cross_kernel, p.Vt), on_device_of(test_kernel, p.Vt)
+        cross_kernel, test_kernel = on_device_of(cross_kernel, p.L_uu), on_device_of(test_kernel, p.L_uu)
         a = solve_rows(p.space, p.L_uu, cross_kernel)
         r = multiply_rows(p.space, self._chol_inv, a)
         cov = test_kernel - a @ a.T + r @ r.T
@@ -121,7 +123,7 @@ class SparsePosterior(RefreshedPosterior):
 
     def _site_marginal(self, i: int) -> tuple[Array, Array, float, float]:
         p, sigma = self.prior, self._sigma
-        v = p.Vt[i]
+        v = p.Vt[i] if p.Vt is not None else p.row_block(slice(i, i + 1))[0][0]  # (recomputed rows: row i's)
         sv = sigma @ v
         d = 1.0 + p.g[i] * self.site_precision[i]
         return v, sv, (v @ self._m + p.g[i] * self.site_mean_precision[i]) / d, p.g[i] / d + (v @ sv) / d**2

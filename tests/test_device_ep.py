@@ -1,0 +1,130 @@
+"""Parallel EP with the sites on the device (:mod:`relaxep.inference.device_ep`), checked with ``array-api-strict``.
+
+Ground truth: the host loop (numpy arrays, :class:`~relaxep.inference.SiteUpdates` with the parallel schedule),
+whose iterates the device loop repeats rule for rule, so every fit must equal it to rounding; the likelihoods'
+device closed forms against their numpy ``log_z`` (numpy itself: bit for bit).  And the claim of the module:
+a sweep sends no length-n array between host and device but the special functions' one round trip on a library
+without them (array-api-strict; PyTorch and CuPy have their own).  That the estimators' EP runs take this loop
+on another library's arrays is checked with their answers in ``test_xp.py``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.gaussian_process.kernels import RBF
+from sklearn.gaussian_process.kernels import ConstantKernel as C
+
+import relaxep._xp as rxp
+from relaxep import EP, Gaussian, NoisyProbit, NoisyStep, Probit, infer
+from relaxep.posterior import SparsePrior
+
+xs = pytest.importorskip("array_api_strict")
+pytest.importorskip("array_api_compat")
+
+KERNEL = C(2.0) * RBF(1.0)
+
+
+@pytest.fixture
+def dispatch(monkeypatch):
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+
+
+@pytest.fixture(scope="module")
+def problem():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(1500, 3))
+    f = np.sin(2.0 * X[:, 0]) + X[:, 1]
+    labels = np.where(f + 0.3 * rng.normal(size=1500) > 0, 1.0, -1.0)
+    labels[:60] *= -1.0  # flipped labels: negative site precisions under the label-noise likelihood
+    return X, labels, f + 0.2 * rng.normal(size=1500), X[:30].copy()
+
+
+@pytest.mark.parametrize(
+    ("likelihood", "binary", "damping"),
+    [(Probit(), True, 1.0), (NoisyProbit(0.01, 1.0), True, 1.0), (NoisyProbit(0.01, 1.0), True, 0.6),
+     (Gaussian(0.04), False, 1.0)],
+    ids=["probit", "noisy-probit", "noisy-probit-damped", "gaussian"],
+)  # fmt: skip
+def test_the_device_loop_is_the_host_loop(dispatch, problem, likelihood, binary, damping):
+    """Same status, sweeps, steps, sites, marginals and evidence as the numpy path (1e-8)."""
+    X, labels, targets, Z = problem
+    y = labels if binary else targets
+    host = infer(SparsePrior(X, Z, KERNEL), y, likelihood, EP(damping), schedule="parallel", tol=1e-6)
+    device = infer(SparsePrior(xs.asarray(X), Z, KERNEL), y, likelihood, EP(damping), schedule="parallel", tol=1e-6)
+    assert host.status == device.status == "converged" and host.n_sweeps == device.n_sweeps
+    np.testing.assert_array_equal(host.step_sizes, device.step_sizes)
+    for a, b in [(host.mean, device.mean), (host.marginal_var, device.marginal_var)]:
+        np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(device.site_precision, host.site_precision, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(device.site_mean_precision, host.site_mean_precision, rtol=1e-8, atol=1e-10)
+    assert device.log_evidence == pytest.approx(host.log_evidence, rel=1e-10)
+    if isinstance(likelihood, NoisyProbit):  # (not log-concave: the flipped labels made negative sites)
+        assert np.any(host.site_precision < 0)
+
+
+@pytest.mark.parametrize("likelihood", [Probit(), NoisyProbit(0.02, 0.7), NoisyStep(0.1), Gaussian(0.3)])
+def test_the_device_closed_forms_are_log_zs(likelihood):
+    """``log_z_on`` with numpy is ``log_z`` bit for bit; on array-api-strict, to rounding; far in both tails."""
+    rng = np.random.default_rng(1)
+    y = np.where(rng.random(400) < 0.5, -1.0, 1.0) if likelihood.class_targets else rng.normal(size=400)
+    mean, var = 12.0 * rng.normal(size=400), np.exp(3.0 * rng.normal(size=400))
+    ref = likelihood.log_z(y, mean, var)
+    same = likelihood.log_z_on(np, y, mean, var)
+    strict = likelihood.log_z_on(xs, xs.asarray(y), xs.asarray(mean), xs.asarray(var))
+    for field in ("log_z", "dlog_z", "d2log_z"):
+        np.testing.assert_array_equal(getattr(same, field), getattr(ref, field))
+        np.testing.assert_allclose(np.from_dlpack(getattr(strict, field)), getattr(ref, field), rtol=1e-13, atol=0)
+
+
+def _count_transfers(monkeypatch):
+    """Count length-n arrays taken to the host (``np.from_dlpack``) and to the device (``xs.asarray`` of numpy)."""
+    counts = {"to_host": 0, "to_device": 0}
+    from_dlpack, asarray = np.from_dlpack, xs.asarray
+
+    def counted_from_dlpack(x, *args, **kwargs):
+        out = from_dlpack(x, *args, **kwargs)
+        counts["to_host"] += out.size > 16
+        return out
+
+    def counted_asarray(x, *args, **kwargs):
+        counts["to_device"] += isinstance(x, np.ndarray) and x.size > 16
+        return asarray(x, *args, **kwargs)
+
+    monkeypatch.setattr(np, "from_dlpack", counted_from_dlpack)
+    monkeypatch.setattr(xs, "asarray", counted_asarray)
+    return counts
+
+
+def test_a_sweep_moves_at_most_one_array_each_way(dispatch, problem, monkeypatch):
+    """Per sweep one length-n round trip (array-api-strict has no log_ndtr/erfcx); the host loop moved 5."""
+    X, labels, _, Z = problem
+    prior = SparsePrior(xs.asarray(X), Z, KERNEL)
+    counts = _count_transfers(monkeypatch)
+    result = infer(prior, labels, NoisyProbit(0.01, 1.0), EP(), schedule="parallel", tol=1e-6)
+    sweeps = result.n_sweeps
+    assert sweeps >= 5 and result.converged
+    # (the start: the sites and y; the end: the evidence's special functions, the sites and marginals, and the
+    # host posterior's refresh)
+    assert counts["to_host"] <= sweeps + 6 and counts["to_device"] <= sweeps + 6, (counts, sweeps)
+
+
+@pytest.mark.parametrize("collapsed", [False, True], ids=["fitc", "collapsed-bound"])
+def test_the_sparse_evidence_gradient_on_the_device_is_numpys(dispatch, problem, collapsed):
+    """The gradient in theta and Z (L-BFGS-B's on a sparse model) computed on the device equals numpy's (1e-10)."""
+    from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
+
+    X, labels, targets, Z = problem
+    conditional = "dtc" if collapsed else "fitc"
+    tau, nu = (np.full(len(targets), 25.0), targets * 25.0) if collapsed else (None, None)
+    grads = []
+    for inputs in (X, xs.asarray(X)):
+        prior = SparsePrior(inputs, Z, KERNEL, conditional=conditional)
+        if collapsed:
+            post = prior.posterior(tau, nu)
+        else:
+            post = infer(prior, labels, NoisyProbit(0.01, 1.0), EP(), schedule="parallel", tol=1e-6).posterior
+        grads.append(sparse_evidence_gradient(post, KERNEL, collapsed=collapsed))
+    (theta_h, z_h), (theta_d, z_d) = grads
+    np.testing.assert_allclose(theta_d, theta_h, rtol=1e-10)
+    np.testing.assert_allclose(z_d, z_h, rtol=1e-10, atol=1e-10 * np.max(np.abs(z_h)))
