@@ -17,7 +17,8 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import relaxep._xp as rxp
 from relaxep import EP, Gaussian, NoisyProbit, NoisyStep, Probit, infer
-from relaxep.posterior import SparsePrior
+from relaxep.posterior import DensePrior, SparsePrior
+from relaxep.posterior.dense_device import DeviceDensePrior
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -46,14 +47,27 @@ def problem():
      (Gaussian(0.04), False, 1.0)],
     ids=["probit", "noisy-probit", "noisy-probit-damped", "gaussian"],
 )  # fmt: skip
-def test_the_device_loop_is_the_host_loop(dispatch, problem, likelihood, binary, damping):
-    """Same status, sweeps, steps, sites, marginals and evidence as the numpy path (1e-8)."""
+@pytest.mark.parametrize("representation", ["sparse", "dense"])
+def test_the_device_loop_is_the_host_loop(dispatch, problem, likelihood, binary, damping, representation):
+    """Same status, sweeps, steps, sites, marginals and evidence as the numpy path (1e-8), for a sparse prior and
+    for a dense one (its device twin, DeviceDensePrior)."""
     X, labels, targets, Z = problem
     y = labels if binary else targets
-    host = infer(SparsePrior(X, Z, KERNEL), y, likelihood, EP(damping), schedule="parallel", tol=1e-6)
-    device = infer(SparsePrior(xs.asarray(X), Z, KERNEL), y, likelihood, EP(damping), schedule="parallel", tol=1e-6)
-    assert host.status == device.status == "converged" and host.n_sweeps == device.n_sweeps
-    np.testing.assert_array_equal(host.step_sizes, device.step_sizes)
+    if representation == "sparse":
+        host_prior, device_prior = SparsePrior(X, Z, KERNEL), SparsePrior(xs.asarray(X), Z, KERNEL)
+    else:  # (the first 400 rows: n x n)
+        X, y = X[:400], y[:400]
+        K = KERNEL(X) + 1e-8 * np.eye(400)
+        host_prior, device_prior = DensePrior(K), DensePrior(xs.asarray(K))
+        assert isinstance(device_prior, DeviceDensePrior)
+    # (dense: numpy's early sweeps factor in single precision, so the two share the fixed point, not the path)
+    tol = 1e-6 if representation == "sparse" else 1e-10
+    host = infer(host_prior, y, likelihood, EP(damping), schedule="parallel", tol=tol)
+    device = infer(device_prior, y, likelihood, EP(damping), schedule="parallel", tol=tol)
+    assert host.status == device.status == "converged"
+    if representation == "sparse":
+        assert host.n_sweeps == device.n_sweeps
+        np.testing.assert_array_equal(host.step_sizes, device.step_sizes)
     for a, b in [(host.mean, device.mean), (host.marginal_var, device.marginal_var)]:
         np.testing.assert_allclose(b, a, rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(device.site_precision, host.site_precision, rtol=1e-8, atol=1e-10)
@@ -96,10 +110,16 @@ def _count_transfers(monkeypatch):
     return counts
 
 
-def test_a_sweep_moves_at_most_one_array_each_way(dispatch, problem, monkeypatch):
-    """Per sweep one length-n round trip (array-api-strict has no log_ndtr/erfcx); the host loop moved 5."""
+@pytest.mark.parametrize("representation", ["sparse", "dense"])
+def test_a_sweep_moves_at_most_one_array_each_way(dispatch, problem, monkeypatch, representation):
+    """Per sweep one length-n round trip (array-api-strict has no log_ndtr/erfcx); the host loops moved 5 (sparse)
+    and 3 (dense)."""
     X, labels, _, Z = problem
-    prior = SparsePrior(xs.asarray(X), Z, KERNEL)
+    if representation == "sparse":
+        prior = SparsePrior(xs.asarray(X), Z, KERNEL)
+    else:
+        X, labels = X[:400], labels[:400]
+        prior = DensePrior(xs.asarray(KERNEL(X) + 1e-8 * np.eye(400)))
     counts = _count_transfers(monkeypatch)
     result = infer(prior, labels, NoisyProbit(0.01, 1.0), EP(), schedule="parallel", tol=1e-6)
     sweeps = result.n_sweeps

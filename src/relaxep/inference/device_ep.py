@@ -1,9 +1,10 @@
 r"""Parallel EP with the sites on the device: a sparse fit on another array library's arrays, end to end.
 
 :class:`~relaxep.inference.SiteUpdates` with the :class:`~relaxep.inference.schedules.Parallel` schedule runs
-here when the prior's rows live on another array library's device (:class:`~relaxep.posterior.SparsePrior` of
-PyTorch, CuPy, JAX or ``array-api-strict`` arrays), the rule is :class:`~relaxep.sites.EP` and the likelihood has
-its tilted moments in closed form there (:attr:`Likelihood.closed_form_on_device
+here when the prior lives on another array library's device (a :class:`~relaxep.posterior.SparsePrior` of
+PyTorch, CuPy, JAX or ``array-api-strict`` arrays, or a dense prior's device twin
+:class:`~relaxep.posterior.dense_device.DeviceDensePrior`), the rule is :class:`~relaxep.sites.EP` and the
+likelihood has its tilted moments in closed form there (:attr:`Likelihood.closed_form_on_device
 <relaxep.likelihoods.Likelihood.closed_form_on_device>`: probit, the label-noise step and probit, Gaussian).
 Every :math:`O(n)` step of a sweep stays where the rows are:
 
@@ -16,7 +17,9 @@ Every :math:`O(n)` step of a sweep stays where the rows are:
    :class:`~relaxep.inference.schedules.AdaptiveStep` (its inner products of the proposed changes
    :math:`(\Delta\tau_i A_{ii}, \Delta\nu_i\sqrt{A_{ii}})` are the only numbers it reads), one refresh
    (:meth:`SparsePrior.posterior_pass <relaxep.posterior.SparsePrior.posterior_pass>`: its rows stored, or
-   recomputed in blocks where they do not fit), the step halved where it is improper;
+   recomputed in blocks where they do not fit; :meth:`DeviceDensePrior.posterior_pass
+   <relaxep.posterior.dense_device.DeviceDensePrior.posterior_pass>`: one Cholesky factor of
+   :math:`I + S^{1/2}KS^{1/2}`), the step halved where it is improper;
 4. the convergence statistic :math:`\max_i\max(|\Delta\mu_i|/\sqrt{A_{ii}}, |\Delta\log A_{ii}|)`.
 
 A sweep reads back scalars only (the statistic, the step's inner products, the counts of skipped sites); the
@@ -41,18 +44,19 @@ from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveSte
 from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior, SparsePrior
+from relaxep.posterior.dense_device import DeviceDensePrior
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["on_device", "run_on_device"]
 
 
 def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: Any, options: RunOptions) -> bool:
-    """Whether :func:`run_on_device` runs this fit (module docstring): a sparse prior on another library's device,
+    """Whether :func:`run_on_device` runs this fit (module docstring): a prior on another library's device,
     plain EP (any damping), the parallel schedule, a likelihood with a closed form there, the ``"marginals"``
     statistic and no per-sweep callback (which is handed a host posterior)."""
     space = getattr(prior, "space", None)
     return (
-        isinstance(prior, SparsePrior)
+        isinstance(prior, SparsePrior | DeviceDensePrior)
         and isinstance(space, ArraySpace)
         and not space.on_host
         and type(rule) is EP
@@ -64,14 +68,14 @@ def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: An
 
 
 class _Refresh:
-    """The prior's posterior pass (:meth:`SparsePrior.posterior_pass <relaxep.posterior.SparsePrior.posterior_pass>`,
-    rows stored or recomputed in blocks) at device sites: ``(mean, var, log|I + KT|)`` or its exception."""
+    """The prior's posterior pass at device sites (its ``posterior_pass``, whose last three entries are
+    ``log|I + KT|``, the means and the variances): ``(mean, var, log|I + KT|)`` or its exception."""
 
-    def __init__(self, prior: SparsePrior) -> None:
+    def __init__(self, prior: SparsePrior | DeviceDensePrior) -> None:
         self.prior = prior
 
     def __call__(self, tau: Array, nu: Array) -> tuple[Array, Array, float]:
-        _chol, _chol_inv, _m, _b, log_det, mean, var = self.prior.posterior_pass(tau, nu)
+        log_det, mean, var = self.prior.posterior_pass(tau, nu)[-3:]
         return mean, var, float(log_det)
 
 
@@ -82,7 +86,12 @@ def _change(xp: Any, mean_old: Array, var_old: Array, mean: Array, var: Array) -
 
 
 def run_on_device(
-    method: Any, prior: SparsePrior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None
+    method: Any,
+    prior: SparsePrior | DeviceDensePrior,
+    y: Array,
+    likelihood: Likelihood,
+    options: RunOptions,
+    init: Sites | None,
 ) -> InferenceResult:
     """:meth:`SiteUpdates.run <relaxep.inference.SiteUpdates.run>` with the parallel schedule, the sites on the
     prior's device (module docstring); ``method`` is the :class:`~relaxep.inference.SiteUpdates` that runs."""
@@ -147,8 +156,10 @@ def run_on_device(
                 if change != float("inf") or bool(xp.all(xp.isfinite(new_mean))):
                     moved = change
                     break
-            except (ImproperPosteriorError, KernelNotPositiveDefiniteError):
+            except ImproperPosteriorError:
                 pass
+            except KernelNotPositiveDefiniteError:  # (no step helps: the host loop ends the run "diverged")
+                break
             if not step.halve():
                 break
         if moved is None or n_nonfinite:  # no proper step, or a proposal not finite: the host loop's "diverged"
@@ -184,7 +195,7 @@ def run_on_device(
 
 def _result(
     method: Any,
-    prior: SparsePrior,
+    prior: SparsePrior | DeviceDensePrior,
     yd: Array,
     y: Array,
     likelihood: Likelihood,

@@ -59,7 +59,7 @@ TINY = np.finfo(float).tiny
 def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Array, Array]:
     r"""One refresh from the sites (``tau``, ``nu`` on the host):
     :math:`(L, V, Z, \log|I + KT|, \mu, \operatorname{diag}A)`, the first three in ``K``'s library
-    (``Z`` ``None`` without negative sites), the marginals on the host.
+    (``Z`` ``None`` without negative sites), the marginals on the host (:func:`device_dense_pass`'s).
 
     Raises
     ------
@@ -68,9 +68,17 @@ def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, A
     ImproperPosteriorError
         If the negative sites make :math:`C` indefinite, or a marginal variance is not positive.
     """
+    chol, v, z, log_det, mean, var = device_dense_pass(space, K, on_device_of(tau, K), on_device_of(nu, K))
+    return chol, v, z, log_det, to_numpy(mean), to_numpy(var)
+
+
+def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any, Any, Any, float, Any, Any]:
+    r""":func:`dense_pass` with the sites and the marginals in ``K``'s library, on its device: with
+    :math:`S = \operatorname{diag}(\max(\tau, 0))`, :math:`LL^\top = B = I + S^{1/2}KS^{1/2}`,
+    :math:`V = L^{-1}S^{1/2}K`, the marginals :math:`A_{ii} = K_{ii} - \|v_i\|^2`, :math:`\mu = K\nu -
+    V^\top V\nu`, corrected by the negative sites' rank-:math:`k` term (module docstring)."""
     xp = space.xp
-    sw_host = np.sqrt(np.maximum(tau, 0.0))
-    sw, nu_d = on_device_of(sw_host, K), on_device_of(nu, K)
+    sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
     b = sw[:, None] * K
     b *= sw[None, :]
     chol = cholesky_lower(xp, add_to_diagonal(xp, b, 1.0))
@@ -81,14 +89,15 @@ def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, A
         )
     v = solve_lower(xp, chol, sw[:, None] * K)
     var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
-    mean = K @ nu_d - v.T @ (v @ nu_d)
+    mean = K @ nu - v.T @ (v @ nu)
     log_det = float(2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol))))
-    negative = np.flatnonzero(tau < -TINY)  # (a subnormal negative precision is a flat site)
+    idx = xp.nonzero(tau < -float(TINY))[0]  # (a subnormal negative precision is a flat site)
     z = None
-    if negative.size:
-        idx = on_device_of(negative, K, keep_dtype=True)
+    if idx.shape[0]:
+        neg = xp.take(tau, idx)
         a_plus = xp.take(K, idx, axis=1) - v.T @ xp.take(v, idx, axis=1)  # A+'s columns N, n x k
-        c = on_device_of(np.diag(-1.0 / tau[negative]), K) - xp.take(a_plus, idx, axis=0)
+        c = -xp.take(a_plus, idx, axis=0)
+        c = add_to_diagonal(xp, c, -1.0 / neg)
         lc = cholesky_lower(xp, 0.5 * (c + c.T))
         if lc is None:
             raise ImproperPosteriorError("negative site precisions make the posterior improper")
@@ -96,11 +105,10 @@ def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, A
         var = var + xp.sum(z * z, axis=0)
         correction = solve_lower(xp, lc, solve_lower(xp, lc, xp.take(mean, idx)[:, None]), trans=True)
         mean = mean + (a_plus @ correction)[:, 0]
-        log_det += float(2.0 * xp.sum(xp.log(xp.linalg.diagonal(lc)))) + float(np.sum(np.log(-tau[negative])))
-    var_host = to_numpy(var)
-    if not np.all(var_host > 0.0):
+        log_det += float(2.0 * xp.sum(xp.log(xp.linalg.diagonal(lc)))) + float(xp.sum(xp.log(-neg)))
+    if not bool(xp.all(var > 0.0)):
         raise ImproperPosteriorError("a posterior marginal variance is not positive")
-    return chol, v, z, log_det, to_numpy(mean), var_host
+    return chol, v, z, log_det, mean, var
 
 
 def rbf_evidence_gradient(
@@ -257,6 +265,11 @@ class DeviceDensePrior(MatrixPrior):
 
     def _posterior_for(self, tau: Array | None, nu: Array | None, marginals_only: bool) -> DeviceDensePosterior:
         return DeviceDensePosterior(self.space, self.K, tau, nu)
+
+    def posterior_pass(self, tau: Any, nu: Any) -> tuple[Any, Any, Any, float, Any, Any]:
+        r"""A refresh from device sites: ``(L, V, Z, log|I + KT|, mu, A_ii)`` on the device
+        (:func:`device_dense_pass`), what :mod:`relaxep.inference.device_ep` runs each sweep."""
+        return device_dense_pass(self.space, self.K, tau, nu)
 
     def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
         """The posterior mean (on the host) from one refresh (:func:`dense_pass`)."""
