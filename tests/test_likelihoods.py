@@ -9,7 +9,18 @@ from scipy.special import log_ndtr
 
 import relaxep.likelihoods as likmod
 from oracles import RTOL, lik_fn, positive_truncated_normal, tilted_quad
-from relaxep import Gaussian, Laplace, Logistic, NegativeBinomial, NoisyStep, OrdinalProbit, Poisson, Probit, StudentT
+from relaxep import (
+    Gaussian,
+    Laplace,
+    Logistic,
+    NegativeBinomial,
+    NoisyStep,
+    OrdinalProbit,
+    Poisson,
+    Probit,
+    StudentT,
+    Tobit,
+)
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 
 #: every likelihood with its t(g) written independently (oracles.lik_fn)
@@ -32,6 +43,12 @@ LIKELIHOODS = {
         lambda g: stats.norm.cdf(1.0 - np.asarray(g)) - stats.norm.cdf(-1.0 - np.asarray(g)),
     ),
     "poisson": (Poisson(), lambda g: stats.poisson.pmf(1, np.exp(np.asarray(g)))),
+    # the target 1.0 is at the limit (censored) or inside (observed)
+    "tobit left-censored at 1": (
+        Tobit(lower=1.0, noise=0.5),
+        lambda g: stats.norm.cdf((1.0 - np.asarray(g)) / 0.5**0.5),
+    ),
+    "tobit observed": (Tobit(lower=-5.0, noise=0.5), lik_fn("gaussian", 0.5)),
     "negative binomial r=2": (
         NegativeBinomial(2.0),
         lambda g: stats.nbinom.pmf(1, 2.0, 2.0 / (2.0 + np.exp(np.asarray(g)))),

@@ -30,6 +30,7 @@ from relaxep.likelihoods import (
     Probit,
     RobustMax,
     StudentT,
+    Tobit,
 )
 
 #: rounding-level agreement: every reference is a closed form (or a quadrature to 1e-12) evaluated in
@@ -72,6 +73,15 @@ REGRESSION = {
     # written out: scipy's laplace.logpdf is log(pdf), -inf once the density underflows
     "laplace scale=0.7": (Laplace(0.7), lambda y, f: -np.log(2 * 0.7) - np.abs(y - f) / 0.7),
     "laplace scale=0.01": (Laplace(0.01), lambda y, f: -np.log(2 * 0.01) - np.abs(y - f) / 0.01),
+    # y = -3 left-censored, 1.5 right-censored, 0 observed
+    "tobit lower=-3 upper=1.5 noise=0.5": (
+        Tobit(lower=-3.0, upper=1.5, noise=0.5),
+        lambda y, f: np.where(
+            y == -3.0,
+            stats.norm.logcdf((-3.0 - f) / np.sqrt(0.5)),
+            np.where(y == 1.5, stats.norm.logcdf((f - 1.5) / np.sqrt(0.5)), stats.norm.logpdf(y, f, np.sqrt(0.5))),
+        ),
+    ),
 }
 
 

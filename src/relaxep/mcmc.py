@@ -242,7 +242,7 @@ def elliptical_slice(
             ll = ll + log_gauss(f, np.zeros(n), chol) - log_gauss(f, centre, base_chol)
         return ll
 
-    F = y * np.geomspace(0.1, 3.0, n_chains)[:, None]
+    F = (y if y.ndim == 1 else y[:, 0]) * np.geomspace(0.1, 3.0, n_chains)[:, None]  # (rows: their values)
     if approx is not None:
         draws = centre + np.geomspace(0.5, 2.0, n_chains)[:, None] * (rng.standard_normal((n_chains, n)) @ base_chol.T)
         inside = np.isfinite(log_lik(draws))

@@ -90,8 +90,8 @@ _ACCEPTS = {
 }
 
 _REGRESSION = (
-    "None or a regression likelihood instance (Gaussian(), StudentT(), Laplace(), Poisson(), NegativeBinomial() "
-    "or a Likelihood of real targets)"
+    "None or a regression likelihood instance (Gaussian(), StudentT(), Laplace(), Tobit(), Poisson(), "
+    "NegativeBinomial() or a Likelihood of real targets)"
 )
 
 

@@ -11,6 +11,7 @@ from relaxep.likelihoods.ordinal import OrdinalProbit
 from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
+from relaxep.likelihoods.tobit import Tobit
 
 __all__ = [
     "BinaryLikelihood",
@@ -30,4 +31,5 @@ __all__ = [
     "RobustMax",
     "StudentT",
     "TiltedLogZ",
+    "Tobit",
 ]

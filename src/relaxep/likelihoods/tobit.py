@@ -1,0 +1,213 @@
+r"""The Tobit likelihood: Gaussian noise on values cut off at a detection limit (censored regression).
+
+A value :math:`y^* = f + \epsilon`, :math:`\epsilon \sim N(0, \sigma^2)`, is observed as itself between the
+limits; at or below ``lower`` only "at most ``lower``" is known, at or above ``upper`` only "at least ``upper``"
+(Tobin 1958; a GP prior on :math:`f`: Groot & Lucas 2012, "Gaussian process regression with censored data using
+expectation propagation", PGM).  Per row,
+
+.. math::
+    p(y | f) = N(y | f, \sigma^2)\ \text{(observed)},\qquad
+    \Phi\Big(\frac{l - f}{\sigma}\Big)\ \text{(left-censored at } l\text{)},\qquad
+    \Phi\Big(\frac{f - u}{\sigma}\Big)\ \text{(right-censored at } u\text{)}.
+
+A censored row is a probit in the folded latent :math:`g = c(f - t)` (:math:`c = -1` left, :math:`+1` right, at
+the limit :math:`t`) with scale :math:`\sigma`, so its tilted :math:`\Phi(g/\sigma)^u N(f | \mu, s^2)` is
+:class:`~relaxep.likelihoods.NoisyProbit`'s at :math:`\epsilon = 0` (closed form at :math:`u = 1`: with
+:math:`S = \sigma^2 + s^2`, :math:`z = c(\mu - t)/\sqrt S` and :math:`r = N(z)/\Phi(z)`,
+
+.. math::
+    \log Z = \log\Phi(z),\qquad \partial_\mu\log Z = \frac{c\,r}{\sqrt S},\qquad
+    \partial^2_\mu\log Z = -\frac{r(z + r)}{S};
+
+its mode-centred sinh rule at other powers); an observed row is :class:`~relaxep.likelihoods.Gaussian`'s.
+The noise's gradient at :math:`u = 1`, for the evidence: the Gaussian's on observed rows and
+:math:`\partial\log Z/\partial\log\sigma^2 = -\sigma^2 r z / (2S)` on censored ones.  The likelihood is
+log-concave, so EP's site precisions stay positive.
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import stats
+from scipy.special import log_ndtr
+
+from relaxep._numerics import normal_cdf_ratio
+from relaxep._typing import Array
+from relaxep._validation import check_target_vector
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
+from relaxep.likelihoods.binary import NoisyProbit
+from relaxep.likelihoods.gaussian import Gaussian
+
+__all__ = ["Tobit"]
+
+
+class Tobit(Likelihood):
+    r"""Gaussian noise with values censored at ``lower`` and/or ``upper`` (module docstring).
+
+    Parameters
+    ----------
+    lower, upper : float or None
+        The detection limits, in ``y``'s units: a target equal to ``lower`` is read as "at most ``lower``", one
+        equal to ``upper`` as "at least ``upper``"; ``None``, no limit on that side.  A target beyond a limit is
+        refused (censored values are reported at the limit).
+    noise : float
+        The noise variance :math:`\sigma^2 > 0` of the uncensored values.
+    noise_bounds : pair of float or "fixed"
+        Bounds for learning ``noise`` (scikit-learn's kernel convention).
+
+    Notes
+    -----
+    Per-row limits and right-censored survival times: targets as rows ``[value, code]`` (``y`` of shape
+    ``(n, 2)``), ``code`` -1 for "at most ``value``", +1 for "at least ``value``" (a follow-up time), 0 for an
+    observed value; ``lower`` and ``upper`` must then be ``None``.  The predictive (:meth:`predict_y`,
+    :meth:`predict_interval`) is that of the uncensored value :math:`y^* = f + \epsilon`; :meth:`censored_mean`
+    gives the mean of what would be reported, :math:`E[\min(\max(y^*, l), u)]`.
+    """
+
+    hyperparameter_names = ("noise",)
+    target_width = 2
+
+    def __init__(
+        self,
+        lower: float | None = None,
+        upper: float | None = None,
+        noise: float = 1.0,
+        noise_bounds: tuple[float, float] | str = (1e-5, 1e5),
+    ) -> None:
+        for name, value in (("lower", lower), ("upper", upper)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value)
+            ):
+                raise TypeError(f"{name} must be a finite real number or None, got {value!r}")
+        if lower is not None and upper is not None and not lower < upper:
+            raise ValueError(f"lower must be below upper, got lower={lower!r} and upper={upper!r}")
+        self.lower, self.upper = lower, upper
+        self.noise, self.noise_bounds = check_hyperparameter(noise, noise_bounds, "noise")
+
+    # ------------------------------------------------------------------ targets
+    def check_targets(self, y: ArrayLike, n: int | None = None) -> Array:
+        """Rows ``[value, code]`` (module docstring): from a vector and the limits, or given as ``(n, 2)``."""
+        arr = np.asarray(y, dtype=float) if not isinstance(y, np.ndarray) else y
+        if arr.ndim == 2 and arr.shape[1] == 2:
+            if self.lower is not None or self.upper is not None:
+                raise ValueError("lower and upper must be None when y gives each row's censoring code (n, 2)")
+            values = check_target_vector(arr[:, 0], n, "targets", "finite values")
+            codes = np.asarray(arr[:, 1], dtype=float)
+            if not np.all(np.isin(codes, (-1.0, 0.0, 1.0))):
+                raise ValueError("y's censoring codes (its second column) must be -1, 0 or +1")
+            return np.column_stack([values, codes])
+        values = check_target_vector(y, n, "targets", "finite values (or (n, 2) rows [value, code])")
+        codes = np.zeros_like(values)
+        if self.lower is not None:
+            if np.any(values < self.lower):
+                raise ValueError(f"targets below lower={self.lower!r}: censored values are reported at the limit")
+            codes[values == self.lower] = -1.0
+        if self.upper is not None:
+            if np.any(values > self.upper):
+                raise ValueError(f"targets above upper={self.upper!r}: censored values are reported at the limit")
+            codes[values == self.upper] = 1.0
+        return np.column_stack([values, codes])
+
+    # ------------------------------------------------------------------ the two kinds of row
+    def _gaussian(self) -> Gaussian:
+        return Gaussian(float(self.noise))
+
+    def _probit(self) -> NoisyProbit:
+        return NoisyProbit(0.0, float(np.sqrt(float(self.noise))))
+
+    def _split(self, y: Array, like: Array) -> tuple[Array, Array]:
+        """``(values, codes)`` of targets given as rows ``[value, code]`` (:meth:`check_targets`), or as values
+        (``like``'s shape, the mean's or the latent's, or its trailing shape), whose codes the limits give."""
+        y = np.asarray(y, dtype=float)
+        if y.shape == np.shape(like) or y.shape[-1:] != (2,):
+            rows = self.check_targets(y.reshape(-1))
+            return rows[:, 0].reshape(y.shape), rows[:, 1].reshape(y.shape)
+        return y[..., 0], y[..., 1]
+
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        value, code = self._split(y, mean)
+        value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
+        gauss = self._gaussian()._log_z(value, mean, var, power)
+        sign = np.where(code == 0.0, 1.0, code)
+        folded = self._probit()._folded_log_z(sign * (mean - value), var, power)
+        observed = code == 0.0
+        return TiltedLogZ(
+            np.where(observed, gauss.log_z, folded.log_z),
+            np.where(observed, gauss.dlog_z, sign * folded.dlog_z),
+            np.where(observed, gauss.d2log_z, folded.d2log_z),
+        )
+
+    def _log_lik(self, y: Array, f: Array) -> Array:
+        f = np.asarray(f, dtype=float)
+        value, code = self._split(y, f)
+        return self._row_log_lik(value, code, f)
+
+    def _row_log_lik(self, value: Array, code: Array, f: Array) -> Array:
+        r""":math:`\log p(y | f)` of rows given as values and codes (broadcast against ``f``)."""
+        sd = np.sqrt(float(self.noise))
+        censored = log_ndtr(np.where(code == 0.0, 1.0, code) * (f - value) / sd)
+        return np.where(code == 0.0, stats.norm.logpdf(value, f, sd), censored)
+
+    def dlog_z_dtheta(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r""":math:`\partial\log Z/\partial\log\sigma^2` at ``u = 1`` (module docstring), shape ``(..., n_dims)``;
+        ``y`` as :meth:`log_z` takes it (values, or rows ``[value, code]``)."""
+        mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
+        if self.n_dims == 0:
+            return np.zeros((*mean.shape, 0))
+        return self._dlog_z_dtheta(np.asarray(y, dtype=float), mean, var)
+
+    def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
+        value, code = self._split(y, mean)
+        value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
+        noise = float(self.noise)
+        total = var + noise
+        z = np.where(code == 0.0, 1.0, code) * (mean - value) / np.sqrt(total)
+        censored = -0.5 * noise * normal_cdf_ratio(z) * z / total
+        observed = 0.5 * noise * ((value - mean) ** 2 / total - 1.0) / total
+        return np.where(code == 0.0, observed, censored)[..., None]
+
+    def _folded(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array, Array]:
+        r"""Values, codes, signs :math:`c` (1 where observed), the folded cavity mean :math:`c(\mu - t)`, variances."""
+        value, code = self._split(y, mean)
+        value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
+        sign = np.where(code == 0.0, 1.0, code)
+        return value, code, sign, sign * (mean - value), var
+
+    def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        value, code, _, folded_mean, var = self._folded(y, mean, var)
+        observed = self._gaussian()._expected_log_lik(value, np.broadcast_to(mean, value.shape), var)
+        return np.where(code == 0.0, observed, self._probit()._folded_expected_log_lik(folded_mean, var))
+
+    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        """The Gaussian's on observed rows; on censored ones the probit's in :math:`g = c(f - t)`, mapped back by
+        :math:`f = t + cg` (the odd cumulants change sign with :math:`c`)."""
+        value, code, sign, folded_mean, var = self._folded(y, mean, var)
+        gauss = self._gaussian()._tilted_cumulants(value, np.broadcast_to(mean, value.shape), var)
+        k1, k2, k3, k4 = self._probit()._folded_cumulants(folded_mean, var)
+        censored = (value + sign * k1, k2, sign * k3, k4)
+        return tuple(np.where(code == 0.0, g, c) for g, c in zip(gauss, censored, strict=True))  # type: ignore[return-value]
+
+    # ------------------------------------------------------------------ predictive
+    def _noise(self) -> stats.rv_continuous:
+        return stats.norm(0.0, np.sqrt(float(self.noise)))
+
+    def _noise_variance(self) -> float:
+        return float(self.noise)
+
+    def censored_mean(self, mean: ArrayLike, var: ArrayLike) -> Array:
+        r""":math:`E[\min(\max(y^*, l), u)]` under :math:`y^* \sim N(\mu_*, s^2_* + \sigma^2)`: the mean of the value
+        as it would be reported (the limits the constructor's), by the truncated-normal moments."""
+        mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
+        sd = np.sqrt(var + float(self.noise))
+        lo = -np.inf if self.lower is None else (self.lower - mean) / sd
+        hi = np.inf if self.upper is None else (self.upper - mean) / sd
+        inside = stats.norm.cdf(hi) - stats.norm.cdf(lo)
+        out = mean * inside + sd * (stats.norm.pdf(lo) - stats.norm.pdf(hi))
+        if self.lower is not None:
+            out = out + self.lower * stats.norm.cdf(lo)
+        if self.upper is not None:
+            out = out + self.upper * stats.norm.sf(hi)
+        return out
