@@ -112,7 +112,10 @@ class SiteUpdates(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
-        if on_device(prior, likelihood, self.site_rule, as_schedule(self.schedule), options):
+        device = self.on_improper == "skip" and on_device(
+            prior, likelihood, self.site_rule, as_schedule(self.schedule), options
+        )
+        if device:
             return run_on_device(self, prior, y, likelihood, options, init)  # the sites where the rows are
         n = prior.n
         rng = np.random.default_rng(self.random_state)
