@@ -145,3 +145,20 @@ def test_the_dask_regressor_fits_the_same_censored_model():
         sharded = DaskGPRegressor(client, **options).fit(da.from_array(X, chunks=(70, 1)), da.from_array(y, chunks=70))
         np.testing.assert_allclose(sharded.predict(Xt), local.predict(Xt), rtol=1e-8, atol=1e-10)
     assert sharded.log_marginal_likelihood_value_ == pytest.approx(local.log_marginal_likelihood_value_, rel=1e-9)
+
+
+def test_the_stochastic_search_learns_the_censored_model(monkeypatch):
+    """Where "auto" picks the stochastic search (forced here from 300 rows; from 5000 by default), the Tobit fit
+    learns the kernel and the noise there and recovers the latent below the limit (rows or a limit alike)."""
+    monkeypatch.setattr("relaxep.estimators._plan.STOCHASTIC_FROM", 300)
+    X, _, y = _censored_problem(300, 0)
+    Xt = np.linspace(-3.0, 3.0, 400)[:, None]
+    ft = np.sin(2.0 * Xt[:, 0]) + 0.5 * Xt[:, 0]
+    fits = [
+        GPRegressor(likelihood=lik, inducing_points=20, optimizer_maxiter=300, random_state=0).fit(X, targets)
+        for lik, targets in ((Tobit(lower=0.0), y), (Tobit(), np.column_stack([y, -(y == 0.0).astype(float)])))
+    ]
+    for reg in fits:
+        assert reg.likelihood_.noise != 1.0 and reg.result_.converged  # learned from its start
+        assert np.sqrt(np.mean((reg.predict(Xt) - ft) ** 2)) <= 0.25
+    np.testing.assert_allclose(fits[0].predict(Xt), fits[1].predict(Xt), rtol=1e-8, atol=1e-10)
