@@ -138,7 +138,17 @@ def test_error_rate_counts_wrong_decisions_at_one_half():
 
 
 def test_the_registry_lists_every_study_and_all_means_the_papers():
-    assert list(STUDIES) == ["toy", "synthetic", "uci", "robustness", "multiclass", "regression", "ordinal", "counts"]
+    assert list(STUDIES) == [
+        "toy",
+        "synthetic",
+        "uci",
+        "robustness",
+        "multiclass",
+        "regression",
+        "ordinal",
+        "counts",
+        "censored",
+    ]
     assert PAPER_STUDIES == ("toy", "synthetic", "uci")
     with pytest.raises(ValueError, match="unknown studies"):
         reproduce(("toys",), "unused")
@@ -303,3 +313,18 @@ def test_a_rep_run_that_stopped_stuck_counts_against_never_diverges():
     assert verdict == "does not hold" and "1 stopped otherwise" in measured
     verdict, _ = _claim_never_diverges(toy=[{"method": "REP c=0.1", "status": "converged"}])
     assert verdict == "holds"
+
+
+def test_the_censored_study_reports_tobit_beside_the_naive_fits(tmp_path):
+    """``relaxep reproduce censored`` (quick): the table, the Tobit fit's latent far closer to f than a GPR on the
+    reported values, and EP within 0.2 posterior sd of the sampler."""
+    from relaxep.experiments.studies import censored
+
+    context = StudyContext(cache_dir=str(tmp_path / "cache"), quick=True, progress=False)
+    tables = censored.STUDY.run(context)
+    section = censored.STUDY.report(tables, tmp_path)
+    assert "Tobit(lower=0), EP" in section and (tmp_path / "censored_draws.csv").exists()
+    for draw in tables["draws"]:
+        assert draw["Tobit(lower=0), EP"] < 0.5 * draw["scikit-learn GPR, reported values"]
+    sampler = tables["sampler"][0]
+    assert sampler["sampler_converged"] and sampler["mean_gap_sd"] <= 0.2

@@ -137,7 +137,18 @@ def _parser() -> argparse.ArgumentParser:
     )
     p_rep.add_argument(
         "study",
-        choices=["toy", "synthetic", "uci", "all", "robustness", "multiclass", "regression", "ordinal", "counts"],
+        choices=[
+            "toy",
+            "synthetic",
+            "uci",
+            "all",
+            "robustness",
+            "multiclass",
+            "regression",
+            "ordinal",
+            "counts",
+            "censored",
+        ],
     )
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")

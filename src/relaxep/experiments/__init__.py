@@ -1,6 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
-Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression --out DIR`` or
+Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
+--out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -8,7 +9,17 @@ added here.
 
 from __future__ import annotations
 
-from relaxep.experiments.studies import counts, multiclass, ordinal, regression, robustness, synthetic, toy, uci
+from relaxep.experiments.studies import (
+    censored,
+    counts,
+    multiclass,
+    ordinal,
+    regression,
+    robustness,
+    synthetic,
+    toy,
+    uci,
+)
 from relaxep.experiments.study import Study
 
 __all__ = ["PAPER_STUDIES", "STUDIES", "Study"]
@@ -25,6 +36,7 @@ STUDIES: dict[str, Study] = {
         regression.STUDY,
         ordinal.STUDY,
         counts.STUDY,
+        censored.STUDY,
     )
 }
 

@@ -70,6 +70,8 @@ def reproduce(
         title = "multi-class GP classification by joint EP"
     elif list(studies) == ["regression"]:
         title = "robust GP regression by EP"
+    elif list(studies) == ["censored"]:
+        title = "censored GP regression by EP"
     else:
         title = "robustness of EP and its remedies"
     head = (
