@@ -181,3 +181,16 @@ def test_the_dask_regressors_default_is_fitc_by_ep(data):
         for u, v in zip(dask.predict(Xt, return_std=True), local.predict(Xt, return_std=True), strict=True):
             np.testing.assert_allclose(u, v, rtol=1e-7, atol=1e-9)
     assert dask.log_marginal_likelihood_value_ == pytest.approx(local.log_marginal_likelihood_value_, rel=1e-8)
+
+
+def test_a_row_beyond_every_inducing_input_without_jitter_still_fits():
+    """alpha=0 and a training row whose kernel to every inducing input underflows: its DTC marginal would be 0; the
+    floor keeps the fit (FITC's diagonal did so before), and the far row's prediction is the prior's."""
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2.0, 2.0, size=(30, 1))
+    X[0] = 200.0
+    y = np.sin(X[:, 0])
+    reg = GPRegressor(C(1.0) * RBF(0.5), inducing_points=X[1:11], alpha=0.0, optimizer=None).fit(X, y)
+    assert reg.result_.status == "converged" and np.isfinite(reg.log_marginal_likelihood_value_)
+    mean, std = reg.predict(X[:1], return_std=True)
+    assert mean[0] == pytest.approx(0.0, abs=1e-12) and std[0] == pytest.approx(1.0, rel=1e-6)

@@ -162,3 +162,17 @@ def test_the_stochastic_search_learns_the_censored_model(monkeypatch):
         assert reg.likelihood_.noise != 1.0 and reg.result_.converged  # learned from its start
         assert np.sqrt(np.mean((reg.predict(Xt) - ft) ** 2)) <= 0.25
     np.testing.assert_allclose(fits[0].predict(Xt), fits[1].predict(Xt), rtol=1e-8, atol=1e-10)
+
+
+def test_values_and_rows_are_told_apart_by_their_shape():
+    """Two plain values against latents of shape (3, 2) are two values, not one row; a column y is taken as y."""
+    lik = Tobit(lower=0.0, noise=NOISE)
+    expected = [np.log(0.5), stats.norm.logpdf(1.0, 0.0, np.sqrt(NOISE))]
+    np.testing.assert_allclose(lik.log_lik(np.array([0.0, 1.0]), np.zeros((3, 2))), np.tile(expected, (3, 1)))
+    np.testing.assert_allclose(
+        lik.log_lik(np.array([[0.0, -1.0], [1.0, 0.0]]), np.zeros((3, 2))), np.tile(expected, (3, 1))
+    )
+    X, _, y = _censored_problem(40, 0)
+    column = GPRegressor(likelihood=Tobit(lower=0.0), optimizer=None).fit(X, y[:, None])
+    flat = GPRegressor(likelihood=Tobit(lower=0.0), optimizer=None).fit(X, y)
+    np.testing.assert_allclose(column.predict(X), flat.predict(X), rtol=1e-12)

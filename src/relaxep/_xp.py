@@ -256,7 +256,7 @@ def normal_tail(xp: ModuleType, z: Any) -> tuple[Any, Any]:
     library = _library(xp)
     if library in ("numpy", "torch", "cupy"):
         return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
-    host = np.from_dlpack(z) if hasattr(z, "__dlpack__") else np.asarray(z)
+    host = to_numpy(z)  # (JAX's device arrays through np.asarray, others by DLPack)
     pair = np.stack([scipy.special.log_ndtr(host), _SQRT_2_OVER_PI / scipy.special.erfcx(-host / _SQRT_2)])
     both = xp.asarray(pair, dtype=z.dtype, device=getattr(z, "device", None))
     return both[0, ...], both[1, ...]
@@ -282,5 +282,5 @@ def _special(xp: ModuleType, x: Any, name: str) -> Any:
         import jax.scipy.special
 
         return jax.scipy.special.log_ndtr(x)
-    host = getattr(scipy.special, name)(np.from_dlpack(x))  # through the host: exact, at the host's speed
+    host = getattr(scipy.special, name)(to_numpy(x))  # through the host: exact, at the host's speed
     return xp.asarray(host, dtype=x.dtype, device=getattr(x, "device", None))

@@ -255,7 +255,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         if np.ndim(alpha) > 0:
             what = "with inducing_points" if sparse_default else "with a non-Gaussian likelihood"
             raise ValueError(f"alpha must be a scalar {what} (it is latent jitter)")
-        if not isinstance(likelihood, Tobit):  # (Tobit's targets may be rows [value, censoring code])
+        if isinstance(likelihood, Tobit):  # (its targets may be rows [value, censoring code])
+            y = y if y.ndim == 2 and y.shape[1] == 2 else y.reshape(-1)
+        else:
             y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
         rule = None if sparse_default else ("auto" if self.rule is None else self.rule)
         plan = self._plan(self.X_train_, n_learned)

@@ -147,7 +147,8 @@ class MinibatchTerms:
 def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring); ``step`` in ``X``'s array
-    space (another array library: the rows' algebra there, the likelihood's moments on the host)."""
+    space (another array library: the rows' algebra there, and the likelihood's moments too where it has
+    :attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`, else on the host)."""
     space, kern, S, m = step.space, step.view, step.S, step.m
     K_bu = rbf(kern, X, step.Z, space)
     A = solve_rows(space, step.L_uu, K_bu)

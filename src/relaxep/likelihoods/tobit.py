@@ -119,12 +119,15 @@ class Tobit(Likelihood):
         return NoisyProbit(0.0, float(np.sqrt(float(self.noise))))
 
     def _split(self, y: Array, like: Array) -> tuple[Array, Array]:
-        """``(values, codes)`` of targets given as rows ``[value, code]`` (:meth:`check_targets`), or as values
-        (``like``'s shape, the mean's or the latent's, or its trailing shape), whose codes the limits give."""
-        y = np.asarray(y, dtype=float)
-        if y.shape == np.shape(like) or y.shape[-1:] != (2,):
-            rows = self.check_targets(y.reshape(-1))
-            return rows[:, 0].reshape(y.shape), rows[:, 1].reshape(y.shape)
+        """``(values, codes)`` of targets given as values aligned with ``like`` (the mean's or the latent's shape,
+        or its trailing dimensions), whose codes the limits give, or else as rows ``[value, code]`` on a last
+        axis of two (:meth:`check_targets`)."""
+        y, shape = np.asarray(y, dtype=float), np.shape(like)
+        values = y.shape == shape[len(shape) - y.ndim :] if y.ndim <= len(shape) else False
+        rows = not values and y.shape[-1:] == (2,) and y.shape[:-1] == shape[len(shape) - y.ndim + 1 :]
+        if not rows:
+            checked = self.check_targets(y.reshape(-1))
+            return checked[:, 0].reshape(y.shape), checked[:, 1].reshape(y.shape)
         return y[..., 0], y[..., 1]
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:

@@ -9,8 +9,9 @@ and every pass over the rows rebuilds them a block :math:`c` at a time,
     V_c^\top = k(X_c, Z)\,L_{uu}^{-\top},
 
 by the same kernel evaluation and triangular solve as :func:`~relaxep.posterior.fitc_rows.sparse_prior_rows`
-(blocks of ``chunk_size`` rows on numpy, :data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS` on a device), so a
-block's rows are the stored rows.  A refresh (:func:`blocked_pass`) is then two passes, each computing the
+on numpy (blocks of ``chunk_size`` rows), so a block's rows are the stored rows there; on a device (blocks of
+:data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS`) by one product with :math:`L_{uu}^{-\top}` (:func:`row_factors`),
+the stored rows to about 2e-14.  A refresh (:func:`blocked_pass`) is then two passes, each computing the
 kernel again: the natural sums
 
 .. math::

@@ -69,7 +69,10 @@ from relaxep.posterior.fitc_rows import (
 )
 from relaxep.posterior.sparse_posterior import SparsePosterior
 
-__all__ = ["SparsePosterior", "SparsePrior"]
+__all__ = ["DTC_FLOOR", "SparsePosterior", "SparsePrior"]
+
+#: the smallest diagonal a ``conditional="dtc"`` prior keeps, relative to the mean prior variance
+DTC_FLOOR = 1e-12
 
 
 class SparsePrior(Prior):
@@ -94,9 +97,9 @@ class SparsePrior(Prior):
         :func:`~relaxep.posterior.fitc_rows.rows_per_block` of ``M`` (1024 at ``M = 200``).
     conditional : {"fitc", "dtc"}, default "fitc"
         The diagonal kept beside :math:`Q`: ``"fitc"`` :math:`g_i = k_{ii} - Q_{ii}` (+ ``latent_noise``), the
-        prior above; ``"dtc"`` only ``latent_noise`` (the deterministic training conditional, :math:`f \sim N(0,
-        Q)`), with :math:`\operatorname{tr}(K - Q)` kept as :attr:`trace_gap` for Titsias' (2009) collapsed
-        bound (:mod:`relaxep.estimators._sparse_gaussian`).
+        prior above; ``"dtc"`` only ``latent_noise``, at least :data:`DTC_FLOOR` times the mean prior variance
+        (the deterministic training conditional, :math:`f \sim N(0, Q)`), with :math:`\operatorname{tr}(K - Q)`
+        kept as :attr:`trace_gap` for Titsias' (2009) collapsed bound (:mod:`relaxep.estimators._sparse_gaussian`).
     n_jobs : int or None, default None
         Threads for the row blocks of every :math:`O(nM^2)` pass (building :math:`V^\top`, a refresh, a
         prediction), each with one BLAS thread; scikit-learn's convention (``-1`` every core, ``-k`` all but
@@ -174,7 +177,10 @@ class SparsePrior(Prior):
         self.conditional, self.trace_gap = conditional, 0.0
         if conditional == "dtc":
             self.trace_gap = max(float(self.space.xp.sum(self.g)) - self.latent_noise * self.n, 0.0)
-            self.g = self.space.xp.full_like(self.g, self.latent_noise)
+            # (a floor of DTC_FLOOR times the mean prior variance keeps every marginal positive where a row's kernel
+            # to every inducing input underflows; it moves the bound by about n DTC_FLOOR tau / 2)
+            floor = DTC_FLOOR * float(self.space.xp.mean(self.k_diag))
+            self.g = self.space.xp.full_like(self.g, max(self.latent_noise, floor))
 
     @classmethod
     def from_matrices(cls, K_uu: ArrayLike, K_fu: ArrayLike, k_ff_diag: ArrayLike) -> SparsePrior:
