@@ -328,3 +328,5 @@ def test_the_censored_study_reports_tobit_beside_the_naive_fits(tmp_path):
         assert draw["Tobit(lower=0), EP"] < 0.5 * draw["scikit-learn GPR, reported values"]
     sampler = tables["sampler"][0]
     assert sampler["sampler_converged"] and sampler["mean_gap_sd"] <= 0.2
+    lpd = tables["nh4"][0]["lpd"]  # (the real series: the censored model scores above substituting the limit)
+    assert lpd["Tobit, per-row limits"] > lpd["GPR, limit substituted"] and "Ammonium" in section

@@ -9,12 +9,13 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
-from relaxep.datasets import ORDINAL_DATASETS, load_coal_mining, load_ordinal
+from relaxep.datasets import ORDINAL_DATASETS, load_coal_mining, load_nh4, load_ordinal
 from relaxep.datasets.registry import PACKAGED_DATA
 
 #: sha256 of the shipped files (data/README.md lists the same)
 FILE_SHA256 = {
     "coal_mining.csv": "c08b09f56b0f3771cf3793bf141b4594ccca49b783b6fdb95b318f5023eb837d",
+    "nh4_olympic.csv": "6c5e281a715815c636d7ea92b10516072e23fd45f6b4a4b57c83cdf3d8a27672",
     "ordinal_pasture.npz": "76b3ca103f8aed7986b47baf2aab3250edb80ecd39c273d3f7b0d6ba715de1b4",
     "ordinal_tae.npz": "c1712204516596fce4fffaa75d4c2e6ee6279980b5bbe7718441583e28553d61",
     "ordinal_toy.npz": "7af88682fda63aa570f3e68ada97d2240a9d5359be32e6d4251c696be48d4cdf",
@@ -150,3 +151,13 @@ def test_coal_mining_counts():
     assert counts[:4].tolist() == [4, 5, 4, 1]
     assert counts[years == 1941].item() == 3 and counts[years == 1942].item() == 3
     assert counts[years < 1900].sum() == 135 and counts[years >= 1900].sum() == 56
+
+
+def test_the_nh4_series_and_its_non_detects():
+    """EnvStats' Olympic.NH4.df as lifelines ships it: 102 samples from 2009-01-06, 46 below one of four detection
+    limits, each non-detect reported at its limit."""
+    days, nh4, censored = load_nh4()
+    assert days.shape == nh4.shape == censored.shape == (102,) and days[0] == 5.0 and np.all(np.diff(days) > 0)
+    assert censored.sum() == 46 and np.all(nh4 > 0)
+    assert sorted(set(nh4[censored].tolist())) == [0.006, 0.008, 0.01, 0.018]
+    assert nh4[:4].tolist() == [0.006, 0.006, 0.006, 0.016] and censored[:4].tolist() == [True, True, False, False]

@@ -36,6 +36,7 @@ __all__ = [
     "REGRESSION_DATASETS",
     "RegressionData",
     "contaminate",
+    "load_nh4",
     "load_regression",
     "make_friedman",
     "make_neal",
@@ -231,3 +232,30 @@ def regression_split(
     scale = np.where(scale > 0, scale, 1.0)
     y_train, outlier = contaminate(y[train], rate, s_bad)
     return RegressionData((X[train] - centre) / scale, y_train, (X[test] - centre) / scale, y[test], outlier)
+
+
+def load_nh4() -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """``(days, nh4, censored)``: ammonium in precipitation at Olympic National Park (Hoh Ranger Station, WA14),
+    2009-2011, with non-detects: a censored regression data set.
+
+    102 weekly or fortnightly samples of the National Atmospheric Deposition Program's National Trends Network
+    (NADP/NTN); 46 are below a detection limit (0.006-0.018 mg/L, four limits), reported at the limit.  Used in
+    Millard's ``EnvStats`` (``Olympic.NH4.df``); the packaged file's provenance is in the data folder's README.
+
+    Returns
+    -------
+    days : ndarray of shape (102,)
+        The sampling period's first day, in days since 2009-01-01.
+    nh4 : ndarray of shape (102,)
+        NH4 concentration (mg/L); for a censored sample, its detection limit.
+    censored : ndarray of shape (102,), bool
+        Whether the sample was below its detection limit (the value is "at most ``nh4``").
+    """
+    import datetime
+
+    with open(PACKAGED_DATA / "nh4_olympic.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    start = datetime.date(2009, 1, 1)
+    days = np.array([(datetime.date.fromisoformat(r["date_on"]) - start).days for r in rows], dtype=float)
+    nh4 = np.array([float(r["nh4_mg_per_l"]) for r in rows])
+    return days, nh4, np.array([r["censored"] == "1" for r in rows])
