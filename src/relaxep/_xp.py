@@ -31,6 +31,7 @@ __all__ = [
     "ArraySpace",
     "add_to_diagonal",
     "check_device_memory",
+    "cholesky_flagged",
     "cholesky_lower",
     "device_free_memory",
     "erfcx",
@@ -183,22 +184,29 @@ def check_device_memory(like: Any, nbytes: float, what: str, remedy: str) -> Non
 def cholesky_lower(xp: ModuleType, a: Any) -> Any | None:
     r"""The lower Cholesky factor :math:`L L^\top = A` of a symmetric matrix, or ``None`` where :math:`A`
     is not positive definite (numpy's ``LinAlgError``, PyTorch's error, CuPy's NaN: one answer)."""
-    library = _library(xp)
-    if library == "numpy":
+    if _library(xp) == "numpy":
         try:
             return linalg.cholesky(a, lower=True, check_finite=False)
         except linalg.LinAlgError:
             return None
-    if library == "torch":
+    factor, ok = cholesky_flagged(xp, a)
+    return factor if factor is not None and bool(ok) else None
+
+
+def cholesky_flagged(xp: ModuleType, a: Any) -> tuple[Any | None, Any]:
+    r""":math:`L` and whether it is a Cholesky factor, the flag a 0-d array of ``a``'s library, so that nothing
+    waits for the device (PyTorch's ``info``, or a finite diagonal); ``(None, False)`` where the library raises
+    instead (array-api-strict: numpy underneath)."""
+    if _library(xp) == "torch":
         import torch
 
         factor, info = torch.linalg.cholesky_ex(a)
-        return factor if int(info) == 0 else None
+        return factor, info == 0
     try:
         factor = xp.linalg.cholesky(a)
     except Exception:
-        return None
-    return factor if bool(xp.all(xp.isfinite(xp.linalg.diagonal(factor)))) else None
+        return None, False
+    return factor, xp.all(xp.isfinite(xp.linalg.diagonal(factor)))
 
 
 def solve_lower(xp: ModuleType, lower: Any, b: Any, *, trans: bool = False) -> Any:

@@ -31,13 +31,14 @@ result equals it to rounding (tested to 1e-8 with ``array-api-strict``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from relaxep._typing import Array, Status
 from relaxep._xp import ArraySpace, to_numpy
-from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.inference.method import STUCK_SWEEPS, RunOptions
 from relaxep.inference.result import InferenceResult, warm_posterior
 from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, Parallel
@@ -67,22 +68,61 @@ def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: An
     )
 
 
-class _Refresh:
-    """The prior's posterior pass at device sites (its ``posterior_pass``, whose last three entries are
-    ``log|I + KT|``, the means and the variances): ``(mean, var, log|I + KT|)`` or its exception."""
+@dataclass(frozen=True)
+class _Proposals:
+    """A sweep's proposals from one state, on the device, and the scalars its step needs (0-d arrays there): the
+    squared norm of the change, the improper cavities, the non-finite proposals and, with the last sweep's change,
+    their inner product and that change's squared norm."""
 
-    def __init__(self, prior: SparsePrior | DeviceDensePrior) -> None:
-        self.prior = prior
+    tau: Array
+    nu: Array
+    take: Array
+    change: tuple[Array, Array]
+    scalars: list[Any]
+    cavity: tuple[Array, Array]  # (h, lambda): the true cavities where proper
+    log_zhat: Array  # log Z_i there, which the evidence reuses
 
-    def __call__(self, tau: Array, nu: Array) -> tuple[Array, Array, float]:
-        log_det, mean, var = self.prior.posterior_pass(tau, nu)[-3:]
-        return mean, var, float(log_det)
+
+def _propose(
+    xp: Any, likelihood: Likelihood, y: Array, state: tuple[Array, ...], damping: float, last: tuple | None
+) -> _Proposals:
+    """Steps 1-2 of the module docstring at ``state = (mean, var, tau, nu)``."""
+    mean, var, tau, nu = state
+    cav_var = 1.0 / (1.0 / var - tau)
+    cav_mean = cav_var * (mean / var - nu)
+    ok = xp.isfinite(cav_var) & (cav_var > 0.0)
+    safe_var = xp.where(ok, cav_var, xp.ones_like(cav_var))
+    safe_mean = xp.where(ok, cav_mean, xp.zeros_like(cav_mean))
+    lz = likelihood.log_z_on(xp, y, safe_mean, safe_var)
+    denom = 1.0 + safe_var * lz.d2log_z
+    prop_tau, prop_nu = -lz.d2log_z / denom, (lz.dlog_z - safe_mean * lz.d2log_z) / denom
+    if damping != 1.0:
+        prop_tau, prop_nu = (1.0 - damping) * tau + damping * prop_tau, (1.0 - damping) * nu + damping * prop_nu
+    take = ok & xp.isfinite(prop_tau) & xp.isfinite(prop_nu)
+    zero = xp.zeros_like(tau)
+    d_tau = xp.where(take, (prop_tau - tau) * var, zero)
+    d_nu = xp.where(take, (prop_nu - nu) * xp.sqrt(var), zero)
+    scalars = [xp.sum(d_tau * d_tau) + xp.sum(d_nu * d_nu), xp.sum(xp.astype(~ok, xp.float64)),
+               xp.sum(xp.astype(ok & ~take, xp.float64))]  # fmt: skip
+    if last is not None:
+        scalars += [xp.sum(d_tau * last[0]) + xp.sum(d_nu * last[1]), xp.sum(last[0] ** 2) + xp.sum(last[1] ** 2)]
+    return _Proposals(prop_tau, prop_nu, take, (d_tau, d_nu), scalars, (safe_mean, safe_var), lz.log_z)
 
 
-def _change(xp: Any, mean_old: Array, var_old: Array, mean: Array, var: Array) -> float:
-    """:func:`~relaxep.inference.method.marginal_change` in ``xp`` (one scalar read back)."""
-    r = float(xp.maximum(xp.max(xp.abs(mean - mean_old) / xp.sqrt(var)), xp.max(xp.abs(xp.log(var / var_old)))))
-    return r if np.isfinite(r) else float("inf")
+def _read(space: ArraySpace, values: list[Any]) -> list[float]:
+    """``values`` (0-d arrays on the device, or Python numbers) on the host, in one transfer."""
+    xp = space.xp
+    arrays = [
+        xp.asarray(float(v), dtype=xp.float64, device=space.device) if isinstance(v, bool | int | float)
+        else xp.astype(v, xp.float64)
+        for v in values
+    ]  # fmt: skip
+    return [float(v) for v in to_numpy(xp.stack(arrays))]
+
+
+def _change(xp: Any, mean_old: Array, var_old: Array, mean: Array, var: Array) -> Any:
+    """:func:`~relaxep.inference.method.marginal_change` in ``xp``, a 0-d array there."""
+    return xp.maximum(xp.max(xp.abs(mean - mean_old) / xp.sqrt(var)), xp.max(xp.abs(xp.log(var / var_old))))
 
 
 def run_on_device(
@@ -94,21 +134,25 @@ def run_on_device(
     init: Sites | None,
 ) -> InferenceResult:
     """:meth:`SiteUpdates.run <relaxep.inference.SiteUpdates.run>` with the parallel schedule, the sites on the
-    prior's device (module docstring); ``method`` is the :class:`~relaxep.inference.SiteUpdates` that runs."""
+    prior's device (module docstring); ``method`` is the :class:`~relaxep.inference.SiteUpdates` that runs.
+
+    One read a sweep: a step's refresh is read back with the next sweep's proposals from it (their scalars),
+    computed before the read; a step that fails drops them and is retried shorter."""
     space, n = prior.space, prior.n
     xp = space.xp
     schedule: Parallel = method.schedule if isinstance(method.schedule, Parallel) else Parallel()
     damping = float(method.site_rule.damping)
-    refresh = _Refresh(prior)
     warm = warm_posterior(prior, init)
     if warm is not None:
         tau, nu = space.put(warm.site_precision), space.put(warm.site_mean_precision)
     else:
         tau, nu = space.put(np.zeros(n)), space.put(np.zeros(n))
     yd = space.put(np.asarray(y, dtype=float))
-    mean, var, log_det = refresh(tau, nu)
+    mean, var, log_det, _ = prior.device_pass(tau, nu)  # (proper: flat sites, or a warm start checked above)
     step = AdaptiveStep(schedule.step, schedule.min_step)
     last: tuple[Array, Array] | None = None
+    props = _propose(xp, likelihood, yd, (mean, var, tau, nu), damping, last)
+    values = _read(space, props.scalars)
     coarse_left = COARSE_SWEEPS
     trace: list[float] = []
     skipped: list[int] = []
@@ -116,56 +160,34 @@ def run_on_device(
     status: Status = "max_sweeps"
     stuck_for, last_mask = 0, None
     for _sweep in range(options.max_sweeps):
-        cav_var = 1.0 / (1.0 / var - tau)
-        cav_mean = cav_var * (mean / var - nu)
-        ok = xp.isfinite(cav_var) & (cav_var > 0.0)
-        safe_var = xp.where(ok, cav_var, xp.ones_like(cav_var))
-        safe_mean = xp.where(ok, cav_mean, xp.zeros_like(cav_mean))
-        lz = likelihood.log_z_on(xp, yd, safe_mean, safe_var)
-        denom = 1.0 + safe_var * lz.d2log_z
-        prop_tau, prop_nu = -lz.d2log_z / denom, (lz.dlog_z - safe_mean * lz.d2log_z) / denom
-        if damping != 1.0:
-            prop_tau, prop_nu = (1.0 - damping) * tau + damping * prop_tau, (1.0 - damping) * nu + damping * prop_nu
-        take = ok & xp.isfinite(prop_tau) & xp.isfinite(prop_nu)
-        zero = xp.zeros_like(tau)
-        d_tau = xp.where(take, (prop_tau - tau) * var, zero)
-        d_nu = xp.where(take, (prop_nu - nu) * xp.sqrt(var), zero)
-        sums = [
-            xp.sum(d_tau * d_tau) + xp.sum(d_nu * d_nu),
-            xp.sum(xp.astype(~ok, xp.float64)),
-            xp.sum(xp.astype(ok & ~take, xp.float64)),
-        ]
-        if last is not None:
-            sums += [xp.sum(d_tau * last[0]) + xp.sum(d_nu * last[1]), xp.sum(last[0] ** 2) + xp.sum(last[1] ** 2)]
-        scalars = [float(v) for v in to_numpy(xp.stack(sums))]  # (the sweep's one read-back of its proposals)
-        norm_sq, n_improper, n_nonfinite = scalars[0], int(scalars[1]), int(scalars[2])
+        norm_sq, n_improper, n_nonfinite = values[0], int(values[1]), int(values[2])
         n_skipped = n_improper + n_nonfinite
-        dot, last_norm_sq = (scalars[3], scalars[4]) if last is not None else (None, None)
         if schedule.damp_oscillation:
-            last = (d_tau, d_nu)
+            dot, last_norm_sq = (values[3], values[4]) if last is not None else (None, None)
             step.observe(dot, norm_sq, last_norm_sq)
-        coarse = coarse_left > 0
-        moved = None
-        while True:
+            last = props.change
+        coarse, moved, taken = coarse_left > 0, None, props
+        while not n_nonfinite:  # (a proposal not finite: the host loop's "diverged", after its step)
             s = step.size
-            new_tau = xp.where(take, tau + s * (prop_tau - tau), tau)
-            new_nu = xp.where(take, nu + s * (prop_nu - nu), nu)
+            new_tau = xp.where(taken.take, tau + s * (taken.tau - tau), tau)
+            new_nu = xp.where(taken.take, nu + s * (taken.nu - nu), nu)
             try:
-                new_mean, new_var, new_log_det = refresh(new_tau, new_nu)
-                change = _change(xp, mean, var, new_mean, new_var)  # (finite: so is every mean)
-                if change != float("inf") or bool(xp.all(xp.isfinite(new_mean))):
-                    moved = change
-                    break
-            except ImproperPosteriorError:
-                pass
+                new_mean, new_var, new_log_det, ok = prior.device_pass(new_tau, new_nu)
             except KernelNotPositiveDefiniteError:  # (no step helps: the host loop ends the run "diverged")
                 break
+            if new_mean is not None:
+                props = _propose(xp, likelihood, yd, (new_mean, new_var, new_tau, new_nu), damping, last)
+                change = _change(xp, mean, var, new_mean, new_var)
+                read = _read(space, [ok, xp.all(xp.isfinite(new_mean)), change, *props.scalars])
+                if read[0] and read[1]:  # (proper, and every mean finite: the host step's test)
+                    moved, values = (read[2] if np.isfinite(read[2]) else float("inf")), read[3:]
+                    break
             if not step.halve():
                 break
-        if moved is None or n_nonfinite:  # no proper step, or a proposal not finite: the host loop's "diverged"
+        if moved is None:
             status = "diverged"
             trace.append(float("inf"))
-            skipped.append(n if moved is None else n_skipped)
+            skipped.append(n_skipped if n_nonfinite else n)
             steps.append(0.0)
             break
         tau, nu, mean, var, log_det = new_tau, new_nu, new_mean, new_var, new_log_det
@@ -173,9 +195,9 @@ def run_on_device(
         skipped.append(n_skipped)
         steps.append(s)
         trace.append(moved)
-        mask = ~take
+        mask = ~taken.take
         if moved < options.tol and not coarse:  # (the host loop's: never on a sweep that may be coarse)
-            if n_skipped == 0 and bool(xp.all(xp.isfinite(c := 1.0 / (1.0 / var - tau)) & (c > 0.0))):
+            if n_skipped == 0 and int(values[1]) == 0:  # (the next proposals' cavities: all proper)
                 status = "converged"
                 break
             same = last_mask is not None and bool(xp.all(mask == last_mask))
@@ -190,20 +212,18 @@ def run_on_device(
         if window is not None and len(trace) > window and min(trace[-window:]) >= min(trace[:-window]):
             status = "abandoned"
             break
-    return _result(method, prior, yd, y, likelihood, tau, nu, mean, var, log_det, status, trace, skipped, steps)
+    return _result(method, prior, y, likelihood, (tau, nu, mean, var), float(log_det), props, status, trace,
+                   skipped, steps)  # fmt: skip
 
 
 def _result(
     method: Any,
     prior: SparsePrior | DeviceDensePrior,
-    yd: Array,
     y: Array,
     likelihood: Likelihood,
-    tau: Array,
-    nu: Array,
-    mean: Array,
-    var: Array,
+    state: tuple[Array, Array, Array, Array],
     log_det: float,
+    final: _Proposals,
     status: Status,
     trace: list[float],
     skipped: list[int],
@@ -211,15 +231,15 @@ def _result(
 ) -> InferenceResult:
     r"""The run's :class:`InferenceResult`, its arrays on the host; :math:`\log Z_{EP}` (converged runs) summed on
     the device: :math:`\sum_i[\log\hat Z_i + \frac12\log(1 + \lambda_i\tau_i) + \frac12(h_i^2/\lambda_i -
-    \mu_i^2/A_{ii})] + \frac12\nu^\top\mu - \frac12\log|I + KT|` (:func:`~relaxep.inference.evidence.log_evidence`)."""
+    \mu_i^2/A_{ii})] + \frac12\nu^\top\mu - \frac12\log|I + KT|` (:func:`~relaxep.inference.evidence.log_evidence`),
+    its :math:`\log\hat Z_i` and cavities those of ``final``, the proposals from the last state (all proper where
+    the run converged)."""
     xp = prior.space.xp
+    tau, nu, mean, var = state
     log_z = float("nan")
     if status == "converged":
-        lam = 1.0 / (1.0 / var - tau)
-        h = lam * (mean / var - nu)
-        terms = (
-            likelihood.log_z_on(xp, yd, h, lam).log_z + 0.5 * xp.log1p(lam * tau) + 0.5 * (h**2 / lam - mean**2 / var)
-        )
+        h, lam = final.cavity
+        terms = final.log_zhat + 0.5 * xp.log1p(lam * tau) + 0.5 * (h**2 / lam - mean**2 / var)
         log_z = float(xp.sum(terms) + 0.5 * xp.sum(nu * mean)) - 0.5 * log_det
     host_tau, host_nu = to_numpy(tau), to_numpy(nu)
     post = prior.posterior(host_tau, host_nu)

@@ -271,6 +271,15 @@ class DeviceDensePrior(MatrixPrior):
         (:func:`device_dense_pass`), what :mod:`relaxep.inference.device_ep` runs each sweep."""
         return device_dense_pass(self.space, self.K, tau, nu)
 
+    def device_pass(self, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:
+        """:meth:`SparsePrior.device_pass <relaxep.posterior.SparsePrior.device_pass>`'s answer from
+        :meth:`posterior_pass` (whose checks read back: the negative sites' count sets an array's shape)."""
+        try:
+            _chol, _v, _z, log_det, mean, var = self.posterior_pass(tau, nu)
+        except ImproperPosteriorError:
+            return None, None, float("nan"), False
+        return mean, var, log_det, True
+
     def posterior_mean(self, site_precision: Array, site_mean_precision: Array) -> Array:
         """The posterior mean (on the host) from one refresh (:func:`dense_pass`)."""
         tau, nu = (np.asarray(to_numpy(a), float) for a in (site_precision, site_mean_precision))

@@ -44,7 +44,15 @@ from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
-from relaxep._xp import HOST, ArraySpace, check_device_memory, cholesky_lower, on_device_of, solve_lower
+from relaxep._xp import (
+    HOST,
+    ArraySpace,
+    check_device_memory,
+    cholesky_flagged,
+    cholesky_lower,
+    on_device_of,
+    solve_lower,
+)
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.posterior.rbf import as_scaled_rbf, rbf
 
@@ -59,6 +67,7 @@ __all__ = [
     "chunks",
     "conditional_variances",
     "device_cross_kernel",
+    "device_pass",
     "factor_b",
     "inducing_factor",
     "log_det_of",
@@ -196,23 +205,52 @@ def factor_b(space: ArraySpace, gram: Array, b: Array) -> tuple[Array, Array, Ar
 
     Raises :class:`~relaxep.ImproperPosteriorError` where :math:`B` is not positive definite.
     """
-    xp = space.xp
     big_b = symmetric_from_lower(space, gram)
     if not space.on_host:
-        eye = xp.eye(big_b.shape[0], dtype=big_b.dtype, device=space.device)
-        chol = cholesky_lower(xp, big_b + eye)
-        if chol is None:
-            raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper")
-        chol_inv = solve_lower(xp, chol, eye)
-        m = solve_lower(xp, chol, solve_lower(xp, chol, b[:, None]), trans=True)[:, 0]
+        chol, chol_inv, m, ok = _factor_b_flagged(space, big_b, b)
+        if chol is None or not bool(ok):
+            raise ImproperPosteriorError(_B_IMPROPER)
         return chol, chol_inv, m
     big_b[np.diag_indices_from(big_b)] += 1.0
     try:
         chol = linalg.cholesky(big_b, lower=True, check_finite=False)
     except linalg.LinAlgError as exc:
-        raise ImproperPosteriorError("B = I + V W V^T is not positive definite: the sites make q improper") from exc
+        raise ImproperPosteriorError(_B_IMPROPER) from exc
     chol_inv = linalg.lapack.dtrtri(chol, lower=1)[0]
     return chol, chol_inv, linalg.cho_solve((chol, True), b, check_finite=False)
+
+
+_B_IMPROPER = "B = I + V W V^T is not positive definite: the sites make q improper"
+
+
+def _factor_b_flagged(space: ArraySpace, big_b: Array, b: Array) -> tuple[Array | None, Array, Array, Any]:
+    """:func:`factor_b` on another library's device, its check left there: ``(L_B, L_B^{-1}, m, ok)``."""
+    xp = space.xp
+    eye = xp.eye(big_b.shape[0], dtype=big_b.dtype, device=space.device)
+    chol, ok = cholesky_flagged(xp, big_b + eye)
+    if chol is None:
+        return None, None, None, ok
+    chol_inv = solve_lower(xp, chol, eye)
+    return chol, chol_inv, solve_lower(xp, chol, solve_lower(xp, chol, b[:, None]), trans=True)[:, 0], ok
+
+
+def device_pass(space: ArraySpace, Vt: Array, g: Array, tau: Array, nu: Array) -> tuple:
+    r""":func:`posterior_pass` on another library's device with nothing read back: ``(L_B, L_B^{-1}, m, b,
+    \log|I + (Q+G)T|, \mu, A_{ii}, ok)``, the log-determinant and ``ok`` (finite sites, every :math:`d_i > 0`,
+    :math:`B` positive definite, every :math:`A_{ii} > 0`) 0-d arrays there, for the caller to read with whatever
+    else it reads (:mod:`relaxep.inference.device_ep`: one read a sweep).  ``L_B`` is ``None`` where the library
+    raises on a matrix that is not positive definite."""
+    xp = space.xp
+    d = 1.0 + g * tau
+    b = (nu / d) @ Vt
+    gram = symmetric_from_lower(space, (Vt * (tau / d)[:, None]).T @ Vt)  # (posterior_pass's B, to the digit)
+    chol, chol_inv, m, chol_ok = _factor_b_flagged(space, gram, b)
+    if chol is None:
+        return (None,) * 7 + (chol_ok,)
+    mean, var = shard_marginals(space, Vt, g, tau, nu, chol_inv, m)
+    ok = xp.all(xp.isfinite(tau)) & xp.all(xp.isfinite(nu)) & xp.all(d > 0.0) & chol_ok & xp.all(var > 0.0)
+    log_det = xp.sum(xp.log(d)) + 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
+    return chol, chol_inv, m, b, log_det, mean, var, ok
 
 
 def shard_marginals(

@@ -46,6 +46,7 @@ from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_prior_scale
 from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, to_numpy
+from relaxep.errors import ImproperPosteriorError
 from relaxep.posterior.base import Prior
 from relaxep.posterior.fitc_blocks import (
     blocked_pass,
@@ -61,6 +62,7 @@ from relaxep.posterior.fitc_rows import (
     KUU_JITTER,
     conditional_variances,
     device_cross_kernel,
+    device_pass,
     inducing_factor,
     matrices_prior,
     posterior_pass,
@@ -233,6 +235,19 @@ class SparsePrior(Prior):
         if self.Vt is not None:
             return self.Vt[c, :], self.g[c]
         return kernel_rows(self.space, self.kernel, self.X, self.Z, self.L_uu, c, self._row_factors), self.g[c]
+
+    def device_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Any, Any]:
+        r"""``(mean, var, log|I + KT|, ok)`` from device sites with nothing read back where the rows are stored on
+        another library's device (:func:`~relaxep.posterior.fitc_rows.device_pass`: the last two 0-d arrays there);
+        else :meth:`posterior_pass`'s, ``ok`` ``False`` where it raises ``ImproperPosteriorError``."""
+        if self.Vt is not None and not self.space.on_host:
+            _chol, _inv, _m, _b, log_det, mean, var, ok = device_pass(self.space, self.Vt, self.g, tau, nu)
+            return mean, var, log_det, ok
+        try:
+            _chol, _inv, _m, _b, log_det, mean, var = self.posterior_pass(tau, nu)
+        except ImproperPosteriorError:
+            return None, None, float("nan"), False
+        return mean, var, log_det, True
 
     def posterior_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Array, Array, float, Array, Array]:
         r"""A refresh from the sites :math:`(\tau, \nu)` (arrays of the prior's library; numpy on the host):
