@@ -135,21 +135,9 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_REPRODUCE_EXAMPLES,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p_rep.add_argument(
-        "study",
-        choices=[
-            "toy",
-            "synthetic",
-            "uci",
-            "all",
-            "robustness",
-            "multiclass",
-            "regression",
-            "ordinal",
-            "counts",
-            "censored",
-        ],
-    )
+    from relaxep.experiments import STUDIES  # (the registry: no study's dependencies are imported with it)
+
+    p_rep.add_argument("study", choices=[*STUDIES, "all"])
     p_rep.add_argument("--out", default="results", help="output folder (default: results)")
     p_rep.add_argument("--quick", action="store_true", help="fewer repeats and splits: a few minutes on 2 cores")
     p_rep.add_argument(
