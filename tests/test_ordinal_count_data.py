@@ -9,12 +9,13 @@ from collections.abc import Iterable
 import numpy as np
 import pytest
 
-from relaxep.datasets import ORDINAL_DATASETS, load_coal_mining, load_nh4, load_ordinal
+from relaxep.datasets import ORDINAL_DATASETS, load_coal_mining, load_mcycle, load_nh4, load_ordinal
 from relaxep.datasets.registry import PACKAGED_DATA
 
 #: sha256 of the shipped files (data/README.md lists the same)
 FILE_SHA256 = {
     "coal_mining.csv": "c08b09f56b0f3771cf3793bf141b4594ccca49b783b6fdb95b318f5023eb837d",
+    "mcycle.csv": "7226138be37160c8ffbf520b5eb71b3b6dcf3da8e4cd99e2c6ab41ae731cc96c",
     "nh4_olympic.csv": "6c5e281a715815c636d7ea92b10516072e23fd45f6b4a4b57c83cdf3d8a27672",
     "ordinal_pasture.npz": "76b3ca103f8aed7986b47baf2aab3250edb80ecd39c273d3f7b0d6ba715de1b4",
     "ordinal_tae.npz": "c1712204516596fce4fffaa75d4c2e6ee6279980b5bbe7718441583e28553d61",
@@ -161,3 +162,12 @@ def test_the_nh4_series_and_its_non_detects():
     assert censored.sum() == 46 and np.all(nh4 > 0)
     assert sorted(set(nh4[censored].tolist())) == [0.006, 0.008, 0.01, 0.018]
     assert nh4[:4].tolist() == [0.006, 0.006, 0.006, 0.016] and censored[:4].tolist() == [True, True, False, False]
+
+
+def test_the_mcycle_readings_as_mass_ships_them():
+    """MASS's mcycle: 133 readings from 2.4 ms to 57.6 ms; the accelerations' range and mean as R prints them."""
+    times, accel = load_mcycle()
+    assert times.shape == accel.shape == (133,) and np.all(np.diff(times) >= 0)
+    assert (times[0], times[-1]) == (2.4, 57.6) and (accel.min(), accel.max()) == (-134.0, 75.0)
+    assert accel[:5].tolist() == [0.0, -1.3, -2.7, 0.0, -2.7]
+    assert abs(accel.mean() - (-25.545865)) < 1e-6

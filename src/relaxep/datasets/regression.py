@@ -259,3 +259,22 @@ def load_nh4() -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.boo
     days = np.array([(datetime.date.fromisoformat(r["date_on"]) - start).days for r in rows], dtype=float)
     nh4 = np.array([float(r["nh4_mg_per_l"]) for r in rows])
     return days, nh4, np.array([r["censored"] == "1" for r in rows])
+
+
+def load_mcycle() -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(times, accel)``: the motorcycle crash data (Silverman 1985), the classic heteroscedastic regression set.
+
+    133 readings of head acceleration (in g) against time after a simulated motorcycle impact (ms), as in the R
+    package ``MASS`` (``mcycle``; Venables & Ripley).  The noise is near zero before the impact (times below
+    about 14 ms) and large after it.  Silverman, B. W. (1985), *Some aspects of the spline smoothing approach to
+    non-parametric curve fitting*, JRSS B 47, 1-52.  The packaged file's provenance is in the data folder's README.
+
+    Returns
+    -------
+    times : ndarray of shape (133,)
+        Milliseconds after the impact (non-decreasing; some times repeat).
+    accel : ndarray of shape (133,)
+        Head acceleration in g.
+    """
+    table = np.loadtxt(PACKAGED_DATA / "mcycle.csv", delimiter=",", skiprows=1)
+    return table[:, 0].copy(), table[:, 1].copy()
