@@ -19,6 +19,7 @@ from relaxep.errors import (
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
+from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.estimators.regressor import GPRegressor
 from relaxep.inference import (
     Attempt,
@@ -50,6 +51,7 @@ __all__ = [
     "FractionalEP",
     "GPClassifier",
     "GPOrdinalClassifier",
+    "GPPreferenceLearner",
     "GPRegressor",
     "ImproperPosteriorError",
     "InferenceMethod",
