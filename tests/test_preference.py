@@ -9,16 +9,19 @@ with a brute-force mutual information; inducing items at every item are the dens
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 from scipy import integrate, optimize
 from scipy.special import log_ndtr, ndtr
+from scipy.stats import kendalltau
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-from relaxep import EP, GPPreferenceLearner, Logistic, NoisyProbit, Probit
+from relaxep import EP, GPPreferenceLearner, Logistic, NoisyProbit, PowerEP, Probit, RelaxedEP
 from relaxep.likelihoods.information import information_gain, probit_information_gain
 from relaxep.mcmc import elliptical_slice
 from relaxep.posterior.comparisons import ComparisonKernel, encode_comparisons, encode_items
@@ -204,7 +207,16 @@ def test_defaults_learn_and_predict_new_comparisons():
     assert lml == pytest.approx(est.log_marginal_likelihood_value_, abs=1e-6)
 
 
-@pytest.mark.parametrize("likelihood, rule", [(Logistic(), EP()), (NoisyProbit(0.05), None), (Probit(), "auto")])
+@pytest.mark.parametrize(
+    "likelihood, rule",
+    [
+        (Logistic(), EP()),
+        (NoisyProbit(0.05), None),
+        (Probit(), "auto"),
+        (Probit(), PowerEP(0.5)),
+        (Probit(), RelaxedEP(1.0)),
+    ],
+)
 def test_other_likelihoods_and_rules_fit(likelihood, rule):
     X, comparisons = problem(n=30, m=60, seed=8)
     est = GPPreferenceLearner(likelihood=likelihood, rule=rule, random_state=0).fit(X, comparisons)
@@ -238,3 +250,25 @@ def test_inputs_are_not_modified_and_the_estimator_clones():
     assert clone(est).get_params() == GPPreferenceLearner(optimizer=None).get_params()
     with pytest.raises(ValueError, match="features"):
         est.predict(np.zeros((3, 5)))
+
+
+def test_a_label_noise_floor_resists_reversed_comparisons():
+    """The 20 clearest of 200 comparisons reversed: with NoisyProbit(0.1) each costs at most log 10, and the
+    utility keeps the true order far better than under the probit, which bends to explain them."""
+    rng = np.random.default_rng(0)
+    x = np.sort(rng.random(40))[:, None]
+    u = np.sin(4.0 * x[:, 0])
+    a = rng.integers(0, 40, 200)
+    b = (a + rng.integers(1, 40, 200)) % 40
+    comparisons = np.where((u[a] > u[b])[:, None], np.column_stack([a, b]), np.column_stack([b, a]))
+    reversed_ = np.argsort(-np.abs(u[a] - u[b]))[:20]
+    comparisons[reversed_] = comparisons[reversed_][:, ::-1]
+    grid = np.linspace(0.0, 1.0, 200)[:, None]
+    truth = np.sin(4.0 * grid[:, 0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        robust = GPPreferenceLearner(likelihood=NoisyProbit(0.1), random_state=0).fit(x, comparisons)
+    probit = GPPreferenceLearner(random_state=0).fit(x, comparisons)
+    tau_robust = kendalltau(robust.predict(grid), truth)[0]
+    tau_probit = kendalltau(probit.predict(grid), truth)[0]
+    assert tau_robust > 0.95 and tau_robust > tau_probit + 0.05
