@@ -1,16 +1,22 @@
 """Host reads a sweep of sparse EP on another array library's arrays (array-api-strict, on the CPU).
 
-``python benchmarks/device_reads.py``
+``python benchmarks/device_reads.py [--host]``
 
 Counts every conversion of an ``array_api_strict`` array to the host (``__float__``, ``__bool__``, ``__int__``,
-``__dlpack__``) during ``infer`` on a ``SparsePrior`` of strict arrays with ``EP()`` and the parallel schedule, the
-loop of ``relaxep.inference.device_ep``; prints the total, the sweeps and the count per call site.  array-api-strict
-has no ``log_ndtr``/``erfcx``, so its special functions take one round trip a sweep that PyTorch and CuPy do not.
+``__dlpack__``) during ``infer`` on a ``SparsePrior`` of strict arrays with the parallel schedule, the loop of
+``relaxep.inference.device_ep``, for four fits: EP with the label-noise probit (closed form), EP with the logistic
+and Power EP (u = 0.5) with the logistic (the fixed-size device quadrature, ``relaxep.likelihoods.quadrature_on``)
+and Power EP (u = 0.5) with the probit (the same quadrature, of the probit's special functions); prints the total,
+the sweeps and the count per call site.  ``--host`` forces the host loop (sites in numpy, what the last three took
+before they ran on the device).  array-api-strict has no ``log_ndtr``/``erfcx``, so each evaluation of them takes
+one round trip (one a sweep for the closed forms, one per Newton step and one for the nodes in the probit's
+quadrature) that PyTorch and CuPy do not.
 """
 
 from __future__ import annotations
 
 import collections
+import sys
 import traceback
 
 import array_api_strict as xs
@@ -19,12 +25,22 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import relaxep._xp as rxp
-from relaxep import EP, NoisyProbit, infer
+import relaxep.inference.site_updates as site_updates
+from relaxep import EP, Logistic, NoisyProbit, PowerEP, Probit, infer
 from relaxep.posterior import SparsePrior
+
+FITS = [
+    ("EP, NoisyProbit(0.01, 1)", NoisyProbit(0.01, 1.0), EP()),
+    ("EP, Logistic()", Logistic(), EP()),
+    ("PowerEP(0.5), Logistic()", Logistic(), PowerEP(0.5)),
+    ("PowerEP(0.5), Probit()", Probit(), PowerEP(0.5)),
+]
 
 
 def main() -> None:
     rxp._dispatch = lambda: True  # (scikit-learn's array_api_dispatch, as far as relaxep reads it)
+    if "--host" in sys.argv:
+        site_updates.on_device = lambda *args: False
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1500, 3))
     y = np.where(X[:, 0] + 0.3 * rng.normal(size=1500) > 0, 1.0, -1.0)
@@ -40,11 +56,14 @@ def main() -> None:
             return _original(self, *args, **kwargs)
 
         setattr(array_type, name, counted)
-    result = infer(prior, y, NoisyProbit(0.01, 1.0), EP(), schedule="parallel", tol=1e-6)
-    total = sum(sites.values())
-    print(f"{result.n_sweeps} sweeps ({result.status}), {total} reads: {total / result.n_sweeps:.1f} a sweep")
-    for (name, where, line), count in sites.most_common():
-        print(f"{count:4d}  {name:10s} {where}:{line}")
+    for title, likelihood, rule in FITS:
+        sites.clear()
+        result = infer(prior, y, likelihood, rule, schedule="parallel", tol=1e-6)
+        total = sum(sites.values())
+        rate = total / result.n_sweeps
+        print(f"{title}: {result.n_sweeps} sweeps ({result.status}), {total} reads: {rate:.1f} a sweep")
+        for (name, where, line), count in sites.most_common(6):
+            print(f"  {count:4d}  {name:10s} {where}:{line}")
 
 
 if __name__ == "__main__":

@@ -3,16 +3,22 @@ r"""Parallel EP with the sites on the device: a sparse fit on another array libr
 :class:`~relaxep.inference.SiteUpdates` with the :class:`~relaxep.inference.schedules.Parallel` schedule runs
 here when the prior lives on another array library's device (a :class:`~relaxep.posterior.SparsePrior` of
 PyTorch, CuPy, JAX or ``array-api-strict`` arrays, or a dense prior's device twin
-:class:`~relaxep.posterior.dense_device.DeviceDensePrior`), the rule is :class:`~relaxep.sites.EP` and the
-likelihood has its tilted moments in closed form there (:attr:`Likelihood.closed_form_on_device
-<relaxep.likelihoods.Likelihood.closed_form_on_device>`: probit, the label-noise step and probit, Gaussian).
-Every :math:`O(n)` step of a sweep stays where the rows are:
+:class:`~relaxep.posterior.dense_device.DeviceDensePrior`), the rule is one of the moment-matching family
+(:class:`~relaxep.sites.EP`, :class:`~relaxep.sites.PowerEP`, :class:`~relaxep.sites.FractionalEP`, any damping)
+and the likelihood has its tilted moments there at the rule's power (:attr:`Likelihood.tilted_on_device
+<relaxep.likelihoods.Likelihood.tilted_on_device>`: the closed forms of the probit at ``u = 1``, the label-noise
+step and probit at ``u = 1``, the Gaussian; the fixed-size sinh rule of :mod:`relaxep.likelihoods.quadrature_on`
+for the logistic, and for the probits at ``u < 1``).  :class:`~relaxep.sites.RelaxedEP` and the other methods
+keep their sites on the host (:class:`~relaxep.inference.SiteUpdates`' numpy loop, the rows' algebra still on the
+device).  Every :math:`O(n)` step of a sweep stays where the rows are:
 
-1. the cavities :math:`\lambda_i = (1/A_{ii} - \tau_i)^{-1}`, :math:`h_i = \lambda_i(\mu_i/A_{ii} - \nu_i)`;
-2. the tilted :math:`\log\hat Z_i` and its derivatives :math:`d_1, d_2` in the cavity mean
-   (:meth:`Likelihood.log_z_on <relaxep.likelihoods.Likelihood.log_z_on>`), the proposals
-   :math:`\tau_i^* = -d_2/(1 + \lambda_i d_2)`, :math:`\nu_i^* = (d_1 - h_i d_2)/(1 + \lambda_i d_2)`
-   (Rasmussen & Williams eq. 3.59), damped by the rule;
+1. the cavities :math:`\lambda_i = (1/A_{ii} - \eta\tau_i)^{-1}`, :math:`h_i = \lambda_i(\mu_i/A_{ii} -
+   \eta\nu_i)`, :math:`\eta` the fraction of the site the rule removes (1, or ``FractionalEP``'s fraction);
+2. the tilted :math:`\log\hat Z_i` of :math:`p(y_i|f)^u N(f|h_i, \lambda_i)` and its derivatives
+   :math:`d_1, d_2` in the cavity mean (:meth:`Likelihood.log_z_on <relaxep.likelihoods.Likelihood.log_z_on>`),
+   the proposals :math:`\tau_i^* = -d_2/(1 + \lambda_i d_2)/u`, :math:`\nu_i^* = (d_1 - h_i d_2)/(1 + \lambda_i
+   d_2)/u` (Rasmussen & Williams eq. 3.59; the tilted site divided by :math:`u`, as
+   :mod:`relaxep.sites.power` does on numpy), damped by the rule;
 3. the parallel step :math:`\tau \leftarrow \tau + s(\tau^* - \tau)` with the schedule's
    :class:`~relaxep.inference.schedules.AdaptiveStep` (its inner products of the proposed changes
    :math:`(\Delta\tau_i A_{ii}, \Delta\nu_i\sqrt{A_{ii}})` are the only numbers it reads), one refresh
@@ -26,7 +32,9 @@ A sweep reads back scalars only (the statistic, the step's inner products, the c
 sites and marginals reach the host once, when the run ends, with the evidence :math:`\log Z_{EP}`
 (:func:`~relaxep.inference.evidence.log_evidence`) summed on the device.  The iterates are those of the host
 loop (:meth:`SiteUpdates.run <relaxep.inference.SiteUpdates.run>` with ``Parallel``), rule for rule, so the
-result equals it to rounding (tested to 1e-8 with ``array-api-strict``).
+result equals it to rounding where the moments are closed forms, and to the device quadrature's accuracy
+(1e-8) where they are not (tested to 1e-8 with ``array-api-strict``).  The evidence takes :math:`\log\hat Z_i`
+at ``u = 1`` and the full cavities whatever the rule, as :func:`~relaxep.inference.evidence.log_evidence` does.
 """
 
 from __future__ import annotations
@@ -46,26 +54,46 @@ from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import Prior, SparsePrior
 from relaxep.posterior.dense_device import DeviceDensePrior
-from relaxep.sites import EP, SiteRule
+from relaxep.sites import EP, FractionalEP, PowerEP, SiteRule
 
 __all__ = ["on_device", "run_on_device"]
 
 
 def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: Any, options: RunOptions) -> bool:
     """Whether :func:`run_on_device` runs this fit (module docstring): a prior on another library's device,
-    plain EP (any damping), the parallel schedule, a likelihood with a closed form there, the ``"marginals"``
-    statistic and no per-sweep callback (which is handed a host posterior)."""
+    EP, Power EP or fractional EP (any damping), the parallel schedule, a likelihood whose tilted moments are
+    computed there (:attr:`~relaxep.likelihoods.Likelihood.tilted_on_device`, or its closed form at ``u = 1``
+    for EP), the ``"marginals"`` statistic and no per-sweep callback (which is handed a host posterior)."""
     space = getattr(prior, "space", None)
     return (
         isinstance(prior, SparsePrior | DeviceDensePrior)
         and isinstance(space, ArraySpace)
         and not space.on_host
-        and type(rule) is EP
+        and type(rule) in _DEVICE_RULES
         and isinstance(schedule, Parallel)
-        and likelihood.closed_form_on_device
+        and (likelihood.tilted_on_device or (likelihood.closed_form_on_device and _power(rule) == 1.0))
         and options.criterion == "marginals"
         and options.callback is None
     )
+
+
+#: the site rules the device loop runs (the moment-matching family of :mod:`relaxep.sites.power`)
+_DEVICE_RULES = (EP, PowerEP, FractionalEP)
+
+
+def _power(rule: SiteRule) -> float:
+    """The power :math:`u` whose tilted moments ``rule`` matches."""
+    return float(rule.tilted_power) if isinstance(rule, _DEVICE_RULES) else 1.0
+
+
+@dataclass(frozen=True)
+class _Update:
+    r"""What a sweep's proposals need of the rule: its damping, the fraction :math:`\eta` of the site the cavity
+    removes and the power :math:`u` of the tilted moments."""
+
+    damping: float
+    fraction: float
+    power: float
 
 
 @dataclass(frozen=True)
@@ -83,19 +111,31 @@ class _Proposals:
     log_zhat: Array  # log Z_i there, which the evidence reuses
 
 
+def _cavities(xp: Any, state: tuple[Array, ...], fraction: float) -> tuple[Array, Array, Array]:
+    """Whether each cavity at ``fraction`` is proper, and its mean and variance there (0 and 1 elsewhere)."""
+    mean, var, tau, nu = state
+    if fraction == 1.0:  # (the host's cavity(), whose fraction 1 multiplies exactly)
+        cav_var = 1.0 / (1.0 / var - tau)
+        cav_mean = cav_var * (mean / var - nu)
+    else:
+        cav_var = 1.0 / (1.0 / var - fraction * tau)
+        cav_mean = cav_var * (mean / var - fraction * nu)
+    ok = xp.isfinite(cav_var) & (cav_var > 0.0)
+    return ok, xp.where(ok, cav_mean, xp.zeros_like(cav_mean)), xp.where(ok, cav_var, xp.ones_like(cav_var))
+
+
 def _propose(
-    xp: Any, likelihood: Likelihood, y: Array, state: tuple[Array, ...], damping: float, last: tuple | None
+    xp: Any, likelihood: Likelihood, y: Array, state: tuple[Array, ...], rule: _Update, last: tuple | None
 ) -> _Proposals:
     """Steps 1-2 of the module docstring at ``state = (mean, var, tau, nu)``."""
-    mean, var, tau, nu = state
-    cav_var = 1.0 / (1.0 / var - tau)
-    cav_mean = cav_var * (mean / var - nu)
-    ok = xp.isfinite(cav_var) & (cav_var > 0.0)
-    safe_var = xp.where(ok, cav_var, xp.ones_like(cav_var))
-    safe_mean = xp.where(ok, cav_mean, xp.zeros_like(cav_mean))
-    lz = likelihood.log_z_on(xp, y, safe_mean, safe_var)
+    _, var, tau, nu = state
+    ok, safe_mean, safe_var = _cavities(xp, state, rule.fraction)
+    lz = likelihood.log_z_on(xp, y, safe_mean, safe_var, rule.power)
     denom = 1.0 + safe_var * lz.d2log_z
     prop_tau, prop_nu = -lz.d2log_z / denom, (lz.dlog_z - safe_mean * lz.d2log_z) / denom
+    if rule.power != 1.0:  # (the tilted site of t^u, divided by u: sites/power.py)
+        prop_tau, prop_nu = prop_tau / rule.power, prop_nu / rule.power
+    damping = rule.damping
     if damping != 1.0:
         prop_tau, prop_nu = (1.0 - damping) * tau + damping * prop_tau, (1.0 - damping) * nu + damping * prop_nu
     take = ok & xp.isfinite(prop_tau) & xp.isfinite(prop_nu)
@@ -141,7 +181,8 @@ def run_on_device(
     space, n = prior.space, prior.n
     xp = space.xp
     schedule: Parallel = method.schedule if isinstance(method.schedule, Parallel) else Parallel()
-    damping = float(method.site_rule.damping)
+    site_rule = method.site_rule
+    rule = _Update(float(site_rule.damping), float(site_rule.cavity_fraction), _power(site_rule))
     warm = warm_posterior(prior, init)
     if warm is not None:
         tau, nu = space.put(warm.site_precision), space.put(warm.site_mean_precision)
@@ -151,7 +192,7 @@ def run_on_device(
     mean, var, log_det, _ = prior.device_pass(tau, nu)  # (proper: flat sites, or a warm start checked above)
     step = AdaptiveStep(schedule.step, schedule.min_step)
     last: tuple[Array, Array] | None = None
-    props = _propose(xp, likelihood, yd, (mean, var, tau, nu), damping, last)
+    props = _propose(xp, likelihood, yd, (mean, var, tau, nu), rule, last)
     values = _read(space, props.scalars)
     coarse_left = COARSE_SWEEPS
     trace: list[float] = []
@@ -176,7 +217,7 @@ def run_on_device(
             except KernelNotPositiveDefiniteError:  # (no step helps: the host loop ends the run "diverged")
                 break
             if new_mean is not None:
-                props = _propose(xp, likelihood, yd, (new_mean, new_var, new_tau, new_nu), damping, last)
+                props = _propose(xp, likelihood, yd, (new_mean, new_var, new_tau, new_nu), rule, last)
                 change = _change(xp, mean, var, new_mean, new_var)
                 read = _read(space, [ok, xp.all(xp.isfinite(new_mean)), change, *props.scalars])
                 if read[0] and read[1]:  # (proper, and every mean finite: the host step's test)
@@ -212,8 +253,26 @@ def run_on_device(
         if window is not None and len(trace) > window and min(trace[-window:]) >= min(trace[:-window]):
             status = "abandoned"
             break
-    return _result(method, prior, y, likelihood, (tau, nu, mean, var), float(log_det), props, status, trace,
+    evidence = _evidence_terms(xp, likelihood, yd, (mean, var, tau, nu), rule, props) if status == "converged" else None
+    return _result(method, prior, y, likelihood, (tau, nu, mean, var), float(log_det), evidence, status, trace,
                    skipped, steps)  # fmt: skip
+
+
+def _evidence_terms(
+    xp: Any, likelihood: Likelihood, y: Array, state: tuple[Array, ...], rule: _Update, final: _Proposals
+) -> Array:
+    r"""The per-site terms of :math:`\log Z_{EP}` (:func:`~relaxep.inference.evidence.site_evidence_terms`):
+    :math:`\log\hat Z_i + \frac12\log(1 + \lambda_i\tau_i) + \frac12(h_i^2/\lambda_i - \mu_i^2/A_{ii})` at the
+    full cavities and ``u = 1`` whatever the rule, NaN where a full cavity is improper (the host's answer).  For
+    EP those of ``final``, the proposals from the last state; for the others computed here."""
+    mean, var, tau, _ = state
+    if rule.fraction == 1.0 and rule.power == 1.0:
+        (h, lam), log_zhat, ok = final.cavity, final.log_zhat, None
+    else:
+        ok, h, lam = _cavities(xp, state, 1.0)
+        log_zhat = likelihood.log_z_on(xp, y, h, lam, 1.0).log_z
+    terms = log_zhat + 0.5 * xp.log1p(lam * tau) + 0.5 * (h**2 / lam - mean**2 / var)
+    return terms if ok is None else xp.where(ok, terms, xp.full_like(terms, float("nan")))
 
 
 def _result(
@@ -223,7 +282,7 @@ def _result(
     likelihood: Likelihood,
     state: tuple[Array, Array, Array, Array],
     log_det: float,
-    final: _Proposals,
+    evidence: Array | None,
     status: Status,
     trace: list[float],
     skipped: list[int],
@@ -232,15 +291,12 @@ def _result(
     r"""The run's :class:`InferenceResult`, its arrays on the host; :math:`\log Z_{EP}` (converged runs) summed on
     the device: :math:`\sum_i[\log\hat Z_i + \frac12\log(1 + \lambda_i\tau_i) + \frac12(h_i^2/\lambda_i -
     \mu_i^2/A_{ii})] + \frac12\nu^\top\mu - \frac12\log|I + KT|` (:func:`~relaxep.inference.evidence.log_evidence`),
-    its :math:`\log\hat Z_i` and cavities those of ``final``, the proposals from the last state (all proper where
-    the run converged)."""
+    the per-site terms ``evidence`` (:func:`_evidence_terms`)."""
     xp = prior.space.xp
-    tau, nu, mean, var = state
+    tau, nu, mean, _ = state
     log_z = float("nan")
-    if status == "converged":
-        h, lam = final.cavity
-        terms = final.log_zhat + 0.5 * xp.log1p(lam * tau) + 0.5 * (h**2 / lam - mean**2 / var)
-        log_z = float(xp.sum(terms) + 0.5 * xp.sum(nu * mean)) - 0.5 * log_det
+    if evidence is not None:
+        log_z = float(xp.sum(evidence) + 0.5 * xp.sum(nu * mean)) - 0.5 * log_det
     host_tau, host_nu = to_numpy(tau), to_numpy(nu)
     post = prior.posterior(host_tau, host_nu)
     n = prior.n

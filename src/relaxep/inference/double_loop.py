@@ -367,6 +367,11 @@ class DoubleLoopEP(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
+        if not getattr(getattr(prior, "space", None), "on_host", True):
+            raise TypeError(
+                "DoubleLoopEP runs on numpy arrays only: on another array library use EP(), PowerEP(u) or "
+                "FractionalEP(fraction) with the parallel schedule (their sites stay on the device)"
+            )
         if not isinstance(prior, DensePrior):
             raise TypeError(
                 f"DoubleLoopEP needs a DensePrior (its Newton steps use the n x n covariance), got {prior!r}"

@@ -103,6 +103,9 @@ class Likelihood(ParamsMixin, ABC):
     heavy_tailed: ClassVar[bool] = False
     #: whether :meth:`log_z_on` answers in any array library, on its device (EP's closed form at ``u = 1``)
     closed_form_on_device: ClassVar[bool] = False
+    #: whether :meth:`log_z_on` answers there at every power :math:`u \in (0, 1]`: closed forms, or the
+    #: fixed-size sinh rule (:mod:`relaxep.likelihoods.quadrature_on`) of the quadrature likelihoods
+    tilted_on_device: ClassVar[bool] = False
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
     #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
     hyperparameter_names: ClassVar[tuple[str, ...]] = ()
@@ -179,11 +182,13 @@ class Likelihood(ParamsMixin, ABC):
         """
         return self._log_z(*_as_floats(y, mean, var), check_unit_interval(power, "power u"))
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
-        r""":meth:`log_z` at ``u = 1`` computed in the array namespace ``xp``, on the arrays' device (the same
-        closed form: with numpy, :meth:`log_z`'s digits), where :attr:`closed_form_on_device`; the sites of a
-        fit on another array library then never leave its device (:mod:`relaxep.inference.device_ep`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no closed-form tilted log Z on a device")
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        r""":meth:`log_z` computed in the array namespace ``xp``, on the arrays' device: at ``u = 1`` where
+        :attr:`closed_form_on_device` (the same closed form: with numpy, :meth:`log_z`'s digits), at every power
+        where :attr:`tilted_on_device` (a closed form, or the fixed-size sinh rule of
+        :mod:`relaxep.likelihoods.quadrature_on`, within 1e-8 of numpy's adaptive one).  The sites of a fit on
+        another array library then never leave its device (:mod:`relaxep.inference.device_ep`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
 
     def log_lik(self, y: ArrayLike, f: ArrayLike) -> Array:
         r"""Pointwise :math:`\log p(y | f)` (for MCMC)."""

@@ -16,6 +16,7 @@ from scipy.special import expit, log_expit, log_ndtr, xlogy
 
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
+from relaxep._xp import log_ndtr as log_ndtr_on
 from relaxep._xp import normal_tail
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
@@ -76,12 +77,13 @@ class NoisyStep(BinaryLikelihood):
         self._xlogx = (float(xlogy(1.0 - eps, 1.0 - eps)), float(xlogy(eps, eps)))
 
     closed_form_on_device = True
+    tilted_on_device = True
 
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         return self._step_log_z(np, mean, var, power)
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
-        return self._step_log_z(xp, mean, var, 1.0)
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        return self._step_log_z(xp, mean, var, power)
 
     def _step_log_z(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
         eps = float(self.eps)
@@ -131,6 +133,13 @@ class Probit(QuadratureLikelihood):
         r = normal_cdf_ratio(g)
         return r, -r * (g + r)
 
+    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
+        return log_ndtr_on(xp, g)
+
+    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        _, r = normal_tail(xp, g)
+        return r, -r * (g + r)
+
     closed_form_on_device = True
 
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
@@ -138,7 +147,9 @@ class Probit(QuadratureLikelihood):
             return super()._folded_log_z(mean, var, power)
         return self._folded_log_z_on(np, mean, var)
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        if power != 1.0:
+            return super()._folded_log_z_on(xp, mean, var, power)
         scale = xp.sqrt(1.0 + var)
         z = mean / scale
         log_cdf, r = normal_tail(xp, z)
@@ -154,8 +165,12 @@ class Logistic(QuadratureLikelihood):
     r"""Logistic likelihood :math:`t(g) = \sigma(g) = 1 / (1 + e^{-g})`.
 
     All quantities by the mode-centred sinh quadrature rule;
-    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.
+    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.  On another
+    array library, :math:`\log\sigma(g) = \min(g, 0) - \log(1 + e^{-|g|})` and
+    :math:`\sigma(\pm g)` from :math:`e^{-|g|}` (no overflow), its Newton search starting at :math:`g = 0`.
     """
+
+    _newton_start = 0.0  # (the inflection point of sigma(-g): Newton approaches the mode from one side)
 
     def _folded_log_lik(self, g: Array) -> Array:
         return log_expit(g)
@@ -163,6 +178,17 @@ class Logistic(QuadratureLikelihood):
     def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
         s_neg = expit(-g)
         return s_neg, -expit(g) * s_neg
+
+    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
+        return xp.minimum(g, xp.zeros_like(g)) - xp.log1p(xp.exp(-xp.abs(g)))
+
+    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        e = xp.exp(-xp.abs(g))
+        big = 1.0 / (1.0 + e)  # sigma(|g|)
+        small = e * big  # sigma(-|g|)
+        positive = g >= 0.0
+        s_neg, s_pos = xp.where(positive, small, big), xp.where(positive, big, small)
+        return s_neg, -s_pos * s_neg
 
 
 class NoisyProbit(QuadratureLikelihood):
@@ -211,6 +237,19 @@ class NoisyProbit(QuadratureLikelihood):
         d1 = weight * normal_cdf_ratio(z) / sigma
         return d1, -d1 * (d1 + z / sigma)
 
+    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
+        log_cdf = log_ndtr_on(xp, g / float(self.scale))
+        return xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log_jump + log_cdf)
+
+    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        sigma = float(self.scale)
+        z = g / sigma
+        log_cdf, ratio = normal_tail(xp, z)
+        weight = xp.exp(self._log_jump + log_cdf - xp.logaddexp(xp.full_like(log_cdf, self._log_eps),
+                                                                 self._log_jump + log_cdf))  # fmt: skip
+        d1 = weight * ratio / sigma
+        return d1, -d1 * (d1 + z / sigma)
+
     closed_form_on_device = True
 
     def _closed_form(self, mean: Array, var: Array, xp: ModuleType = np) -> TiltedLogZ:
@@ -226,7 +265,9 @@ class NoisyProbit(QuadratureLikelihood):
             return super()._folded_log_z(mean, var, power)
         return self._closed_form(mean, var)
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        if power != 1.0:
+            return super()._folded_log_z_on(xp, mean, var, power)
         return self._closed_form(mean, var, xp)
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:

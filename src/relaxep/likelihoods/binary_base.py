@@ -63,13 +63,14 @@ class BinaryLikelihood(Likelihood):
         lz = self._folded_log_z(y * mean, var, power)
         return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
-        lz = self._folded_log_z_on(xp, y * mean, var)
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        lz = self._folded_log_z_on(xp, y * mean, var, power)
         return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array) -> TiltedLogZ:
-        r""":meth:`_folded_log_z` at ``u = 1`` in ``xp`` (where :attr:`closed_form_on_device`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no closed-form tilted log Z on a device")
+    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        r""":meth:`_folded_log_z` in ``xp`` (where :attr:`closed_form_on_device` at ``u = 1``, where
+        :attr:`tilted_on_device` at every power)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         return self._folded_log_lik(y * f)

@@ -49,12 +49,13 @@ class Gaussian(Likelihood):
         return -0.5 * np.log(2.0 * np.pi * noise) - 0.5 * (y - f) ** 2 / noise
 
     closed_form_on_device = True
+    tilted_on_device = True
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         return self._gaussian_log_z(np, y, mean, var, power)
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> TiltedLogZ:
-        return self._gaussian_log_z(xp, y, mean, var, 1.0)
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        return self._gaussian_log_z(xp, y, mean, var, power)
 
     def _gaussian_log_z(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         noise = float(self.noise)

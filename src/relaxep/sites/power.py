@@ -25,6 +25,11 @@ class _MomentMatching(SiteRule):
     def _power(self) -> float:
         return 1.0
 
+    @property
+    def tilted_power(self) -> float:
+        r"""The power :math:`u` of :math:`p(y|f)^u` whose tilted moments the rule matches (1 for EP)."""
+        return self._power
+
     def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
         u = self._power
         lz = likelihood.log_z(y, cavity.mean, cavity.var, power=u)
