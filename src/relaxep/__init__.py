@@ -18,6 +18,7 @@ from relaxep.errors import (
 )
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor
+from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.estimators.regressor import GPRegressor
@@ -50,6 +51,7 @@ __all__ = [
     "DoubleLoopEP",
     "FractionalEP",
     "GPClassifier",
+    "GPHeteroscedasticRegressor",
     "GPOrdinalClassifier",
     "GPPreferenceLearner",
     "GPRegressor",

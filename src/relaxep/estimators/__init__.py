@@ -7,8 +7,16 @@ the plan of a fit (``_plan``), the hyperparameter vector (``_hyper``) and the ev
 
 from relaxep.estimators._search import SearchStep
 from relaxep.estimators.classifier import GPClassifier
+from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.estimators.regressor import GPRegressor
 
-__all__ = ["GPClassifier", "GPOrdinalClassifier", "GPPreferenceLearner", "GPRegressor", "SearchStep"]
+__all__ = [
+    "GPClassifier",
+    "GPHeteroscedasticRegressor",
+    "GPOrdinalClassifier",
+    "GPPreferenceLearner",
+    "GPRegressor",
+    "SearchStep",
+]

@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
---out DIR`` or
+|heteroscedastic --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -12,6 +12,7 @@ from __future__ import annotations
 from relaxep.experiments.studies import (
     censored,
     counts,
+    heteroscedastic,
     multiclass,
     ordinal,
     regression,
@@ -37,6 +38,7 @@ STUDIES: dict[str, Study] = {
         ordinal.STUDY,
         counts.STUDY,
         censored.STUDY,
+        heteroscedastic.STUDY,
     )
 }
 

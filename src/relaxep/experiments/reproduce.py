@@ -72,6 +72,8 @@ def reproduce(
         title = "robust GP regression by EP"
     elif list(studies) == ["censored"]:
         title = "censored GP regression by EP"
+    elif list(studies) == ["heteroscedastic"]:
+        title = "heteroscedastic GP regression by EP"
     else:
         title = "robustness of EP and its remedies"
     head = (
