@@ -70,7 +70,9 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
     rule : "auto", EP(), PowerEP(u) or FractionalEP(fraction), default "auto"
         The site rule.  ``"auto"``: EP with the parallel step 0.5, and where that run does not converge, EP again
         from flat sites with the step 0.1 and four times ``max_sweeps``.  A rule's ``damping`` multiplies the
-        step.  ``RelaxedEP`` is refused (a ``TypeError``; :mod:`relaxep.inference.two_latent` says why).
+        step.  ``RelaxedEP`` is refused (a ``TypeError``; :mod:`relaxep.inference.two_latent` says why).  With
+        ``PowerEP``/``FractionalEP`` the evidence that the search climbs (and ``log_marginal_likelihood(theta)``)
+        is EP's, whose gradient is exact at its fixed point; the final posterior is the rule's.
     optimizer : "fmin_l_bfgs_b", callable or None, default "fmin_l_bfgs_b"
         Maximise the EP evidence over :math:`(\theta_f, \theta_g, c)`; a callable
         ``optimizer(obj_func, initial_theta, bounds)`` returns ``(theta_opt, func_min)``; ``None`` keeps them.
