@@ -14,7 +14,7 @@ import warnings
 import numpy as np
 import pytest
 from scipy import integrate, optimize
-from scipy.special import log_ndtr, ndtr
+from scipy.special import expit, log_ndtr, ndtr
 from scipy.stats import kendalltau
 from sklearn.base import clone
 from sklearn.exceptions import ConvergenceWarning
@@ -147,17 +147,24 @@ def test_bald_closed_form_and_quadrature_against_the_mutual_information():
         def h(p):
             return -(p * np.log2(p) + (1 - p) * np.log2(1 - p)) if 0 < p < 1 else 0.0
 
-        lo, hi = mean - 12 * np.sqrt(var), mean + 12 * np.sqrt(var)
-        p = integrate.quad(joint, lo, hi, args=(1.0,), epsabs=1e-13)[0]
-        expected = integrate.quad(lambda f: h(t(f)) * joint(f, 1.0) / t(f), lo, hi, epsabs=1e-13, limit=200)[0]
+        lo, hi = mean - 14 * np.sqrt(var), mean + 14 * np.sqrt(var)
+        split = [0.0] if lo < 0 < hi else None  # (the bump of h(t(f)) is at 0: tell quad where)
+        p = integrate.quad(joint, lo, hi, args=(1.0,), epsabs=1e-14, limit=1000, points=split)[0]
+        expected = integrate.quad(lambda f: h(t(f)) * joint(f, 1.0) / t(f) if t(f) > 0 else 0.0, lo, hi,
+                                  epsabs=1e-14, limit=1000, points=split)[0]  # fmt: skip
         return h(p) - expected
 
-    for mean, var in [(0.0, 1.0), (1.5, 0.3), (-2.0, 4.0), (0.3, 10.0), (3.0, 0.01)]:
+    # (wide predictives too: an unexplored pair's difference has up to twice the kernel's amplitude)
+    for mean, var in [(0.0, 1.0), (1.5, 0.3), (-2.0, 4.0), (0.3, 10.0), (3.0, 0.01), (0.3, 30.0), (2.0, 100.0),
+                      (-5.0, 1000.0)]:  # fmt: skip
         truth = brute(mean, var, ndtr)
         assert information_gain(Probit(), mean, var) == pytest.approx(truth, abs=1e-6)
         assert probit_information_gain(mean, var) == pytest.approx(truth, abs=3e-3)
         noisy = brute(mean, var, lambda g: 0.05 + 0.9 * ndtr(g))
-        assert information_gain(NoisyProbit(0.05, 1.0), mean, var) == pytest.approx(noisy, abs=5e-6)
+        assert information_gain(NoisyProbit(0.05, 1.0), mean, var) == pytest.approx(noisy, abs=1e-6)
+        wide = brute(mean, var, lambda g: 0.1 + 0.8 * ndtr(g / 3.0))
+        assert information_gain(NoisyProbit(0.1, 3.0), mean, var) == pytest.approx(wide, abs=1e-6)
+        assert information_gain(Logistic(), mean, var) == pytest.approx(brute(mean, var, expit), abs=1e-6)
     assert information_gain(Probit(), 0.7, 0.0) == pytest.approx(0.0, abs=1e-12)
 
 
@@ -238,6 +245,9 @@ def test_bad_comparisons_are_refused_by_name():
     ]:
         with pytest.raises(ValueError, match=match):
             est.fit(X, bad)
+    for subset in (2.7, 1, "all"):
+        with pytest.raises(ValueError, match="optimizer_subset must be None or an int >= 2"):
+            GPPreferenceLearner(optimizer_subset=subset).fit(X, np.array([[0, 1], [2, 3]]))
     with pytest.raises(TypeError, match="kernel must be"):
         GPPreferenceLearner(kernel="rbf").fit(X, np.array([[0, 1], [2, 3]]))
 

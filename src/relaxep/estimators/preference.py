@@ -192,6 +192,9 @@ class GPPreferenceLearner(_LatentGPEstimator):
         check_rule(self.rule)
         self._check_parameters()
         check_jitter(self.jitter)
+        subset = self.optimizer_subset
+        if subset is not None and (isinstance(subset, bool) or not isinstance(subset, numbers.Integral) or subset < 2):
+            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
         if self.optimizer is not None and not (callable(self.optimizer) or self.optimizer == "fmin_l_bfgs_b"):
             raise ValueError(f"optimizer must be 'fmin_l_bfgs_b', a callable or None, got {self.optimizer!r}")
         X = check_array(X, dtype=np.float64, ensure_min_samples=2, input_name="X")
@@ -225,8 +228,6 @@ class GPPreferenceLearner(_LatentGPEstimator):
         self._Z = initial_inducing_points(X, spec, self.inducing_init, rng)
         m = y.shape[0]
         subset = SPARSE_SEARCH_SUBSET if self.optimizer_subset is None else int(self.optimizer_subset)
-        if subset < 2:
-            raise ValueError(f"optimizer_subset must be None or an int >= 2, got {self.optimizer_subset!r}")
         plan = self._plan(rows, self.kernel_.n_dims)
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             idx = np.sort(rng.choice(m, min(m, subset), replace=False))
