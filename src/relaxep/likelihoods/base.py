@@ -186,7 +186,8 @@ class Likelihood(ParamsMixin, ABC):
         r""":meth:`log_z` computed in the array namespace ``xp``, on the arrays' device: at ``u = 1`` where
         :attr:`closed_form_on_device` (the same closed form: with numpy, :meth:`log_z`'s digits), at every power
         where :attr:`tilted_on_device` (a closed form, or the fixed-size sinh rule of
-        :mod:`relaxep.likelihoods.quadrature_on`, within 1e-8 of numpy's adaptive one).  The sites of a fit on
+        :mod:`relaxep.likelihoods.quadrature_on`, within 1e-8 of numpy's adaptive one for the log-concave
+        likelihoods, 2e-6 for ``NoisyProbit`` at ``u < 1``).  The sites of a fit on
         another array library then never leave its device (:mod:`relaxep.inference.device_ep`)."""
         raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
 
