@@ -415,3 +415,18 @@ def test_defaults_go_sparse_above_five_hundred_rows():
     assert noise[1] > 3 * noise[0]
     with pytest.raises(ValueError, match="inducing_points must be 'auto'"):
         GPHeteroscedasticRegressor(inducing_points="sparse").fit(X[:50], y[:50])
+
+
+def test_other_array_libraries_are_refused_at_the_door(monkeypatch):
+    """Arrays of another library (scikit-learn's array_api_dispatch): a TypeError naming the argument, before any
+    work, at fit and at predict."""
+    xp = pytest.importorskip("array_api_strict")
+    monkeypatch.setattr("relaxep._xp._dispatch", lambda: True)  # (array_api_dispatch on, as relaxep reads it)
+    X, y, _ = hetero_set(20, 2)
+    with pytest.raises(TypeError, match="X: GPHeteroscedasticRegressor fits numpy arrays only"):
+        GPHeteroscedasticRegressor().fit(xp.asarray(X), y)
+    with pytest.raises(TypeError, match="y: GPHeteroscedasticRegressor fits numpy arrays only"):
+        GPHeteroscedasticRegressor().fit(X, xp.asarray(y))
+    est = GPHeteroscedasticRegressor(optimizer=None).fit(X, y)
+    with pytest.raises(TypeError, match="X: GPHeteroscedasticRegressor fits numpy arrays only"):
+        est.predict_noise(xp.asarray(X))

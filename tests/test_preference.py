@@ -282,3 +282,16 @@ def test_a_label_noise_floor_resists_reversed_comparisons():
     tau_robust = kendalltau(robust.predict(grid), truth)[0]
     tau_probit = kendalltau(probit.predict(grid), truth)[0]
     assert tau_robust > 0.95 and tau_robust > tau_probit + 0.05
+
+
+def test_other_array_libraries_are_refused_at_the_door(monkeypatch):
+    xp = pytest.importorskip("array_api_strict")
+    monkeypatch.setattr("relaxep._xp._dispatch", lambda: True)  # (array_api_dispatch on, as relaxep reads it)
+    X, comparisons = problem(n=10, m=20, seed=9)
+    with pytest.raises(TypeError, match="X: GPPreferenceLearner fits numpy arrays only"):
+        GPPreferenceLearner().fit(xp.asarray(X), comparisons)
+    with pytest.raises(TypeError, match="comparisons: GPPreferenceLearner fits numpy arrays only"):
+        GPPreferenceLearner().fit(X, xp.asarray(comparisons))
+    est = GPPreferenceLearner(optimizer=None).fit(X, comparisons)
+    with pytest.raises(TypeError, match="X: GPPreferenceLearner fits numpy arrays only"):
+        est.predict(xp.asarray(X))

@@ -17,6 +17,7 @@ from relaxep.sites import SiteRule
 __all__ = [
     "LikelihoodMismatchError",
     "check_device_kernel",
+    "check_host_arrays",
     "check_jitter",
     "check_kernel",
     "check_likelihood",
@@ -211,3 +212,15 @@ def random_state_of(random_state: Any) -> np.random.RandomState:
         return check_random_state(random_state)
     except ValueError as exc:
         raise ValueError(f"random_state: {exc}") from None
+
+
+def check_host_arrays(estimator: str, **arrays: Any) -> None:
+    """A ``TypeError`` at the door for an estimator that fits numpy arrays only, where one of ``arrays`` is another
+    array library's (scikit-learn's ``array_api_dispatch``): it names the argument and the estimators that run
+    there."""
+    for name, value in arrays.items():
+        if not namespace(value).on_host:
+            raise TypeError(
+                f"{name}: {estimator} fits numpy arrays only; got an array of another library. Convert it with "
+                "numpy.asarray (GPClassifier and GPRegressor run on other array libraries' devices)"
+            )

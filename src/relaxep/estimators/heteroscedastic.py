@@ -25,7 +25,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number, check_unit_interval
-from relaxep.estimators._checks import check_kernel, check_restarts, random_state_of
+from relaxep.estimators._checks import check_host_arrays, check_kernel, check_restarts, random_state_of
 from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel, TwoKernelVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
@@ -171,6 +171,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
 
     def _check_data(self, X: ArrayLike, y: ArrayLike) -> tuple[Array, Array]:
         """scikit-learn's validation, its shape errors reworded to name ``y``."""
+        check_host_arrays("GPHeteroscedasticRegressor", X=X, y=y)
         try:
             X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         except ValueError as exc:
@@ -244,6 +245,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
     def _latents(self, X: ArrayLike) -> tuple[Array, Array, Array, Array]:
         """Normalised-unit predictive ``(mean_f, var_f, mean_g, var_g)`` at ``X``."""
         check_is_fitted(self)
+        check_host_arrays("GPHeteroscedasticRegressor", X=X)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         mean_f, var_f = self.model_.latent("f", X)
         mean_g, var_g = self.model_.latent("g", X)
@@ -255,6 +257,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         check_is_fitted(self)
+        check_host_arrays("GPHeteroscedasticRegressor", X=X)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         mean, second = self.model_.latent("f", X, full_cov=return_cov)
         mean = self._y_mean + self._y_std * mean
@@ -299,6 +302,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         ``GPRegressor.sample_y``, the noise is in the draws: it is what this model describes)."""
         check_positive_int(n_samples, "n_samples")
         check_is_fitted(self)
+        check_host_arrays("GPHeteroscedasticRegressor", X=X)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         rng = random_state_of(random_state)
         mean_f, cov_f = self.model_.latent("f", X, full_cov=True)

@@ -29,7 +29,7 @@ from sklearn.utils.validation import check_array, check_is_fitted
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import check_jitter, check_kernel, check_likelihood, check_rule
+from relaxep.estimators._checks import check_host_arrays, check_jitter, check_kernel, check_likelihood, check_rule
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _BinaryModel, _SparsePriors
@@ -197,6 +197,7 @@ class GPPreferenceLearner(_LatentGPEstimator):
             raise ValueError(f"optimizer_subset must be None or an int >= 2, got {subset!r}")
         if self.optimizer is not None and not (callable(self.optimizer) or self.optimizer == "fmin_l_bfgs_b"):
             raise ValueError(f"optimizer must be 'fmin_l_bfgs_b', a callable or None, got {self.optimizer!r}")
+        check_host_arrays("GPPreferenceLearner", X=X, comparisons=comparisons)
         X = check_array(X, dtype=np.float64, ensure_min_samples=2, input_name="X")
         C = check_comparisons(comparisons, X.shape[0], minimum=2)
         self.n_features_in_ = X.shape[1]
@@ -248,6 +249,7 @@ class GPPreferenceLearner(_LatentGPEstimator):
     # ------------------------------------------------------------ predict
     def _items(self, X: ArrayLike) -> Array:
         check_is_fitted(self)
+        check_host_arrays("GPPreferenceLearner", X=X)
         X = check_array(X, dtype=np.float64, input_name="X")
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but the learner was fitted on {self.n_features_in_}")
