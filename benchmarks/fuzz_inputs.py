@@ -27,7 +27,9 @@ from relaxep import (
     EP,
     Gaussian,
     GPClassifier,
+    GPHeteroscedasticRegressor,
     GPOrdinalClassifier,
+    GPPreferenceLearner,
     GPRegressor,
     Laplace,
     MultinomialProbit,
@@ -289,8 +291,15 @@ def _cases(tmp: Path) -> list:
 
 def _finite_fit(est) -> bool:
     """A fitted estimator whose predictions on its own inputs are finite (probabilities where it has them)."""
-    out = est.predict_proba(est.X_train_) if hasattr(est, "predict_proba") else est.predict(est.X_train_)
+    probabilities = hasattr(est, "predict_proba") and not hasattr(est, "comparisons_")  # (a preference learner's
+    out = est.predict_proba(est.X_train_) if probabilities else est.predict(est.X_train_)  # needs comparisons)
     return bool(np.all(np.isfinite(out)))
+
+
+def _chain(signal: np.ndarray) -> np.ndarray:
+    """Comparisons of each row with the next, the larger signal preferred."""
+    pairs = np.column_stack([np.arange(signal.size - 1), np.arange(1, signal.size)])
+    return np.where((signal[:-1] >= signal[1:])[:, None], pairs, pairs[:, ::-1])
 
 
 def _hostile_cases() -> list:
@@ -313,6 +322,9 @@ def _hostile_cases() -> list:
         "GPRegressor(inducing_points=8)": lambda: GPRegressor(inducing_points=8, random_state=0),
         "GPRegressor(likelihood=StudentT())": lambda: GPRegressor(likelihood=StudentT(), random_state=0),
         "GPOrdinalClassifier()": lambda: GPOrdinalClassifier(random_state=0),
+        "GPHeteroscedasticRegressor()": lambda: GPHeteroscedasticRegressor(random_state=0),
+        "GPPreferenceLearner()": lambda: GPPreferenceLearner(random_state=0),
+        "GPPreferenceLearner(inducing_points=8)": lambda: GPPreferenceLearner(inducing_points=8, random_state=0),
     }
     cases = []
     for dname, xx in data.items():
@@ -321,6 +333,9 @@ def _hostile_cases() -> list:
             "GPClassifier": np.where(signal > 0, 1, -1) if dname != "four rows" else np.array([1, -1, 1, -1]),
             "GPRegressor": np.sin(signal),
             "GPOrdinalClassifier": np.digitize(signal, [-0.5, 0.5]) if dname != "four rows" else np.array([0, 1, 2, 1]),
+            "GPHeteroscedasticRegressor": np.sin(signal) * (1.0 + 0.3 * np.abs(signal)),
+            # each row against the next, the larger signal preferred
+            "GPPreferenceLearner": _chain(signal),
         }
         for ename, make in makers.items():
             yy = targets[ename.split("(")[0]]
