@@ -295,3 +295,16 @@ def test_other_array_libraries_are_refused_at_the_door(monkeypatch):
     est = GPPreferenceLearner(optimizer=None).fit(X, comparisons)
     with pytest.raises(TypeError, match="X: GPPreferenceLearner fits numpy arrays only"):
         est.predict(xp.asarray(X))
+
+
+def test_sparse_defaults_learn_and_call_held_out_comparisons():
+    """``inducing_points=20`` with the defaults otherwise: the kernel learned by dense EP on a subset, the FITC
+    posterior on all comparisons; new comparisons called as well as by the dense fit, within a few points."""
+    X, comparisons = problem(n=150, m=400, seed=12, noise=0.1)
+    X_new, test = problem(n=100, m=400, seed=13, noise=0.1)
+    sparse = GPPreferenceLearner(inducing_points=20, optimizer_subset=200, random_state=0).fit(X, comparisons)
+    dense = GPPreferenceLearner(random_state=0).fit(X, comparisons)
+    assert sparse.inducing_points_.shape == (20, 2)
+    right_sparse = np.mean(sparse.predict_proba(X_new, test) > 0.5)
+    right_dense = np.mean(dense.predict_proba(X_new, test) > 0.5)
+    assert right_sparse > 0.85 and right_sparse > right_dense - 0.03
