@@ -31,7 +31,8 @@ integrates to :math:`\hat Z_i` (at :math:`\alpha = 1`), for both latents at once
       + \log Z_q^f + \log Z_q^g,
 
 one-latent EP's formula (:func:`~relaxep.inference.evidence.log_evidence`) once per latent with the shared
-:math:`\hat Z_i`.  At a fixed point it is stationary in the sites, so its gradient in either kernel's
+:math:`\hat Z_i`.  At an EP fixed point (:math:`\alpha = 1`; not at a Power EP one, which is why the
+estimator's search runs EP) it is stationary in the sites, so its gradient in either kernel's
 hyperparameters is that latent's :math:`\partial\log Z_q/\partial\theta` at fixed sites
 (:func:`latent_gradient`), and in the offset :math:`\sum_i \partial\log\hat Z_i/\partial h^g_i =
 \sum_i (E_{\hat p_i}[g_i] - h^g_i)/\lambda^g_i`, which at the fixed point is
