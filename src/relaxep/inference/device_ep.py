@@ -7,10 +7,12 @@ PyTorch, CuPy, JAX or ``array-api-strict`` arrays, or a dense prior's device twi
 (:class:`~relaxep.sites.EP`, :class:`~relaxep.sites.PowerEP`, :class:`~relaxep.sites.FractionalEP`, any damping)
 and the likelihood has its tilted moments there at the rule's power (:attr:`Likelihood.tilted_on_device
 <relaxep.likelihoods.Likelihood.tilted_on_device>`: the closed forms of the probit at ``u = 1``, the label-noise
-step and probit at ``u = 1``, the Gaussian; the fixed-size sinh rule of :mod:`relaxep.likelihoods.quadrature_on`
-for the logistic, and for the probits at ``u < 1``).  :class:`~relaxep.sites.RelaxedEP` and the other methods
-keep their sites on the host (:class:`~relaxep.inference.SiteUpdates`' numpy loop, the rows' algebra still on the
-device).  Every :math:`O(n)` step of a sweep stays where the rows are:
+step and probit at ``u = 1``, the Gaussian and the Laplace at every power, and, at ``u = 1`` only
+(:attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`), ``Tobit`` and ``OrdinalProbit``; the fixed-size
+sinh rule of :mod:`relaxep.likelihoods.quadrature_on` for the logistic, and for the probits at ``u < 1``).
+:class:`~relaxep.sites.RelaxedEP` and the other methods keep their sites on the host
+(:class:`~relaxep.inference.SiteUpdates`' numpy loop, the rows' algebra still on the device).  Every
+:math:`O(n)` step of a sweep stays where the rows are:
 
 1. the cavities :math:`\lambda_i = (1/A_{ii} - \eta\tau_i)^{-1}`, :math:`h_i = \lambda_i(\mu_i/A_{ii} -
    \eta\nu_i)`, :math:`\eta` the fraction of the site the rule removes (1, or ``FractionalEP``'s fraction);

@@ -24,9 +24,16 @@ derivatives come from the truncated Gaussians' moments instead,
 :math:`E[\pm(f - y)] = s\rho(z_\pm)`, :math:`\operatorname{Var} = s^2 V(z_\pm)` with
 :math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(z)(\rho(z) - z)`, both by the
 continued fraction of Mills' ratio (Laplace 1805; Abramowitz & Stegun 26.2.14) for :math:`z < -30`.
+
+On another array library (:meth:`Laplace.log_z_on`, every power) the same formulas run in its namespace, with
+:math:`\log\Phi(z_\pm)` and :math:`N(z_\pm)/\Phi(z_\pm)` from one call of :func:`relaxep._xp.normal_tail`:
+:math:`\log(\tfrac12\operatorname{erfcx}(-z/\sqrt2)) = -\tfrac12\log(2\pi) - \log(N(z)/\Phi(z))`, and both
+branches of each choice evaluated, the unused one on a harmless stand-in.
 """
 
 from __future__ import annotations
+
+from types import ModuleType
 
 import numpy as np
 from scipy import stats
@@ -34,6 +41,7 @@ from scipy.special import erfcx, log_ndtr
 
 from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
+from relaxep._xp import is_numpy, normal_tail
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 
@@ -43,6 +51,7 @@ _SQRT_HALF = np.sqrt(0.5)
 _CF_FROM = -30.0  # below this z the continued fraction replaces z + N(z)/Phi(z)
 _CF_TERMS = 40
 _TAIL = 40.0
+_LOG_SQRT_2PI = float(0.5 * np.log(2.0 * np.pi))
 
 
 def _log_side(r: Array, lam: Array, s: Array, z: Array) -> Array:
@@ -81,6 +90,41 @@ def _rho_and_v(z: Array) -> tuple[Array, Array]:
     return np.where(far, rho_far, rho_near), np.where(far, v_far, v_near)
 
 
+def _log_side_on(xp: ModuleType, r: Array, lam: float, s: Array, z: Array, log_cdf: Array, ratio: Array) -> Array:
+    r""":func:`_log_side` in ``xp``, given :math:`\log\Phi(z)` and :math:`N(z)/\Phi(z)`.
+
+    .. math::
+        \log\big(e^{-\lambda r + \lambda^2 s^2/2}\Phi(z)\big) =
+        \begin{cases} -\frac{r^2}{2s^2} - \frac12\log(2\pi) - \log\frac{N(z)}{\Phi(z)} & z < 0,\\
+        -\lambda r + \frac12\lambda^2 s^2 + \log\Phi(z) & z \ge 0, \end{cases}
+
+    the first since :math:`\tfrac12\operatorname{erfcx}(-z/\sqrt2) = \Phi(z)/N(z)\cdot N(0)`; each branch is
+    evaluated on a stand-in (ratio 1; :math:`r = \lambda s = 0`) where the other one answers.
+    """
+    neg = z < 0.0
+    tail = -0.5 * (r / s) ** 2 + (-_LOG_SQRT_2PI - xp.log(xp.where(neg, ratio, 1.0)))
+    r_body, ls_body = xp.where(neg, 0.0, r), xp.where(neg, 0.0, lam * s)
+    body = -lam * r_body + 0.5 * ls_body**2 + xp.where(neg, 0.0, log_cdf)
+    return xp.where(neg, tail, body)
+
+
+def _rho_and_v_on(xp: ModuleType, z: Array, ratio: Array) -> tuple[Array, Array]:
+    r""":func:`_rho_and_v` in ``xp``, given :math:`N(z)/\Phi(z)`: :math:`\rho = z + N/\Phi` and
+    :math:`V = 1 - \rho(\rho - z)` for :math:`z \ge -30`, the continued fraction below."""
+    far = z < _CF_FROM
+    rho_near = z + ratio
+    v_near = 1.0 - rho_near * (rho_near - z)
+    t = xp.where(far, -z, 100.0)
+    d3 = t
+    for k in range(_CF_TERMS, 3, -1):
+        d3 = t + k / d3
+    d2 = t + 3.0 / d3
+    d1 = t + 2.0 / d2
+    rho_far = 1.0 / d1
+    v_far = (d2 * (t - 3.0 / d3) + 4.0) / (d1 * d2) ** 2
+    return xp.where(far, rho_far, rho_near), xp.where(far, v_far, v_near)
+
+
 class Laplace(Likelihood):
     r"""Laplace noise: :math:`y = f + \epsilon`, :math:`p(\epsilon) = e^{-|\epsilon|/b}/(2b)`.
 
@@ -93,6 +137,8 @@ class Laplace(Likelihood):
     """
 
     hyperparameter_names = ("scale",)
+    closed_form_on_device = True
+    tilted_on_device = True
 
     def __init__(self, scale: float = 1.0, scale_bounds: tuple[float, float] | str = (1e-5, 1e5)) -> None:
         self.scale, self.scale_bounds = check_hyperparameter(scale, scale_bounds, "scale")
@@ -131,6 +177,47 @@ class Laplace(Likelihood):
         wide = lam * s > 1.0
         dlog_z = np.where(wide, (mean_from_y - r) / s2, d1_lam)
         d2log_z = np.where(wide, (t_var - s2) / s2**2, d2_lam)
+        return TiltedLogZ(log_z, dlog_z, d2log_z)
+
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        r""":meth:`log_z` in the namespace ``xp`` at any power :math:`u` (module docstring), on the arrays' device.
+
+        With :math:`\lambda = u/b`, :math:`r = \mu - y`, :math:`z_\pm = (\pm r - \lambda s^2)/s` and the sides'
+        logarithms :math:`\ell_\pm` (:func:`_log_side_on`),
+
+        .. math::
+            \log Z = -u\log(2b) + \operatorname{logaddexp}(\ell_+, \ell_-),\qquad
+            \pi_\pm = e^{\ell_\pm - (\log Z + u\log 2b)},
+
+        and the derivatives :math:`\lambda(\pi_- - \pi_+)`, :math:`4\lambda^2\pi_+\pi_- - 2\lambda\hat p(y)` where
+        :math:`\lambda s \le 1`, else :math:`(E[f] - \mu)/s^2` and :math:`(\operatorname{Var}[f] - s^2)/s^4` from
+        the truncated Gaussians' :math:`\rho(z_\pm)`, :math:`V(z_\pm)`: both evaluated, one kept (``xp.where``).
+        With numpy, :meth:`log_z` itself (its digits); elsewhere equal to it to rounding.
+        """
+        if is_numpy(xp):
+            return self.log_z(y, mean, var, power)
+        y, mean, var = xp.broadcast_arrays(y, mean, var)
+        b = float(self.scale)
+        lam = power / b
+        r, s = mean - y, xp.sqrt(var)
+        z_up, z_down = (r - lam * var) / s, (-r - lam * var) / s
+        log_cdf, ratio = normal_tail(xp, xp.stack([z_up, z_down]))  # (one call: one round trip where it takes one)
+        log_up = _log_side_on(xp, r, lam, s, z_up, log_cdf[0, ...], ratio[0, ...])
+        log_down = _log_side_on(xp, -r, lam, s, z_down, log_cdf[1, ...], ratio[1, ...])
+        log_sum = xp.logaddexp(log_up, log_down)
+        log_z = float(-power * np.log(2.0 * b)) + log_sum
+        pi_up, pi_down = xp.exp(log_up - log_sum), xp.exp(log_down - log_sum)
+        s2 = s * s
+        log_density_y = -0.5 * (r / s) ** 2 - 0.5 * xp.log(2.0 * np.pi * s2) - log_sum
+        d1_lam = lam * (pi_down - pi_up)
+        d2_lam = 4.0 * lam**2 * pi_up * pi_down - 2.0 * lam * xp.exp(log_density_y)
+        rho_up, v_up = _rho_and_v_on(xp, z_up, ratio[0, ...])
+        rho_down, v_down = _rho_and_v_on(xp, z_down, ratio[1, ...])
+        mean_from_y = s * (pi_up * rho_up - pi_down * rho_down)
+        t_var = s2 * (pi_up * v_up + pi_down * v_down + pi_up * pi_down * (rho_up + rho_down) ** 2)
+        wide = lam * s > 1.0
+        dlog_z = xp.where(wide, (mean_from_y - r) / s2, d1_lam)
+        d2log_z = xp.where(wide, (t_var - s2) / s2**2, d2_lam)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
     def _mean_abs(self, y: Array, mean: Array, var: Array) -> Array:

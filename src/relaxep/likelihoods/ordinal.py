@@ -18,15 +18,16 @@ Under a cavity :math:`N(f | \mu, v)` at power 1, with :math:`s = \sqrt{\sigma^2 
     \partial_\mu \log Z = \frac{N(z_{k-1}) - N(z_k)}{s Z},\qquad
     \partial^2_\mu \log Z = \frac{z_{k-1} N(z_{k-1}) - z_k N(z_k)}{s^2 Z} - (\partial_\mu \log Z)^2,
 
-the moments of a truncated normal, each evaluated without cancellation by
-:mod:`relaxep.likelihoods.truncated_normal`.  Other powers integrate the log-concave tilted
-:math:`p(y|f)^u N(f | \mu, v)` by the house's sinh-mapped Gauss-Legendre panels
+the moments of a truncated normal, each evaluated without cancellation by :mod:`relaxep.likelihoods.truncated_normal`
+(on another array library's device too: :meth:`OrdinalProbit.log_z_on`).  Other powers integrate the log-concave
+tilted :math:`p(y|f)^u N(f | \mu, v)` by the house's sinh-mapped Gauss-Legendre panels
 (:mod:`relaxep.likelihoods._panels`), centred on its mode and on the cut-points within its reach.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, ClassVar
 
 import numpy as np
@@ -35,9 +36,10 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number, check_target_vector
+from relaxep._xp import is_numpy
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
-from relaxep.likelihoods.truncated_normal import interval_terms
+from relaxep.likelihoods.truncated_normal import interval_terms, ordinal_log_z_on
 
 __all__ = ["OrdinalProbit"]
 
@@ -244,6 +246,16 @@ class OrdinalProbit(Likelihood):
         s = np.sqrt(float(self.noise) ** 2 + var)
         log_p, _, _, diff, _, curv = interval_terms((lo_b - mean) / s, (hi_b - mean) / s)
         return TiltedLogZ(log_p, diff / s, curv / s**2)
+
+    closed_form_on_device: ClassVar[bool] = True
+
+    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+        r""":meth:`log_z` at ``u = 1`` in ``xp``: :math:`\log(\Phi(z_k) - \Phi(z_{k-1}))` and derivatives (above)."""
+        if is_numpy(xp):
+            return self.log_z(y, mean, var, power)
+        if power != 1.0:
+            raise NotImplementedError("OrdinalProbit's tilted log Z on a device is its closed form at u = 1 only")
+        return TiltedLogZ(*ordinal_log_z_on(xp, self._cuts(), float(self.noise), y, mean, var))
 
     def _derivative_sums(
         self, e: Array, w: Array, l0: Array, l1: Array, l2: Array, log_z: Array, var: Array, power: float
