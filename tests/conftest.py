@@ -5,6 +5,8 @@ from __future__ import annotations
 import pytest
 
 import problems
+import relaxep._xp as rxp
+import relaxep.inference.site_updates as site_updates
 from relaxep.datasets import make_problem, problem_grid
 
 
@@ -26,3 +28,19 @@ def hard_suite_problem():
     Returns ``(K, y, likelihood)``."""
     K, y, _, _, _, lik = make_problem(problem_grid(30, max_n=400)[4])
     return K, y, lik
+
+
+@pytest.fixture
+def device_runs(monkeypatch):
+    """scikit-learn's ``array_api_dispatch`` on as relaxep reads it, and the site rules of the fits the device loop
+    ran (:func:`relaxep.inference.site_updates.run_on_device`), in order."""
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+    runs = []
+    original = site_updates.run_on_device
+
+    def counted(*args, **kwargs):
+        runs.append(args[0].site_rule)
+        return original(*args, **kwargs)
+
+    monkeypatch.setattr(site_updates, "run_on_device", counted)
+    return runs

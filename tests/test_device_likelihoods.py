@@ -14,8 +14,6 @@ import pytest
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-import relaxep._xp as rxp
-import relaxep.inference.site_updates as site_updates
 from relaxep import EP, Laplace, OrdinalProbit, PowerEP, Tobit, infer
 from relaxep.posterior import SparsePrior
 
@@ -110,21 +108,6 @@ def test_the_flags():
         Tobit().log_z_on(xs, xs.asarray(np.zeros((3, 2))), z, z + 1.0, 0.5)
     with pytest.raises(NotImplementedError, match="u = 1"):
         OrdinalProbit([0.0]).log_z_on(xs, z, z, z + 1.0, 0.5)
-
-
-@pytest.fixture
-def device_runs(monkeypatch):
-    """Dispatch on, and a count of the fits the device loop ran."""
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-    runs = []
-    original = site_updates.run_on_device
-
-    def counted(*args, **kwargs):
-        runs.append(args[0].site_rule)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(site_updates, "run_on_device", counted)
-    return runs
 
 
 @pytest.fixture(scope="module")

@@ -13,8 +13,6 @@ import pytest
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-import relaxep._xp as rxp
-import relaxep.inference.site_updates as site_updates
 from oracles import lik_fn, tilted_quad
 from relaxep import EP, DoubleLoopEP, FractionalEP, Logistic, NoisyProbit, PowerEP, Probit, RelaxedEP, infer
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
@@ -78,21 +76,6 @@ def test_log_z_on_answers_at_every_power():
             np.testing.assert_allclose(out.log_z, ref.log_z, rtol=0, atol=1e-9)
             np.testing.assert_allclose(out.dlog_z, ref.dlog_z, rtol=1e-8)
     assert Logistic.tilted_on_device and not Logistic.closed_form_on_device
-
-
-@pytest.fixture
-def device_runs(monkeypatch):
-    """Dispatch on, and a count of the fits the device loop ran."""
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-    runs = []
-    original = site_updates.run_on_device
-
-    def counted(*args, **kwargs):
-        runs.append(args[0].site_rule)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(site_updates, "run_on_device", counted)
-    return runs
 
 
 @pytest.fixture(scope="module")
