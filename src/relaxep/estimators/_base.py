@@ -97,11 +97,12 @@ class _LatentGPEstimator(BaseEstimator):
             callback=self.callback, maxfun=maxfun,
         )  # fmt: skip
 
-    def _plan(self, X: Any, n_learned: int) -> LatentFit:
+    def _plan(self, X: Any, n_learned: int, dense: bool = False) -> LatentFit:
         """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
-        ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`)."""
+        ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`) and not
+        ``dense`` (a sparse model that learns its kernel by a dense search first)."""
         sparse = None
-        if self.inducing_points is not None:
+        if self.inducing_points is not None and not dense:
             sparse = SparseFit.plan(
                 X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
                 learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,

@@ -28,6 +28,7 @@ __all__ = [
     "input_format",
     "likelihood_kind",
     "random_state_of",
+    "require_scaled_rbf",
 ]
 
 
@@ -184,16 +185,23 @@ def check_restarts(n_restarts: object) -> int:
 def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
     """On another array library's ``X`` (:mod:`relaxep._xp`) the kernel is computed in closed form there: ``RBF``
     or ``ConstantKernel * RBF``; a ``TypeError`` naming ``kernel`` and the supported path otherwise."""
+    require_scaled_rbf(
+        kernel, n_features,
+        f"kernel: on arrays other than numpy's (scikit-learn's array_api_dispatch) {estimator} computes the "
+        f"kernel on the arrays' device, for RBF or ConstantKernel * RBF only; got {kernel!r}: use one of "
+        "those, or numpy arrays for any other kernel",
+    )  # fmt: skip
+
+
+def require_scaled_rbf(kernel: Any, n_features: int, message: str) -> None:
+    """A ``TypeError`` with ``message`` unless ``kernel`` is ``RBF`` or ``ConstantKernel * RBF`` on ``n_features``
+    inputs (:func:`~relaxep.posterior.rbf.as_scaled_rbf`): the paths that need its closed form."""
     from relaxep.posterior.rbf import as_scaled_rbf
 
     try:
         as_scaled_rbf(kernel, n_features)
     except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"kernel: on arrays other than numpy's (scikit-learn's array_api_dispatch) {estimator} computes the "
-            f"kernel on the arrays' device, for RBF or ConstantKernel * RBF only; got {kernel!r}: use one of "
-            "those, or numpy arrays for any other kernel"
-        ) from exc
+        raise TypeError(message) from exc
 
 
 def check_jitter(jitter: object) -> None:

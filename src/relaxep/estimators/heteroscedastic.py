@@ -25,7 +25,13 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number, check_unit_interval
-from relaxep.estimators._checks import check_host_arrays, check_kernel, check_restarts, random_state_of
+from relaxep.estimators._checks import (
+    check_host_arrays,
+    check_kernel,
+    check_restarts,
+    random_state_of,
+    require_scaled_rbf,
+)
 from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel, TwoKernelVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
@@ -230,23 +236,23 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         return self
 
     def _check_sparse_kernels(self, n_features: int) -> None:
-        from relaxep.posterior.rbf import as_scaled_rbf
-
         for name, kernel in (("kernel", self.kernel_), ("noise_kernel", self.noise_kernel_)):
-            try:
-                as_scaled_rbf(kernel, n_features)
-            except (TypeError, ValueError) as exc:
-                raise TypeError(
-                    f"{name}: learning a sparse fit's kernels needs RBF or ConstantKernel * RBF (closed-form "
-                    f"gradients), got {kernel!r}; pass optimizer=None to keep another kernel fixed"
-                ) from exc
+            require_scaled_rbf(
+                kernel, n_features,
+                f"{name}: learning a sparse fit's kernels needs RBF or ConstantKernel * RBF (closed-form gradients), "
+                f"got {kernel!r}; pass optimizer=None to keep another kernel fixed",
+            )  # fmt: skip
 
     # ------------------------------------------------------------ predict
-    def _latents(self, X: ArrayLike) -> tuple[Array, Array, Array, Array]:
-        """Normalised-unit predictive ``(mean_f, var_f, mean_g, var_g)`` at ``X``."""
+    def _rows(self, X: ArrayLike) -> Array:
+        """``X`` checked for a fitted model: numpy, ``n_features_in_`` columns, float."""
         check_is_fitted(self)
         check_host_arrays("GPHeteroscedasticRegressor", X=X)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return validate_data(self, X, reset=False, dtype=np.float64)
+
+    def _latents(self, X: ArrayLike) -> tuple[Array, Array, Array, Array]:
+        """Normalised-unit predictive ``(mean_f, var_f, mean_g, var_g)`` at ``X``."""
+        X = self._rows(X)
         mean_f, var_f = self.model_.latent("f", X)
         mean_g, var_g = self.model_.latent("g", X)
         return mean_f, np.maximum(var_f, 1e-300), mean_g, np.maximum(var_g, 1e-300)
@@ -256,9 +262,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         (the noise not included: :meth:`predict_interval` and :meth:`predict_noise` have it), in ``y``'s units."""
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
-        check_is_fitted(self)
-        check_host_arrays("GPHeteroscedasticRegressor", X=X)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = self._rows(X)
         mean, second = self.model_.latent("f", X, full_cov=return_cov)
         mean = self._y_mean + self._y_std * mean
         if return_cov:
@@ -301,9 +305,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         posterior predictives, then :math:`y_* = f_* + e^{g_*/2}\,z`, :math:`z \sim N(0, I)` (unlike
         ``GPRegressor.sample_y``, the noise is in the draws: it is what this model describes)."""
         check_positive_int(n_samples, "n_samples")
-        check_is_fitted(self)
-        check_host_arrays("GPHeteroscedasticRegressor", X=X)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = self._rows(X)
         rng = random_state_of(random_state)
         mean_f, cov_f = self.model_.latent("f", X, full_cov=True)
         mean_g, cov_g = self.model_.latent("g", X, full_cov=True)

@@ -182,8 +182,6 @@ class GPPreferenceLearner(_LatentGPEstimator):
         self.verbose = verbose
         self.callback = callback
 
-    learn_inducing_points = False  # (the inducing items are placed, not learned: read by the shared plan)
-
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, comparisons: ArrayLike) -> GPPreferenceLearner:
         """Learn the kernel (if ``optimizer``) and run EP on the comparisons ``(preferred, other)`` of ``X``'s rows."""
@@ -207,44 +205,35 @@ class GPPreferenceLearner(_LatentGPEstimator):
         self.kernel_ = ComparisonKernel(kernel, X.shape[1])
         likelihood = Probit() if self.likelihood is None else self.likelihood
         rule = "auto" if self.rule is None else self.rule
+        plan = self._plan(rows, self.kernel_.n_dims, dense=True)  # (a sparse fit's search is dense too)
         with fit_threads(C.shape[0], dense=self.inducing_points is None):
             if self.inducing_points is None:
-                model, report = fit_latent(
-                    self._plan(rows, self.kernel_.n_dims), _BinaryModel, self.kernel_, likelihood, rule, rows, y,
-                    self.jitter,
-                )  # fmt: skip
+                model, report = fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, rows, y, self.jitter)
             else:
-                model, report = self._fit_sparse(X, rows, y, likelihood, rule)
+                model, report = self._fit_sparse(plan, X, rows, y, likelihood, rule)
         self._finish(model, report)
         self.kernel_ = model.kernel_.kernel  # (the utility's kernel; the model keeps the comparisons')
         if self.inducing_points is not None:
-            self.inducing_points_ = self._Z
+            self.inducing_points_ = model.Z[:, : X.shape[1]]  # (the inducing items' rows [z, 0, 0], decoded)
         return self
 
-    def _fit_sparse(self, X: Array, rows: Array, y: Array, likelihood: BinaryLikelihood, rule: Any) -> Any:
-        """Learn on a random subset of comparisons by dense EP, then the FITC posterior on all of them at the
-        learned kernel, with ``M`` inducing items."""
-        spec = check_inducing_points(self.inducing_points, X.shape[1])
+    def _fit_sparse(
+        self, plan: Any, X: Array, rows: Array, y: Array, likelihood: BinaryLikelihood, rule: Any
+    ) -> tuple[_BinaryModel, Any]:
+        """Learn on a random subset of comparisons by dense EP (``plan``'s search), then the FITC posterior on all
+        of them at the learned kernel, with ``M`` inducing items."""
         rng = self._rng()
-        self._Z = initial_inducing_points(X, spec, self.inducing_init, rng)
+        Z = initial_inducing_points(X, check_inducing_points(self.inducing_points, X.shape[1]), self.inducing_init, rng)
         m = y.shape[0]
         subset = SPARSE_SEARCH_SUBSET if self.optimizer_subset is None else int(self.optimizer_subset)
-        plan = self._plan(rows, self.kernel_.n_dims)
         if self.optimizer is not None and self.kernel_.n_dims > 0:
             idx = np.sort(rng.choice(m, min(m, subset), replace=False))
             fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, rows[idx], y[idx], self.jitter)
         model = _BinaryModel(
             _SparsePriors(self.jitter, self.n_jobs), self.kernel_, likelihood, rule, plan.search,
-            Z=encode_items(self._Z), **plan.options(rule),
+            Z=encode_items(Z), **plan.options(rule),
         )  # fmt: skip
         return model, model.fit(rows, y, None)
-
-    def _plan(self, X: Any, n_learned: int) -> Any:
-        held, self.inducing_points = self.inducing_points, None  # (the shared plan's dense search)
-        try:
-            return super()._plan(X, n_learned)
-        finally:
-            self.inducing_points = held
 
     # ------------------------------------------------------------ predict
     def _items(self, X: ArrayLike) -> Array:

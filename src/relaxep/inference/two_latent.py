@@ -89,6 +89,9 @@ class TwoLatentResult:
         :math:`\\log Z_{EP}` at the final sites (``nan`` where a cavity is improper).
     n_skipped : int
         Site visits skipped (an improper cavity or a non-finite tilted moment).
+    offset_gradient : float
+        :math:`\\partial\\log Z_{EP}/\\partial c` at the final sites, from the same tilted moments as the evidence
+        (:func:`two_latent_evidence`).
     """
 
     posterior_f: Posterior
@@ -99,6 +102,7 @@ class TwoLatentResult:
     trace: Array
     log_evidence: float
     n_skipped: int = 0
+    offset_gradient: float = float("nan")
 
     @property
     def converged(self) -> bool:
@@ -257,8 +261,9 @@ def two_latent_ep(
         ):
             status = "abandoned"
             break
-    log_z, _ = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
-    return TwoLatentResult(posts[0], posts[1], float(offset), status, n_sweeps, np.asarray(trace), log_z, skipped)
+    log_z, d_offset = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
+    return TwoLatentResult(posts[0], posts[1], float(offset), status, n_sweeps, np.asarray(trace), log_z, skipped,
+                           float(np.sum(d_offset)))  # fmt: skip
 
 
 def _latent_terms(post: Posterior) -> tuple[Array, Array, Array]:
