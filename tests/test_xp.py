@@ -308,6 +308,14 @@ with sklearn.config_context(array_api_dispatch=True):
         out["refused"] = ""
     except TypeError as exc:
         out["refused"] = str(exc)
+    y3 = np.digitize(X[:, 0] + 0.3 * rng.normal(size=400), [-0.5, 0.5])
+    def ovr():
+        return GPClassifier(C(1.5) * RBF(0.9), Probit(), inducing_points=Z, optimizer=None, multi_class="one_vs_rest")
+    ovr_ref, ovr_dev = ovr().fit(X, y3), ovr().fit(lib(X), lib(y3))
+    p3 = to_numpy(ovr_dev.predict_proba(lib(X_test)))
+    out["ovr_proba"] = float(np.max(np.abs(p3 - ovr_ref.predict_proba(X_test))))
+    out["ovr_labels"] = bool(np.array_equal(to_numpy(ovr_dev.predict(lib(X_test))), ovr_ref.predict(X_test)))
+    out["ovr_kind"] = type(ovr_dev.predict_proba(lib(X_test))).__module__.split(".")[0]
     from sklearn.gaussian_process.kernels import Matern
     try:
         GPClassifier(Matern(1.0), Probit(), optimizer=None).fit(lib(X), lib(y))
@@ -343,7 +351,9 @@ def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(lib
     # (50 L-BFGS-B iterations carry torch's summation order into Z at 2e-7: the search's path, not its answer)
     np.testing.assert_allclose(out["lbfgs_z"], out["ref_lbfgs_z"], rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(out["lbfgs_proba"], out["ref_lbfgs_proba"], rtol=1e-6, atol=1e-8)
-    assert "more than two classes" in out["refused"] and "inducing_points=M" in out["refused"]
+    # more than two classes: one-vs-rest fits there (numpy's answer), the joint model is refused at the door
+    assert out["ovr_kind"] == out["kind"] and out["ovr_proba"] < 1e-8 and out["ovr_labels"]
+    assert "joint multi-class model" in out["refused"] and "multi_class='one_vs_rest'" in out["refused"]
     assert out["kernel"].startswith("kernel:") and "RBF or ConstantKernel * RBF" in out["kernel"]
 
 

@@ -20,6 +20,7 @@ from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
+from relaxep._xp import to_numpy
 from relaxep.errors import DivergenceError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, scored
@@ -149,13 +150,13 @@ class _OneVsRest:
         raise ValueError("log_marginal_likelihood(theta) is not defined for one-vs-rest (one evidence per class)")
 
     def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        pairs = [e.latent_mean_and_variance(X) for e in self.estimators_]
+        pairs = [[to_numpy(a) for a in e.latent_mean_and_variance(X)] for e in self.estimators_]
         return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
 
     def decision_function(self, X: Any) -> Array:
         r"""Log of the renormalised one-vs-rest probabilities ``(n, C)``: from each class's log-odds
         :math:`d_c`, :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` (:math:`\sigma`: the logistic function)."""
-        log_p = np.column_stack([log_expit(e.decision_function(X)) for e in self.estimators_])
+        log_p = np.column_stack([log_expit(to_numpy(e.decision_function(X))) for e in self.estimators_])
         return log_p - logsumexp(log_p, axis=1, keepdims=True)
 
     def predict_log_proba(self, X: Any) -> Array:

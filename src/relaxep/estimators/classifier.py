@@ -249,7 +249,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         self.X_train_ = np.array(X, copy=True) if numpy else xp.asarray(X, copy=True)
         if classes.size > 2 and self.multi_class == "one_vs_rest":
             params = self.get_params(deep=False)
-            processes = 1 if self.n_jobs is None else min(n_threads(self.n_jobs), classes.size)
+            # (one process on a device: the binary fits share its arrays and its card)
+            processes = 1 if self.n_jobs is None or not numpy else min(n_threads(self.n_jobs), classes.size)
             params["n_jobs"] = self.n_jobs if processes == 1 else max(1, n_threads(self.n_jobs) // processes)
             model = _OneVsRest(lambda: type(self)(**params), processes)
             model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
@@ -264,16 +265,16 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
 
     def _check_array_api(self, classes: NDArray) -> None:
         """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with
-        an RBF or ConstantKernel * RBF kernel; anything else is refused, naming the supported paths (the sparse
-        plan refuses L-BFGS-B there)."""
+        an RBF or ConstantKernel * RBF kernel, and more than two classes one-vs-rest (one such binary model per
+        class, fitted in turn); the joint multi-class model is refused here, at the door, naming the path that runs
+        (the sparse plan refuses L-BFGS-B there)."""
         kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else self.kernel
         check_device_kernel(kernel, self.n_features_in_, "GPClassifier")
-        if classes.size > 2:
+        if classes.size > 2 and self.multi_class == "joint":
             raise TypeError(
-                "X: on arrays other than numpy's (scikit-learn's array_api_dispatch) GPClassifier fits a binary "
-                "model: dense (parallel schedule, at a fixed kernel or learned by L-BFGS-B) or sparse "
-                "(inducing_points=M, at a fixed kernel or learned by optimizer='stochastic'); more than two "
-                "classes (one-vs-rest or joint) need numpy arrays"
+                f"X: the joint multi-class model (nested EP over {classes.size} latents) runs on numpy arrays only; "
+                "on another array library (scikit-learn's array_api_dispatch) give multi_class='one_vs_rest', "
+                "which fits one binary model per class there, or pass numpy arrays"
             )
 
     def _at(self, X: ArrayLike, method: str) -> tuple[Any, Any]:
