@@ -36,6 +36,28 @@ def test_r_cavities_have_the_target_tilted_moments(lik, t):
     np.testing.assert_allclose(r.precision, [1.0 / v for _, v in cavities], rtol=1e-6)
 
 
+def test_r_cavities_in_blocks_on_threads_reach_the_target_moments(monkeypatch):
+    """The sites solved in blocks (R_BLOCK, each block's Newton run on a thread): every block's r-cavities have
+    the target tilted moments (by quadrature), and a site's answer does not depend on the blocks it fell in."""
+    import relaxep.inference.free_energy as free_energy
+
+    t = lik_fn("noisy-probit", 0.05, 0.5)
+    rng = np.random.default_rng(3)
+    cavities = np.column_stack([rng.normal(0.0, 2.0, 12), rng.uniform(0.3, 4.0, 12)])
+    targets = np.array([tilted_quad(t, m, v)[1:] for m, v in cavities])
+    lik, y = NoisyProbit(0.05, 0.5), np.ones(len(targets))
+    whole = r_cavities(lik, y, targets[:, 0], targets[:, 1])
+    monkeypatch.setattr(free_energy, "R_BLOCK", 5)  # 3 blocks of 4, on the machine's threads
+    blocked = r_cavities(lik, y, targets[:, 0], targets[:, 1])
+    assert blocked.ok
+    for (m_want, v_want), h, c in zip(targets, blocked.precision_mean, blocked.precision, strict=True):
+        _, m, v = tilted_quad(t, h / c, 1.0 / c)
+        assert m == pytest.approx(m_want, abs=1e-8 * np.sqrt(v_want))
+        assert v == pytest.approx(v_want, rel=1e-8)
+    np.testing.assert_allclose(blocked.precision, whole.precision, rtol=1e-12)
+    np.testing.assert_allclose(blocked.conjugate, whole.conjugate, rtol=1e-12)
+
+
 # the hardness suite's problem 4 (6-7 s) runs with the slow studies; the oscillating one by default
 @pytest.mark.parametrize("problem", ["oscillating", pytest.param("suite-4", marks=pytest.mark.slow)])
 def test_converges_to_an_ep_fixed_point_where_ep_does_not(problem, oscillating, hard_suite_problem):
