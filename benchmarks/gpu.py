@@ -13,9 +13,12 @@ torch sees one, else the CPU, and the table says which):
 ``one FITC refresh, torch``
     one refresh of that posterior from its sites (the O(nM^2) pass, the floor of a sweep).
 ``relaxep stochastic learning + EP, torch``
-    the default learned fit from 20 000 rows: ``1 * RBF(1)`` and the inducing inputs learned by the
-    stochastic search (1000 steps of 1000 rows; the minibatch algebra on the device, the M x M steps
-    and the likelihood's moments on the host), then EP on all rows.
+    the default learned fit: ``1 * RBF(1)`` and the inducing inputs learned by the stochastic search
+    (1000 steps of 1000 rows; the minibatch algebra, the likelihood's moments and the M x M steps on
+    the device, one short read a step: ``relaxep.estimators._stochastic_device``), then EP on all rows.
+``relaxep stochastic search alone ..., M x M steps on the device`` (and ``on the host``: ``--stochastic-host``)
+    the search of that fit alone, and the same with its M x M steps on the host in the same process
+    (``benchmarks/gpu_search.py``; ``GPU_PROFILE_SEARCH=path`` profiles the device's).
 ``relaxep FITC EP, fixed kernel, torch, n = --fitc-n`` (10^7 by the command below; 0: no row)
     the first row at a larger size, the fit and one refresh.
 ``relaxep FITC EP, fixed kernel, numpy``
@@ -66,6 +69,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from gpu_search import search_rows
 from sparse import SVGP_STEPS, bayes, device_latent, problem, run_gpytorch, scores
 
 
@@ -331,11 +335,12 @@ def main() -> None:
     parser.add_argument("--lbfgs-n", type=int, default=3000, help="sparse L-BFGS-B defaults at this size (0: no row)")
     parser.add_argument("--learned-cpu", action="store_true", help="the learned fit on numpy too")
     parser.add_argument("--no-dense", action="store_true", help="leave out the dense rows")
+    parser.add_argument("--stochastic-host", action="store_true", help="the search's host M x M steps too")
     parser.add_argument(
         "--only",
         nargs="*",
         default=None,
-        help="run only these groups, in this order: fitc, streamed, relaxep, learned, svgp, lbfgs, dense",
+        help="run only these groups, in this order: fitc, streamed, relaxep, search, learned, svgp, lbfgs, dense",
     )
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
@@ -372,6 +377,7 @@ def main() -> None:
 
     groups = {
         "relaxep": lambda: emit(relaxep_rows(torch, device, args.n, args.inducing, args.cpu_max)),
+        "search": lambda: emit(search_rows(torch, device, args.n, args.inducing, args.stochastic_host)),
         "svgp": lambda: [emit([gpytorch_row(device, args.n, args.inducing, b, args.steps)]) for b in args.batches],
         "fitc": lambda: args.fitc_n and emit(fitc_rows(torch, device, args.fitc_n, args.inducing)),
         "streamed": lambda: args.streamed_n and emit(streamed_rows(torch, device, args.streamed_n, args.inducing)),
@@ -379,7 +385,8 @@ def main() -> None:
         "lbfgs": lambda: args.lbfgs_n and emit(lbfgs_rows(torch, device, args.lbfgs_n)),
         "dense": lambda: emit(dense_rows(torch, device, args.dense_n, args.learned_n, args.dense_cpu_max)),
     }
-    order = args.only if args.only is not None else ["relaxep", "svgp", "fitc", "streamed", "learned", "lbfgs", "dense"]
+    order = ["relaxep", "search", "svgp", "fitc", "streamed", "learned", "lbfgs", "dense"]
+    order = args.only if args.only is not None else order
     for group in order:
         if group == "dense" and args.no_dense:
             continue

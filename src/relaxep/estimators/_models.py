@@ -21,7 +21,7 @@ from scipy.special import expit, log_expit
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
-from relaxep._xp import to_numpy
+from relaxep._xp import namespace, to_numpy
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import SparseFit
@@ -279,7 +279,7 @@ def fit_sparse_model(
     batches = local_batches(X, y, steps.batch_size, plan.rng, plan.n_jobs)
     learned = learn_stochastic(
         kernel, likelihood, plan.Z, y.shape[0], feature_scale(X), latent_noise, plan.learn_theta, plan.learn_z,
-        batches, steps, search.report_step,
+        batches, steps, search.report_step, namespace(X),
     )  # fmt: skip
     fitted.kernel_.theta = learned.kernel.theta
     fitted.likelihood, fitted.Z = learned.likelihood, learned.Z

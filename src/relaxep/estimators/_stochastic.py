@@ -12,7 +12,6 @@ the posterior and its status.  A step costs :math:`O(|B|M^2 + M^3)` whatever ``n
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 from scipy import linalg
@@ -20,9 +19,12 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._threads import small_matrix_threads
 from relaxep._typing import Array
-from relaxep._xp import ArraySpace, namespace, to_numpy
+from relaxep._xp import HOST, ArraySpace, namespace, to_numpy
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._stochastic_device import learn_on_device
+from relaxep.estimators._stochastic_steps import Adam, Learned, StochasticOptions, annealed
+from relaxep.inference.stochastic_device import device_minibatch_sums
 from relaxep.inference.stochastic_ep import MinibatchSums, TiedSites, TiedStep, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.fitc_rows import inducing_factor
@@ -37,78 +39,39 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True)
-class StochasticOptions:
-    r"""The schedule: a fixed budget of steps, no tuning (defaults measured at ``n = 10^5``, ``M = 200``:
-    benchmarks/results/sparse.md).
-
-    ``batch_size`` rows a step; ``max_steps`` steps; Adam's ``learning_rate`` for the
-    log-hyperparameters (the inducing inputs': times each feature's standard deviation), constant,
-    then down linearly to a tenth over the last ``anneal`` fraction of the steps; ``damping`` the
-    site step :math:`\epsilon` once ``warmup`` steps at the initial hyperparameters (site step
-    :math:`1/t`, an average) have brought the sites near their fixed point; ``report_every``
-    steps between reports of the evidence estimate (its exponential average over about 50 steps).
-    """
-
-    batch_size: int = 1000
-    max_steps: int = 1000
-    learning_rate: float = 0.02
-    damping: float = 0.1
-    warmup: int = 20
-    anneal: float = 0.5
-    report_every: int = 50
-
-    @classmethod
-    def for_steps(cls, steps: int | None) -> StochasticOptions:
-        """The defaults with ``optimizer_maxiter`` steps (``None``: the default number)."""
-        return cls() if steps is None else cls(max_steps=int(steps))
-
-
-class _Adam:
-    """Adam ascending an objective (Kingma & Ba 2015), per-coordinate step sizes ``rates``."""
-
-    def __init__(self, rates: Array, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8) -> None:
-        self.rates, self.beta1, self.beta2, self.eps = rates, beta1, beta2, eps
-        self.m = np.zeros_like(rates)
-        self.v = np.zeros_like(rates)
-        self.t = 0
-
-    def step(self, x: Array, grad: Array, factor: float = 1.0) -> Array:
-        self.t += 1
-        self.m = self.beta1 * self.m + (1 - self.beta1) * grad
-        self.v = self.beta2 * self.v + (1 - self.beta2) * grad**2
-        m_hat = self.m / (1 - self.beta1**self.t)
-        v_hat = self.v / (1 - self.beta2**self.t)
-        return x + factor * self.rates * m_hat / (np.sqrt(v_hat) + self.eps)
-
-
-@dataclass
-class Learned:
-    """What :func:`learn_stochastic` returns."""
-
-    kernel: Kernel
-    likelihood: Likelihood
-    Z: Array
-    sites: TiedSites
-    steps: int
-    trace: Array  # the per-point evidence estimate every report_every steps
+#: the search's schedule where the caller gives none
+DEFAULT_OPTIONS = StochasticOptions()
 
 
 def local_batches(
     X: Array, y: Array, batch_size: int, rng: np.random.RandomState, n_jobs: int | None = 1
 ) -> Callable[[TiedStep], MinibatchSums]:
     """Minibatches of ``batch_size`` rows of in-memory ``(X, y)``, every row once an epoch (a permutation); a
-    minibatch's row blocks on ``n_jobs`` threads (:func:`~relaxep.inference.stochastic_ep.minibatch_sums`)."""
+    minibatch's row blocks on ``n_jobs`` threads (:func:`~relaxep.inference.stochastic_ep.minibatch_sums`).
+
+    ``X`` of another array library and a ``step`` there too (:mod:`relaxep.inference.stochastic_device`): the
+    labels (float) are moved there once, each epoch's permutation once, and a minibatch's rows are taken there,
+    so that a step sends nothing to the device.
+    """
     n, space = y.shape[0], namespace(X)
     b = min(batch_size, n)
-    state = {"order": rng.permutation(n), "cursor": 0}
+    state = {"order": rng.permutation(n), "cursor": 0, "on_device": None, "labels": None}
 
     def evaluate(step: TiedStep) -> MinibatchSums:
         if state["cursor"] + b > n:
-            state["order"], state["cursor"] = rng.permutation(n), 0
-        idx = state["order"][state["cursor"] : state["cursor"] + b]
+            state["order"], state["cursor"], state["on_device"] = rng.permutation(n), 0, None
+        start = state["cursor"]
+        idx = state["order"][start : start + b]
         state["cursor"] += b
-        return minibatch_sums(step, _rows(X, idx, space), y[idx], n_jobs)
+        if space.on_host or step.space.on_host:
+            return minibatch_sums(step, _rows(X, idx, space), y[idx], n_jobs)
+        if state["on_device"] is None:  # (once an epoch; the labels once)
+            state["on_device"] = space.xp.asarray(state["order"], device=space.device)
+        if state["labels"] is None:
+            state["labels"] = space.put(np.asarray(y, dtype=float))
+        rows = state["on_device"][start : start + b]
+        take = space.xp.take
+        return device_minibatch_sums(step, take(X, rows, axis=0), take(state["labels"], rows, axis=0))
 
     return evaluate
 
@@ -134,20 +97,30 @@ def learn_stochastic(
     learn_theta: bool,
     learn_z: bool,
     evaluate: Callable[[TiedStep], MinibatchSums],
-    options: StochasticOptions = StochasticOptions(),
+    options: StochasticOptions = DEFAULT_OPTIONS,
     report: Callable[[int, Array, float], None] | None = None,
+    space: ArraySpace = HOST,
 ) -> Learned:
     """Learn the kernel's and the likelihood's hyperparameters (``learn_theta``) and ``Z`` (``learn_z``) by
     stochastic EP (module docstring) on ``n`` rows whose features have standard deviations ``scale``;
     ``evaluate(step)`` gives a minibatch's :class:`~relaxep.inference.stochastic_ep.MinibatchSums`
     (:func:`local_batches`, or a map over Dask's shards);
-    ``report(step, x, log_evidence_estimate)`` every ``report_every`` steps."""
+    ``report(step, x, log_evidence_estimate)`` every ``report_every`` steps.
+
+    ``space``: where the steps' M x M algebra, the tied site and the Adam steps run; another array
+    library's (the rows' own, :func:`local_batches` on its arrays) keeps them there
+    (:func:`~relaxep.estimators._stochastic_device.learn_on_device`); numpy's (the default) runs them on the host,
+    a minibatch's sums brought there each step."""
+    if not space.on_host:
+        return learn_on_device(
+            kernel, likelihood, Z, n, scale, noise, learn_theta, learn_z, evaluate, options, report, space
+        )
     M, dim = Z.shape
     hyper = HyperVector(kernel, likelihood, Z)
     n_theta, bounds, x = hyper.n_theta, hyper.theta_bounds, hyper.x0
     scale = np.where(np.asarray(scale) > 0, scale, 1.0)
     free = np.concatenate([np.full(n_theta, 1.0 if learn_theta else 0.0), np.full(M * dim, 1.0 if learn_z else 0.0)])
-    adam = _Adam(options.learning_rate * free * np.concatenate([np.ones(n_theta), np.tile(scale, M)]))
+    adam = Adam(options.learning_rate * free * np.concatenate([np.ones(n_theta), np.tile(scale, M)]))
     learning = learn_theta or learn_z
     sites = TiedSites.zero(M, n)
     ema, trace = np.nan, []
@@ -175,7 +148,7 @@ def learn_stochastic(
             if wants_gradient:
                 g_lik = sums.g_lik if hyper.n_likelihood else np.zeros(0)
                 x = adam.step(
-                    x, hyper.pack(np.concatenate([sums.g_theta, g_lik]), sums.g_z) / b, _annealed(step, options)
+                    x, hyper.pack(np.concatenate([sums.g_theta, g_lik]), sums.g_z) / b, annealed(step, options)
                 )
                 x[:n_theta] = np.clip(x[:n_theta], bounds[:, 0], bounds[:, 1])
             if step % options.report_every == 0:
@@ -184,14 +157,6 @@ def learn_stochastic(
                     report(step, x.copy(), n * ema)
     kern_t, lik_t, Z_t = hyper.split(x)
     return Learned(kern_t, lik_t, Z_t, sites, step, np.asarray(trace))
-
-
-def _annealed(step: int, options: StochasticOptions) -> float:
-    """The learning rate's factor: 1, then down linearly to 0.1 over the last ``anneal`` fraction of the steps."""
-    start = (1.0 - options.anneal) * options.max_steps
-    if step <= start:
-        return 1.0
-    return 1.0 - 0.9 * (step - start) / max(options.max_steps - start, 1.0)
 
 
 def tied_start(learned: Learned, noise: float) -> TiedStep:

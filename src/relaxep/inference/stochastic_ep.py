@@ -148,7 +148,7 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring); ``step`` in ``X``'s array
     space (another array library: the rows' algebra there, and the likelihood's moments too where it has
-    :attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`, else on the host)."""
+    :attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`, else on the host); ``y`` numpy's or there."""
     space, kern, S, m = step.space, step.view, step.S, step.m
     K_bu = rbf(kern, X, step.Z, space)
     A = solve_rows(space, step.L_uu, K_bu)
@@ -159,10 +159,13 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     mu = A @ m
     s = r + g
     if not space.on_host and step.likelihood.closed_form_on_device:  # the moments there too (device_ep)
-        t = step.likelihood.log_z_on(space.xp, on_device_of(np.asarray(to_numpy(y), dtype=float), mu), mu, s)
+        labels = (
+            on_device_of(np.asarray(y, dtype=float), mu) if isinstance(y, np.ndarray) else space.xp.astype(y, mu.dtype)
+        )
+        t = step.likelihood.log_z_on(space.xp, labels, mu, s)
         return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
     mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)
-    t = step.likelihood.log_z(y, mu, s)
+    t = step.likelihood.log_z(to_numpy(y), mu, s)
     return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
 
 
@@ -279,7 +282,10 @@ MINIBATCH_BLOCK = 256
 
 def minibatch_sums(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -> MinibatchSums:
     """:class:`MinibatchSums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
-    threads, added in block order, then the minibatch's :math:`M \times M` terms once."""
+    threads, added in block order, then the minibatch's :math:`M \times M` terms once, on the host.  A ``step``
+    whose arrays live in another array library keeps them there:
+    :func:`~relaxep.inference.stochastic_device.device_minibatch_sums`, which
+    :func:`~relaxep.estimators._stochastic.local_batches` calls for such rows."""
     on = step.in_space_of(X)
     blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if on.space.on_host else [slice(0, y.shape[0])]
     parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
