@@ -3,9 +3,9 @@
 Ground truth: the host loop (numpy arrays, :class:`~relaxep.inference.SiteUpdates` with the parallel schedule),
 whose iterates the device loop repeats rule for rule, so every fit must equal it to rounding; the likelihoods'
 device closed forms against their numpy ``log_z`` (numpy itself: bit for bit).  And the claim of the module:
-a sweep sends no length-n array between host and device but the special functions' one round trip on a library
-without them (array-api-strict; PyTorch and CuPy have their own).  That the estimators' EP runs take this loop
-on another library's arrays is checked with their answers in ``test_xp.py``.
+a sweep sends no length-n array between host and device, and reads back one array of scalars (the special
+functions a library lacks, array-api-strict's all, are :mod:`relaxep._special_xp`'s, on the device).  That the
+estimators' EP runs take this loop on another library's arrays is checked with their answers in ``test_xp.py``.
 """
 
 from __future__ import annotations
@@ -79,7 +79,9 @@ def test_the_device_loop_is_the_host_loop(dispatch, problem, likelihood, binary,
 
 @pytest.mark.parametrize("likelihood", [Probit(), NoisyProbit(0.02, 0.7), NoisyStep(0.1), Gaussian(0.3)])
 def test_the_device_closed_forms_are_log_zs(likelihood):
-    """``log_z_on`` with numpy is ``log_z`` bit for bit; on array-api-strict, to rounding; far in both tails."""
+    """``log_z_on`` with numpy is ``log_z`` bit for bit; on array-api-strict, to rounding, far in both tails (5e-13:
+    its log_ndtr/erfcx are relaxep._special_xp's, an ulp from SciPy's, which the curvature's cancellation
+    -r(z + r) grows by about z^2; against mpmath the device's d2log_z is the closer, 1.1e-13 against 2.2e-13)."""
     rng = np.random.default_rng(1)
     y = np.where(rng.random(400) < 0.5, -1.0, 1.0) if likelihood.class_targets else rng.normal(size=400)
     mean, var = 12.0 * rng.normal(size=400), np.exp(3.0 * rng.normal(size=400))
@@ -88,17 +90,19 @@ def test_the_device_closed_forms_are_log_zs(likelihood):
     strict = likelihood.log_z_on(xs, xs.asarray(y), xs.asarray(mean), xs.asarray(var))
     for field in ("log_z", "dlog_z", "d2log_z"):
         np.testing.assert_array_equal(getattr(same, field), getattr(ref, field))
-        np.testing.assert_allclose(np.from_dlpack(getattr(strict, field)), getattr(ref, field), rtol=1e-13, atol=0)
+        np.testing.assert_allclose(np.from_dlpack(getattr(strict, field)), getattr(ref, field), rtol=5e-13, atol=0)
 
 
 def _count_transfers(monkeypatch):
-    """Count length-n arrays taken to the host (``np.from_dlpack``) and to the device (``xs.asarray`` of numpy)."""
-    counts = {"to_host": 0, "to_device": 0}
+    """Count length-n arrays taken to the host (``np.from_dlpack``) and to the device (``xs.asarray`` of numpy), and
+    every read (``np.from_dlpack`` of any size)."""
+    counts = {"to_host": 0, "to_device": 0, "reads": 0}
     from_dlpack, asarray = np.from_dlpack, xs.asarray
 
     def counted_from_dlpack(x, *args, **kwargs):
         out = from_dlpack(x, *args, **kwargs)
         counts["to_host"] += out.size > 16
+        counts["reads"] += 1
         return out
 
     def counted_asarray(x, *args, **kwargs):
@@ -112,8 +116,8 @@ def _count_transfers(monkeypatch):
 
 @pytest.mark.parametrize("representation", ["sparse", "dense"])
 def test_a_sweep_moves_at_most_one_array_each_way(dispatch, problem, monkeypatch, representation):
-    """Per sweep one length-n round trip (array-api-strict has no log_ndtr/erfcx); the host loops moved 5 (sparse)
-    and 3 (dense)."""
+    """Per sweep no length-n array either way and one read (its scalars; array-api-strict's log_ndtr/erfcx are
+    relaxep._special_xp's, on the device); the host loops moved 5 (sparse) and 3 (dense) each way."""
     X, labels, _, Z = problem
     if representation == "sparse":
         prior = SparsePrior(xs.asarray(X), Z, KERNEL)
@@ -124,9 +128,10 @@ def test_a_sweep_moves_at_most_one_array_each_way(dispatch, problem, monkeypatch
     result = infer(prior, labels, NoisyProbit(0.01, 1.0), EP(), schedule="parallel", tol=1e-6)
     sweeps = result.n_sweeps
     assert sweeps >= 5 and result.converged
-    # (the start: the sites and y; the end: the evidence's special functions, the sites and marginals, and the
-    # host posterior's refresh)
-    assert counts["to_host"] <= sweeps + 6 and counts["to_device"] <= sweeps + 6, (counts, sweeps)
+    # (the start: the sites and y; the end: the sites and marginals, and the host posterior's refresh: measured 6
+    # and 9 (sparse), 5 and 5 (dense); the reads 7 (sparse) and 6 (dense) beyond one a sweep)
+    assert counts["to_host"] <= 12 and counts["to_device"] <= 12, (counts, sweeps)
+    assert counts["reads"] <= sweeps + 10, (counts, sweeps)
 
 
 @pytest.mark.parametrize("collapsed", [False, True], ids=["fitc", "collapsed-bound"])

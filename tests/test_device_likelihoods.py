@@ -33,13 +33,14 @@ def _cavities() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _relative_errors(out, ref) -> dict[str, float]:
-    """Max relative error of each field of ``out`` (array-api-strict) against ``ref`` (numpy, all finite)."""
+    """Max relative error of each field of ``out`` (array-api-strict) against ``ref`` (numpy, all finite); below
+    1e-300 absolute (SciPy's log_ndtr is 0 past x = 37.5, the device's the subnormal -Phi(-x))."""
     errors = {}
     for field in FIELDS:
         want = getattr(ref, field)
         assert np.all(np.isfinite(want)), field
         got = np.from_dlpack(getattr(out, field))
-        errors[field] = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), np.finfo(float).tiny)))
+        errors[field] = float(np.max(np.abs(got - want) / np.maximum(np.abs(want), 1e-300)))
     return errors
 
 

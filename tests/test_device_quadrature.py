@@ -52,7 +52,8 @@ def test_the_device_rule_equals_adaptive_quadrature(likelihood, name):
 @pytest.mark.parametrize("likelihood", [Logistic(), Probit()], ids=["logistic", "probit"])
 def test_the_device_rule_equals_numpys_rule_over_the_box(likelihood):
     """3000 random cavities at three powers against numpy's adaptive rule: the stated bound; the same rule on
-    array-api-strict gives numpy's digits to rounding."""
+    array-api-strict gives numpy's digits to rounding (its log_ndtr/erfcx relaxep._special_xp's, not SciPy's: an ulp
+    of difference, which the curvature's cancellation makes up to 6e-11, as an ulp of noise in SciPy's does)."""
     rng = np.random.default_rng(3)
     mean, var = rng.uniform(-50, 50, 3000), 10.0 ** rng.uniform(-3, 3, 3000)
     for power in (0.3, 0.65, 1.0):
@@ -63,7 +64,7 @@ def test_the_device_rule_equals_numpys_rule_over_the_box(likelihood):
     same = _device_rule(likelihood, np, mean[:200], var[:200], 0.5)
     for field in ("log_z", "dlog_z", "d2log_z"):
         got, want = np.from_dlpack(getattr(strict, field)), getattr(same, field)
-        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-14)
+        np.testing.assert_allclose(got, want, rtol=2e-10, atol=1e-14)
 
 
 def test_log_z_on_answers_at_every_power():

@@ -10,8 +10,10 @@ comes from ``array-api-compat`` (an optional dependency: ``pip install relaxep[a
 The standard has no triangular solve, no :math:`\log\Phi` or :math:`\operatorname{erfcx}`, and its
 Cholesky factorisation fails differently in each library (numpy raises, CuPy returns NaN).  Each is
 one function here, per library: SciPy for numpy, ``torch.linalg`` and ``torch.special`` for PyTorch,
-``cupyx.scipy`` for CuPy, ``jax.scipy`` for JAX; any other library is answered through numpy on the
-host (DLPack), which is exact and only as fast as the host.
+``cupyx.scipy`` for CuPy, ``jax.scipy`` for JAX; any other library's triangular solve is a general solve,
+and the special functions a library lacks (all of them in ``array-api-strict``, ``erfcx`` in JAX) are
+:mod:`relaxep._special_xp`'s, written in the standard's elementwise functions (Cody's rational
+approximations, to rounding), on the arrays' own device: no round trip through the host.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from typing import Any
 import numpy as np
 import scipy.special
 from scipy import linalg
+
+from relaxep import _special_xp
 
 __all__ = [
     "HOST",
@@ -260,14 +264,8 @@ def normal_tail(xp: ModuleType, z: Any) -> tuple[Any, Any]:
     r""":math:`\log\Phi(z)` and the inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}/\operatorname{erfcx}
     (-z/\sqrt2)` (:func:`relaxep._numerics.normal_cdf_ratio`), the pair every probit-type tilted moment needs.
     numpy: SciPy's functions, the host formulas exactly; PyTorch and CuPy: their own, on the device; another
-    library: both in one round trip through the host (exact; one conversion each way)."""
-    library = _library(xp)
-    if library in ("numpy", "torch", "cupy"):
-        return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
-    host = to_numpy(z)  # (JAX's device arrays through np.asarray, others by DLPack)
-    pair = np.stack([scipy.special.log_ndtr(host), _SQRT_2_OVER_PI / scipy.special.erfcx(-host / _SQRT_2)])
-    both = xp.asarray(pair, dtype=z.dtype, device=getattr(z, "device", None))
-    return both[0, ...], both[1, ...]
+    library: :mod:`relaxep._special_xp`'s where it has none, on the device too (no host round trip)."""
+    return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
 
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))
@@ -290,5 +288,4 @@ def _special(xp: ModuleType, x: Any, name: str) -> Any:
         import jax.scipy.special
 
         return jax.scipy.special.log_ndtr(x)
-    host = getattr(scipy.special, name)(to_numpy(x))  # through the host: exact, at the host's speed
-    return xp.asarray(host, dtype=x.dtype, device=getattr(x, "device", None))
+    return getattr(_special_xp, name)(xp, x)  # (the standard's functions only: on the device, to rounding)
