@@ -36,6 +36,9 @@ The evidence gradient in :math:`\log r` uses
 
 from __future__ import annotations
 
+from types import ModuleType
+from typing import ClassVar
+
 import numpy as np
 from scipy import stats
 from scipy.special import betainc, digamma, expit, gammaln
@@ -43,6 +46,7 @@ from scipy.special import betainc, digamma, expit, gammaln
 from relaxep._typing import Array
 from relaxep.likelihoods.base import check_hyperparameter
 from relaxep.likelihoods.counts import BEND_CURVATURE, CountLikelihood
+from relaxep.likelihoods.counts_on import bracketed_mode_on, lgamma_on
 
 __all__ = ["NegativeBinomial"]
 
@@ -66,7 +70,9 @@ class NegativeBinomial(CountLikelihood):
     -----
     Targets: a vector of counts, or ``(n, 2)`` rows ``[count, log exposure]`` (:math:`o` = log exposure);
     :meth:`predict_y` and :meth:`predict_interval` take the exposure as ``log_exposure``.  Log-concave in
-    :math:`f` (see :mod:`relaxep.likelihoods.negative_binomial`), so not ``heavy_tailed``.
+    :math:`f` (see :mod:`relaxep.likelihoods.negative_binomial`), so not ``heavy_tailed``.  On another array
+    library's device (:meth:`log_z_on`, every power) the tilted integrals are by the fixed-size rule of
+    :mod:`relaxep.likelihoods.counts_on`.
 
     References
     ----------
@@ -75,6 +81,7 @@ class NegativeBinomial(CountLikelihood):
     """
 
     hyperparameter_names = ("dispersion",)
+    tilted_on_device: ClassVar[bool] = True
 
     def __init__(self, dispersion: float = 1.0, dispersion_bounds: tuple[float, float] | str = (1e-3, 1e3)) -> None:
         self.dispersion, self.dispersion_bounds = check_hyperparameter(dispersion, dispersion_bounds, "dispersion")
@@ -123,3 +130,43 @@ class NegativeBinomial(CountLikelihood):
     def _conditional_second_moment(self, log_mean: Array, var: Array) -> Array:
         with np.errstate(over="ignore"):
             return np.exp(2.0 * log_mean + 2.0 * var) / float(self.dispersion)
+
+    # ------------------------------------------------------------ in an array namespace (counts_on)
+    def _log_kernel_on(self, xp: ModuleType, count: Array, eta: Array) -> Array:
+        r""":math:`-r\,\operatorname{sp}(\eta - \log r) - y\,\operatorname{sp}(\log r - \eta)`."""
+        log_r = float(np.log(float(self.dispersion)))
+        return -float(self.dispersion) * _softplus_on(xp, eta - log_r) - count * _softplus_on(xp, log_r - eta)
+
+    def _log_norm_on(self, xp: ModuleType, count: Array) -> Array:
+        r = float(self.dispersion)
+        return lgamma_on(xp, count + r) - float(gammaln(r)) - lgamma_on(xp, count + 1.0)
+
+    def _dlog_pmf_on(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+        r = float(self.dispersion)
+        sigma, rest = _expit_on(xp, eta - float(np.log(r)))  # mu / (r + mu), r / (r + mu)
+        return count * rest - r * sigma, -(count + r) * sigma * rest
+
+    def _mode_on(self, xp: ModuleType, count: Array, mean: Array, var: Array, power: float) -> Array:
+        return bracketed_mode_on(xp, self, count, mean, var, power)
+
+    def _bend_on(self, xp: ModuleType, count: Array, power: float) -> tuple[Array, Array]:
+        r = float(self.dispersion)
+        q = BEND_CURVATURE / (power * (count + r))
+        empty = q > 0.25
+        q = xp.minimum(q, 0.25)
+        low = 2.0 * q / (1.0 + xp.sqrt(1.0 - 4.0 * q))
+        width = xp.log1p(-low) - xp.log(low)
+        log_r = float(np.log(r))
+        # (where the curvature stays below 0.01, the point log r: its kink, slight, still bends a wide tilted)
+        return xp.where(empty, log_r, log_r - width), xp.where(empty, log_r, log_r + width)
+
+
+def _softplus_on(xp: ModuleType, z: Array) -> Array:
+    return xp.maximum(z, 0.0) + xp.log1p(xp.exp(-xp.abs(z)))
+
+
+def _expit_on(xp: ModuleType, z: Array) -> tuple[Array, Array]:
+    r""":math:`\sigma(z)` and :math:`\sigma(-z) = 1 - \sigma(z)`, each without cancellation or overflow."""
+    small = xp.exp(-xp.abs(z))
+    big, tiny = 1.0 / (1.0 + small), small / (1.0 + small)
+    return xp.where(z >= 0.0, big, tiny), xp.where(z >= 0.0, tiny, big)
