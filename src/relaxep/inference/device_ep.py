@@ -5,12 +5,18 @@ here when the prior lives on another array library's device (a :class:`~relaxep.
 PyTorch, CuPy, JAX or ``array-api-strict`` arrays, or a dense prior's device twin
 :class:`~relaxep.posterior.dense_device.DeviceDensePrior`), the rule is one of the moment-matching family
 (:class:`~relaxep.sites.EP`, :class:`~relaxep.sites.PowerEP`, :class:`~relaxep.sites.FractionalEP`, any damping)
+or :class:`~relaxep.sites.RelaxedEP` (both variants, both penalties, any damping; its line search on the device,
+:mod:`relaxep.sites.relaxed_on`, where the likelihood has :attr:`Likelihood.relaxed_on_device
+<relaxep.likelihoods.Likelihood.relaxed_on_device>`: the probits, the noisy step, the logistic, the Gaussian and the
+Laplace; the paper's variant with the noisy step alone, as on numpy)
 and the likelihood has its tilted moments there at the rule's power (:attr:`Likelihood.tilted_on_device
 <relaxep.likelihoods.Likelihood.tilted_on_device>`: the closed forms of the probit at ``u = 1``, the label-noise
 step and probit at ``u = 1``, the Gaussian and the Laplace at every power, and, at ``u = 1`` only
 (:attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`), ``Tobit`` and ``OrdinalProbit``; the fixed-size
-sinh rule of :mod:`relaxep.likelihoods.quadrature_on` for the logistic, and for the probits at ``u < 1``).
-:class:`~relaxep.sites.RelaxedEP` and the other methods keep their sites on the host
+sinh rule of :mod:`relaxep.likelihoods.quadrature_on` for the logistic, and for the probits at ``u < 1``; at every
+power, the fixed-size two-centre rules of :mod:`relaxep.likelihoods.robust_on` for the Student-t (both modes of
+its tilted) and of :mod:`relaxep.likelihoods.counts_on` for ``Poisson`` and ``NegativeBinomial``).
+The other methods, and Relaxed EP on the other likelihoods, keep their sites on the host
 (:class:`~relaxep.inference.SiteUpdates`' numpy loop, the rows' algebra still on the device).  Every
 :math:`O(n)` step of a sweep stays where the rows are:
 
@@ -20,7 +26,10 @@ sinh rule of :mod:`relaxep.likelihoods.quadrature_on` for the logistic, and for 
    :math:`d_1, d_2` in the cavity mean (:meth:`Likelihood.log_z_on <relaxep.likelihoods.Likelihood.log_z_on>`),
    the proposals :math:`\tau_i^* = -d_2/(1 + \lambda_i d_2)/u`, :math:`\nu_i^* = (d_1 - h_i d_2)/(1 + \lambda_i
    d_2)/u` (Rasmussen & Williams eq. 3.59; the tilted site divided by :math:`u`, as
-   :mod:`relaxep.sites.power` does on numpy), damped by the rule;
+   :mod:`relaxep.sites.power` does on numpy), damped by the rule; for Relaxed EP first its relaxation
+   :math:`b_i^* = \arg\min_{b\ge0} Q(b)` (numpy's grid and zooms, :func:`~relaxep.sites.relaxed_on.relaxed_sites_on`),
+   then these at the relaxed cavity :math:`((1/\lambda_i + b_i^*)^{-1}, \dots)` and ``u = 1`` (the paper's
+   variant adds :math:`(b_i^*, b_i^* m_i)`), :math:`b_i^*` kept where the step takes the site;
 3. the parallel step :math:`\tau \leftarrow \tau + s(\tau^* - \tau)` with the schedule's
    :class:`~relaxep.inference.schedules.AdaptiveStep` (its inner products of the proposed changes
    :math:`(\Delta\tau_i A_{ii}, \Delta\nu_i\sqrt{A_{ii}})` are the only numbers it reads), one refresh
@@ -53,25 +62,27 @@ from relaxep.inference.method import STUCK_SWEEPS, RunOptions
 from relaxep.inference.result import InferenceResult, warm_posterior
 from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep, Parallel
 from relaxep.inference.warm import Sites
-from relaxep.likelihoods import Likelihood
+from relaxep.likelihoods import Likelihood, NoisyStep
 from relaxep.posterior import Prior, SparsePrior
 from relaxep.posterior.dense_device import DeviceDensePrior
-from relaxep.sites import EP, FractionalEP, PowerEP, SiteRule
+from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
+from relaxep.sites.relaxed_on import relaxed_sites_on
 
 __all__ = ["on_device", "run_on_device"]
 
 
 def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: Any, options: RunOptions) -> bool:
     """Whether :func:`run_on_device` runs this fit (module docstring): a prior on another library's device,
-    EP, Power EP or fractional EP (any damping), the parallel schedule, a likelihood whose tilted moments are
-    computed there (:attr:`~relaxep.likelihoods.Likelihood.tilted_on_device`, or its closed form at ``u = 1``
-    for EP), the ``"marginals"`` statistic and no per-sweep callback (which is handed a host posterior)."""
+    EP, Power EP or fractional EP (any damping), or Relaxed EP where its line search runs there too
+    (:func:`_relaxed_on`), the parallel schedule, a likelihood whose tilted moments are computed there
+    (:attr:`~relaxep.likelihoods.Likelihood.tilted_on_device`, or its closed form at ``u = 1`` for EP and Relaxed
+    EP), the ``"marginals"`` statistic and no per-sweep callback (which is handed a host posterior)."""
     space = getattr(prior, "space", None)
     return (
         isinstance(prior, SparsePrior | DeviceDensePrior)
         and isinstance(space, ArraySpace)
         and not space.on_host
-        and type(rule) in _DEVICE_RULES
+        and (_relaxed_on(rule, likelihood) or type(rule) in _DEVICE_RULES)
         and isinstance(schedule, Parallel)
         and (likelihood.tilted_on_device or (likelihood.closed_form_on_device and _power(rule) == 1.0))
         and options.criterion == "marginals"
@@ -81,6 +92,17 @@ def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: An
 
 #: the site rules the device loop runs (the moment-matching family of :mod:`relaxep.sites.power`)
 _DEVICE_RULES = (EP, PowerEP, FractionalEP)
+
+
+def _relaxed_on(rule: SiteRule, likelihood: Likelihood) -> bool:
+    """Whether ``rule`` is Relaxed EP and its line search runs on the device (:mod:`relaxep.sites.relaxed_on`):
+    the likelihood's :attr:`~relaxep.likelihoods.Likelihood.relaxed_on_device`, and the paper's printed Q only
+    where it is defined (the noisy step; elsewhere the host loop raises its error)."""
+    return (
+        type(rule) is RelaxedEP
+        and likelihood.relaxed_on_device
+        and (rule.variant != "paper" or isinstance(likelihood, NoisyStep))
+    )
 
 
 def _power(rule: SiteRule) -> float:
@@ -96,6 +118,7 @@ class _Update:
     damping: float
     fraction: float
     power: float
+    relaxed: RelaxedEP | None = None  # Relaxed EP: its line search (sites/relaxed_on.py) before the moments
 
 
 @dataclass(frozen=True)
@@ -110,7 +133,8 @@ class _Proposals:
     change: tuple[Array, Array]
     scalars: list[Any]
     cavity: tuple[Array, Array]  # (h, lambda): the true cavities where proper
-    log_zhat: Array  # log Z_i there, which the evidence reuses
+    log_zhat: Array | None  # log Z_i there, which the evidence reuses (None: Relaxed EP's are at relaxed cavities)
+    relaxation: Array | None = None  # Relaxed EP's b_i*
 
 
 def _cavities(xp: Any, state: tuple[Array, ...], fraction: float) -> tuple[Array, Array, Array]:
@@ -132,11 +156,17 @@ def _propose(
     """Steps 1-2 of the module docstring at ``state = (mean, var, tau, nu)``."""
     _, var, tau, nu = state
     ok, safe_mean, safe_var = _cavities(xp, state, rule.fraction)
-    lz = likelihood.log_z_on(xp, y, safe_mean, safe_var, rule.power)
-    denom = 1.0 + safe_var * lz.d2log_z
-    prop_tau, prop_nu = -lz.d2log_z / denom, (lz.dlog_z - safe_mean * lz.d2log_z) / denom
-    if rule.power != 1.0:  # (the tilted site of t^u, divided by u: sites/power.py)
-        prop_tau, prop_nu = prop_tau / rule.power, prop_nu / rule.power
+    log_zhat, relaxation = None, None
+    if rule.relaxed is not None:  # (Relaxed EP: b* by numpy's line search, EP's moments at the relaxed cavity)
+        prop_tau, prop_nu, relaxation = relaxed_sites_on(xp, rule.relaxed, likelihood, y, (safe_mean, safe_var),
+                                                         (tau, nu, var), ok)  # fmt: skip
+    else:
+        lz = likelihood.log_z_on(xp, y, safe_mean, safe_var, rule.power)
+        denom = 1.0 + safe_var * lz.d2log_z
+        prop_tau, prop_nu = -lz.d2log_z / denom, (lz.dlog_z - safe_mean * lz.d2log_z) / denom
+        if rule.power != 1.0:  # (the tilted site of t^u, divided by u: sites/power.py)
+            prop_tau, prop_nu = prop_tau / rule.power, prop_nu / rule.power
+        log_zhat = lz.log_z
     damping = rule.damping
     if damping != 1.0:
         prop_tau, prop_nu = (1.0 - damping) * tau + damping * prop_tau, (1.0 - damping) * nu + damping * prop_nu
@@ -148,7 +178,7 @@ def _propose(
                xp.sum(xp.astype(ok & ~take, xp.float64))]  # fmt: skip
     if last is not None:
         scalars += [xp.sum(d_tau * last[0]) + xp.sum(d_nu * last[1]), xp.sum(last[0] ** 2) + xp.sum(last[1] ** 2)]
-    return _Proposals(prop_tau, prop_nu, take, (d_tau, d_nu), scalars, (safe_mean, safe_var), lz.log_z)
+    return _Proposals(prop_tau, prop_nu, take, (d_tau, d_nu), scalars, (safe_mean, safe_var), log_zhat, relaxation)
 
 
 def _read(space: ArraySpace, values: list[Any]) -> list[float]:
@@ -184,12 +214,16 @@ def run_on_device(
     xp = space.xp
     schedule: Parallel = method.schedule if isinstance(method.schedule, Parallel) else Parallel()
     site_rule = method.site_rule
-    rule = _Update(float(site_rule.damping), float(site_rule.cavity_fraction), _power(site_rule))
+    relaxed = site_rule if isinstance(site_rule, RelaxedEP) else None
+    rule = _Update(float(site_rule.damping), float(site_rule.cavity_fraction), _power(site_rule), relaxed)
     warm = warm_posterior(prior, init)
     if warm is not None:
         tau, nu = space.put(warm.site_precision), space.put(warm.site_mean_precision)
     else:
         tau, nu = space.put(np.zeros(n)), space.put(np.zeros(n))
+    relaxation = None  # (Relaxed EP's b_i, the host loop's: init's where warm, updated where a step takes a site)
+    if relaxed is not None:
+        relaxation = space.put(init.relaxation if warm is not None and init is not None else np.zeros(n))
     yd = space.put(np.asarray(y, dtype=float))
     mean, var, log_det, _ = prior.device_pass(tau, nu)  # (proper: flat sites, or a warm start checked above)
     step = AdaptiveStep(schedule.step, schedule.min_step)
@@ -234,6 +268,8 @@ def run_on_device(
             steps.append(0.0)
             break
         tau, nu, mean, var, log_det = new_tau, new_nu, new_mean, new_var, new_log_det
+        if relaxation is not None:
+            relaxation = xp.where(taken.take, taken.relaxation, relaxation)
         coarse_left = coarse_left - 1 if moved > COARSE_ABOVE else 0
         skipped.append(n_skipped)
         steps.append(s)
@@ -257,7 +293,7 @@ def run_on_device(
             break
     evidence = _evidence_terms(xp, likelihood, yd, (mean, var, tau, nu), rule, props) if status == "converged" else None
     return _result(method, prior, y, likelihood, (tau, nu, mean, var), float(log_det), evidence, status, trace,
-                   skipped, steps)  # fmt: skip
+                   skipped, steps, relaxation)  # fmt: skip
 
 
 def _evidence_terms(
@@ -266,9 +302,10 @@ def _evidence_terms(
     r"""The per-site terms of :math:`\log Z_{EP}` (:func:`~relaxep.inference.evidence.site_evidence_terms`):
     :math:`\log\hat Z_i + \frac12\log(1 + \lambda_i\tau_i) + \frac12(h_i^2/\lambda_i - \mu_i^2/A_{ii})` at the
     full cavities and ``u = 1`` whatever the rule, NaN where a full cavity is improper (the host's answer).  For
-    EP those of ``final``, the proposals from the last state; for the others computed here."""
+    EP those of ``final``, the proposals from the last state; for the others (Relaxed EP's moments were taken at
+    relaxed cavities) computed here."""
     mean, var, tau, _ = state
-    if rule.fraction == 1.0 and rule.power == 1.0:
+    if rule.fraction == 1.0 and rule.power == 1.0 and final.log_zhat is not None:
         (h, lam), log_zhat, ok = final.cavity, final.log_zhat, None
     else:
         ok, h, lam = _cavities(xp, state, 1.0)
@@ -289,6 +326,7 @@ def _result(
     trace: list[float],
     skipped: list[int],
     steps: list[float],
+    relaxation: Array | None = None,
 ) -> InferenceResult:
     r"""The run's :class:`InferenceResult`, its arrays on the host; :math:`\log Z_{EP}` (converged runs) summed on
     the device: :math:`\sum_i[\log\hat Z_i + \frac12\log(1 + \lambda_i\tau_i) + \frac12(h_i^2/\lambda_i -
@@ -307,7 +345,7 @@ def _result(
         alpha=post.alpha,
         site_precision=host_tau.copy(),
         site_mean_precision=host_nu.copy(),
-        relaxation=np.zeros(n),
+        relaxation=np.zeros(n) if relaxation is None else to_numpy(relaxation).copy(),
         status=status,
         n_sweeps=len(trace),
         n_skipped=int(sum(skipped)),

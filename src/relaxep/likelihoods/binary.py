@@ -78,6 +78,7 @@ class NoisyStep(BinaryLikelihood):
 
     closed_form_on_device = True
     tilted_on_device = True
+    relaxed_on_device = True
 
     def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         return self._step_log_z(np, mean, var, power)
@@ -115,6 +116,16 @@ class NoisyStep(BinaryLikelihood):
         hi, lo = self._xlogx
         upper = np.exp(log_cdf - log_z) * hi
         return upper + np.exp(log_ndtr(-z) - log_z) * lo if lo != 0.0 else upper
+
+    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+        r""":meth:`_folded_expected_log_lik` in ``xp``: :math:`\log\Phi(\pm z)` from one :func:`log_ndtr` call."""
+        z = mean / xp.sqrt(var)
+        both = log_ndtr_on(xp, xp.stack([z, -z]))
+        log_cdf = both[0, ...]
+        log_z = xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log1m2eps + log_cdf)
+        hi, lo = self._xlogx
+        upper = xp.exp(log_cdf - log_z) * hi
+        return upper + xp.exp(both[1, ...] - log_z) * lo if lo != 0.0 else upper
 
 
 class Probit(QuadratureLikelihood):

@@ -72,6 +72,22 @@ class BinaryLikelihood(Likelihood):
         :attr:`tilted_on_device` at every power)."""
         raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
 
+    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        return self._folded_expected_log_lik_on(xp, y * mean, var)
+
+    def log_z_and_expected_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        lz, expected = self._folded_log_z_and_expected_on(xp, y * mean, var)
+        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z), expected
+
+    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+        r""":math:`E[\log t(g)]` under :math:`\hat p(g) \propto t(g) N(g | \mu, s^2)`, in ``xp`` (where
+        :attr:`relaxed_on_device`)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tilted E[log t] on a device")
+
+    def _folded_log_z_and_expected_on(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        r""":meth:`_folded_log_z_on` at ``u = 1`` and :meth:`_folded_expected_log_lik_on`, together."""
+        return self._folded_log_z_on(xp, mean, var, 1.0), self._folded_expected_log_lik_on(xp, mean, var)
+
     def _log_lik(self, y: Array, f: Array) -> Array:
         return self._folded_log_lik(y * f)
 

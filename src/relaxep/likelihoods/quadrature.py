@@ -12,7 +12,7 @@ from scipy.special import logsumexp
 from relaxep._typing import Array
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
-from relaxep.likelihoods.quadrature_on import sinh_rule_on
+from relaxep.likelihoods.quadrature_on import SinhNodes, sinh_nodes_on, sinh_rule_on, tilted_log_t_on, tilted_log_z_on
 
 __all__ = ["QuadratureLikelihood"]
 
@@ -35,12 +35,15 @@ class QuadratureLikelihood(BinaryLikelihood):
 
     On another array library (:meth:`log_z_on`) the same rule runs with fixed sizes, on the arrays' device
     (:mod:`relaxep.likelihoods.quadrature_on`; within 1e-8 of this one in a smaller box), from
-    :meth:`_folded_log_lik_on` and :meth:`_folded_dlog_lik_on`, :math:`\log t` and its derivatives in ``xp``.
+    :meth:`_folded_log_lik_on` and :meth:`_folded_dlog_lik_on`, :math:`\log t` and its derivatives in ``xp``; Relaxed
+    EP's :math:`E[\log t]` there (:meth:`expected_log_lik_on`) is the sum of :math:`\log t` over the same nodes'
+    normalised weights at ``u = 1``, as numpy's :meth:`_folded_expected_log_lik` is over its own.
     """
 
     _newton_iterations: int = 60
     _max_nodes: int = 4096
     tilted_on_device = True
+    relaxed_on_device = True
     #: where the device rule's Newton search for the mode starts (``None``: the cavity mean)
     _newton_start: ClassVar[float | None] = None
 
@@ -75,6 +78,34 @@ class QuadratureLikelihood(BinaryLikelihood):
             self._transition_width,
             self._newton_start,
         )
+
+    def _sinh_nodes_on(self, xp: ModuleType, mean: Array, var: Array, power: float) -> SinhNodes:
+        """The device rule's nodes and weights (:func:`~relaxep.likelihoods.quadrature_on.sinh_nodes_on`)."""
+        return sinh_nodes_on(
+            xp,
+            lambda g: self._folded_log_lik_on(xp, g),
+            lambda g: self._folded_dlog_lik_on(xp, g),
+            mean,
+            var,
+            power,
+            self._transition_width,
+            self._newton_start,
+        )
+
+    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+        r""":math:`E[\log t(g)] = \sum_k w_k \log t(g_k)` on the device rule's nodes at ``u = 1`` (numpy: the same
+        sum on its adaptive rule's, :meth:`_folded_expected_log_lik`)."""
+        return tilted_log_t_on(xp, self._sinh_nodes_on(xp, mean, var, 1.0))
+
+    def _folded_log_z_and_expected_on(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        r"""Both from one set of nodes; ``log Z`` from the closed form where :attr:`closed_form_on_device` (as
+        numpy's :meth:`log_z` at ``u = 1`` takes it)."""
+        nodes = self._sinh_nodes_on(xp, mean, var, 1.0)
+        if self.closed_form_on_device:
+            lz = self._folded_log_z_on(xp, mean, var, 1.0)
+        else:
+            lz = tilted_log_z_on(xp, nodes, mean, var)
+        return lz, tilted_log_t_on(xp, nodes)
 
     def _laplace(self, mean: Array, var: Array, power: float) -> tuple[Array, Array]:
         """Mode of the tilted density and the inverse curvature there."""

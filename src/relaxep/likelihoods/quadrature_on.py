@@ -37,7 +37,9 @@ For the folded likelihood :math:`t(g)` at a power :math:`u` and a cavity :math:`
    the latter misses the kink, the kink carries too little mass to matter (measured below).
 3. **The sums**, in log space: :math:`\log Z = \operatorname{logsumexp}_k [\log(h a\cosh x_k) +
    u\log t(g_k) + \log N(g_k | \mu, s^2)]`, the moments from the normalised weights as displacements
-   :math:`a\sinh x_k` from the centre (full relative precision far from 0).
+   :math:`a\sinh x_k` from the centre (full relative precision far from 0); at :math:`u = 1`, Relaxed EP's
+   tilted expectation :math:`E[\log t(g)] = \sum_k w_k\log t(g_k)` from the same normalised weights
+   :math:`w_k` (:func:`tilted_log_t_on`; :func:`sinh_nodes_on` gives the nodes and weights, once for both).
 
 Accuracy (:math:`|\mu| \le 50`, :math:`10^{-3} \le s^2 \le 10^3`, :math:`u \in [0.3, 1]`; errors of
 :math:`\log Z`, that is relative errors of :math:`Z`, of the tilted mean in tilted standard deviations, and
@@ -52,6 +54,7 @@ tilted density may have two modes); at ``u < 1`` this rule is within 2e-6 of num
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -60,7 +63,18 @@ import numpy as np
 from relaxep._typing import Array
 from relaxep.likelihoods.base import TiltedLogZ
 
-__all__ = ["ERROR_BOUND", "NEWTON_STEPS", "NODES", "RESOLVE", "sinh_rule_on", "tilted_mode_on"]
+__all__ = [
+    "ERROR_BOUND",
+    "NEWTON_STEPS",
+    "NODES",
+    "RESOLVE",
+    "SinhNodes",
+    "sinh_nodes_on",
+    "sinh_rule_on",
+    "tilted_log_t_on",
+    "tilted_log_z_on",
+    "tilted_mode_on",
+]
 
 #: nodes per site
 NODES = 128
@@ -99,6 +113,75 @@ def tilted_mode_on(
     return g, 1.0 / xp.maximum(1.0 / var - power * d2, 1.0 / var)
 
 
+@dataclass(frozen=True)
+class SinhNodes:
+    r"""The fixed-size sinh rule's nodes for a batch of cavities (nodes on the last axis): the centre :math:`c`,
+    the displacements :math:`a\sinh x_k` from it, :math:`\log t(g_k)`, the normalised tilted weights
+    :math:`w_k \propto h a\cosh x_k\, t(g_k)^u N(g_k | \mu, s^2)` and :math:`\log Z` (step 3 of the module
+    docstring)."""
+
+    centre: Array
+    disp: Array
+    log_t: Array
+    weights: Array
+    log_z: Array
+
+
+def sinh_nodes_on(
+    xp: ModuleType,
+    log_t: LogT,
+    dlog_t: DLogT,
+    mean: Array,
+    var: Array,
+    power: float,
+    width: float,
+    start: float | None,
+) -> SinhNodes:
+    r"""Steps 1-3 of the module docstring up to the normalised weights: the :class:`SinhNodes` of
+    :math:`t(g)^u N(g | \mu, s^2)`, in ``xp`` on the arrays' device (arguments as :func:`sinh_rule_on`'s)."""
+    mode, lap_var = tilted_mode_on(xp, dlog_t, mean, var, power, start)
+    lap_sd = xp.sqrt(lap_var)
+    scale = xp.minimum(lap_sd, xp.full_like(lap_sd, width))
+    far = xp.abs(mode)
+    reach = _REACH * xp.maximum(xp.sqrt(var), lap_sd)
+    half_edge = xp.asinh((reach + far) / scale)
+    edge = (2.0 * half_edge / (NODES - 1)) * xp.sqrt(scale**2 + far**2) <= RESOLVE * lap_sd
+    centre = xp.where(edge, xp.zeros_like(mode), mode)
+    half = xp.where(edge, half_edge, xp.asinh(reach / scale))
+    unit = xp.linspace(-1.0, 1.0, NODES, dtype=mean.dtype, device=getattr(mean, "device", None))
+    x = half[..., None] * unit
+    a = scale[..., None]
+    disp = a * xp.sinh(x)
+    g = centre[..., None] + disp
+    m, v = mean[..., None], var[..., None]
+    log_t_g = log_t(g)
+    log_terms = (
+        xp.log((2.0 / (NODES - 1)) * half[..., None] * a * xp.cosh(x))
+        + power * log_t_g
+        - 0.5 * (g - m) ** 2 / v
+        - 0.5 * xp.log((2.0 * np.pi) * v)
+    )
+    top = xp.max(log_terms, axis=-1, keepdims=True)
+    log_z = top[..., 0] + xp.log(xp.sum(xp.exp(log_terms - top), axis=-1))
+    weights = xp.exp(log_terms - log_z[..., None])
+    return SinhNodes(centre, disp, log_t_g, weights, log_z)
+
+
+def tilted_log_z_on(xp: ModuleType, nodes: SinhNodes, mean: Array, var: Array) -> TiltedLogZ:
+    r""":math:`\log Z` and its derivatives :math:`(\hat m - \mu)/s^2`, :math:`(\hat v - s^2)/s^4` from ``nodes``,
+    the tilted moments as displacements from the centre (step 3)."""
+    offset = xp.sum(nodes.weights * nodes.disp, axis=-1)
+    tilted_var = xp.sum(nodes.weights * (nodes.disp - offset[..., None]) ** 2, axis=-1)
+    return TiltedLogZ(nodes.log_z, (nodes.centre - mean + offset) / var, (tilted_var - var) / var**2)
+
+
+def tilted_log_t_on(xp: ModuleType, nodes: SinhNodes) -> Array:
+    r"""The tilted expectation :math:`E_{\hat p}[\log t(g)] = \sum_k w_k \log t(g_k)` from the same nodes and
+    weights (Relaxed EP's KL, :mod:`relaxep.sites.relaxed_on`; at :math:`u = 1` the tilted distribution
+    :math:`\hat p \propto t(g) N(g | \mu, s^2)`)."""
+    return xp.sum(nodes.weights * nodes.log_t, axis=-1)
+
+
 def sinh_rule_on(
     xp: ModuleType,
     log_t: LogT,
@@ -127,30 +210,5 @@ def sinh_rule_on(
     start : float or None
         Where the Newton search starts (``None``: the cavity mean).
     """
-    mode, lap_var = tilted_mode_on(xp, dlog_t, mean, var, power, start)
-    lap_sd = xp.sqrt(lap_var)
-    scale = xp.minimum(lap_sd, xp.full_like(lap_sd, width))
-    far = xp.abs(mode)
-    reach = _REACH * xp.maximum(xp.sqrt(var), lap_sd)
-    half_edge = xp.asinh((reach + far) / scale)
-    edge = (2.0 * half_edge / (NODES - 1)) * xp.sqrt(scale**2 + far**2) <= RESOLVE * lap_sd
-    centre = xp.where(edge, xp.zeros_like(mode), mode)
-    half = xp.where(edge, half_edge, xp.asinh(reach / scale))
-    unit = xp.linspace(-1.0, 1.0, NODES, dtype=mean.dtype, device=getattr(mean, "device", None))
-    x = half[..., None] * unit
-    a = scale[..., None]
-    disp = a * xp.sinh(x)
-    g = centre[..., None] + disp
-    m, v = mean[..., None], var[..., None]
-    log_terms = (
-        xp.log((2.0 / (NODES - 1)) * half[..., None] * a * xp.cosh(x))
-        + power * log_t(g)
-        - 0.5 * (g - m) ** 2 / v
-        - 0.5 * xp.log((2.0 * np.pi) * v)
-    )
-    top = xp.max(log_terms, axis=-1, keepdims=True)
-    log_z = top[..., 0] + xp.log(xp.sum(xp.exp(log_terms - top), axis=-1))
-    weights = xp.exp(log_terms - log_z[..., None])
-    offset = xp.sum(weights * disp, axis=-1)
-    tilted_var = xp.sum(weights * (disp - offset[..., None]) ** 2, axis=-1)
-    return TiltedLogZ(log_z, (centre - mean + offset) / var, (tilted_var - var) / var**2)
+    nodes = sinh_nodes_on(xp, log_t, dlog_t, mean, var, power, width, start)
+    return tilted_log_z_on(xp, nodes, mean, var)

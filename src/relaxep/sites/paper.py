@@ -6,13 +6,15 @@ derived objective is :func:`relaxep.sites.relaxed_objective`.
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep.likelihoods import Likelihood, NoisyStep
+from relaxep.likelihoods import Likelihood, NoisyStep, TiltedLogZ
 from relaxep.sites.base import relaxed_cavity, site_from_tilted
 
-__all__ = ["paper_relaxed_objective", "paper_site"]
+__all__ = ["paper_relaxed_objective", "paper_site", "paper_terms"]
 
 
 def paper_relaxed_objective(
@@ -43,7 +45,28 @@ def paper_relaxed_objective(
     if not isinstance(likelihood, NoisyStep):
         raise ValueError("the paper's printed Q(b) is defined for the NoisyStep likelihood only")
     mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
-    lz = likelihood.log_z(y, mean, var)
+    lz, expected = likelihood.log_z(y, mean, var), likelihood.expected_log_lik(y, mean, var)
+    return paper_terms(np, lz, expected, relaxation, (mean, var), cavity_mean, cavity_var, site_mean, site_precision,
+                       marginal_var, relax_weight)  # fmt: skip
+
+
+def paper_terms(
+    xp: ModuleType,
+    lz: TiltedLogZ,
+    expected: Array,
+    relaxation: Array,
+    relaxed: tuple[Array, Array],
+    cavity_mean: Array,
+    cavity_var: Array,
+    site_mean: Array,
+    site_precision: Array,
+    marginal_var: Array,
+    relax_weight: float,
+) -> Array:
+    r""":func:`paper_relaxed_objective` from its pieces, in the namespace ``xp``: ``lz`` and ``expected``
+    (:math:`\log\hat Z, d_1, d_2` and :math:`E[\log t]`) at the relaxed cavity ``relaxed`` (one formula: numpy's
+    digits on the device, :mod:`relaxep.sites.relaxed_on`)."""
+    mean, var = relaxed
     tilted_mean = mean + var * lz.dlog_z
     tau_b, nu_b = site_from_tilted(lz.dlog_z, lz.d2log_z, mean, var)
     a_new = 1.0 / (1.0 / marginal_var + tau_b - site_precision)
@@ -51,10 +74,10 @@ def paper_relaxed_objective(
     big_f = a_tilde + tilted_mean**2
     lam = cavity_var
     return (
-        likelihood.expected_log_lik(y, mean, var)
+        expected
         + 0.5 * (tau_b * big_f - tilted_mean * nu_b)
-        - 0.5 * np.log1p((relaxation + tau_b) * lam)
-        + 0.5 * np.log1p(relaxation * lam)
+        - 0.5 * xp.log1p((relaxation + tau_b) * lam)
+        + 0.5 * xp.log1p(relaxation * lam)
         - 0.5 * relaxation * (site_mean**2 - 2.0 * site_mean * tilted_mean + big_f)
         + 0.5 * (site_mean - cavity_mean) ** 2 * relaxation / (relaxation * lam + 1.0)
         - lz.log_z

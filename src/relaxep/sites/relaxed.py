@@ -8,12 +8,13 @@ KL of the relaxed tilted distribution to its projection plus the penalty :math:`
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Literal
 
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep.likelihoods import Likelihood
+from relaxep.likelihoods import Likelihood, TiltedLogZ
 from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, relaxed_cavity, site_from_tilted
 from relaxep.sites.paper import paper_relaxed_objective, paper_site
 
@@ -36,13 +37,15 @@ def relaxed_kl(likelihood: Likelihood, y: Array, mean: Array, var: Array) -> Arr
     the second form using :math:`\hat\lambda = \tilde\lambda(1 + \tilde\lambda d_2)`
     and :math:`\hat h - \tilde h = \tilde\lambda d_1`.
     """
-    lz = likelihood.log_z(y, mean, var)
-    return (
-        likelihood.expected_log_lik(y, mean, var)
-        - lz.log_z
-        + 0.5 * np.log1p(var * lz.d2log_z)
-        - 0.5 * var * (lz.d2log_z + lz.dlog_z**2)
-    )
+    return tilted_kl(np, likelihood.log_z(y, mean, var), likelihood.expected_log_lik(y, mean, var), var)
+
+
+def tilted_kl(xp: ModuleType, lz: TiltedLogZ, expected: Array, var: Array) -> Array:
+    r""":func:`relaxed_kl` from its pieces, in the namespace ``xp``: :math:`E_p[\log t] - \log\hat Z +
+    \tfrac12\log(1 + \tilde\lambda d_2) - \tfrac12\tilde\lambda(d_2 + d_1^2)`, ``expected`` the first term,
+    ``lz`` :math:`\log\hat Z, d_1, d_2` at the cavity of variance ``var`` (one formula: numpy's digits on the
+    device, :mod:`relaxep.sites.relaxed_on`)."""
+    return expected - lz.log_z + 0.5 * xp.log1p(var * lz.d2log_z) - 0.5 * var * (lz.d2log_z + lz.dlog_z**2)
 
 
 def relaxed_objective(
