@@ -153,3 +153,21 @@ def test_the_sparse_evidence_gradient_on_the_device_is_numpys(dispatch, problem,
     (theta_h, z_h), (theta_d, z_d) = grads
     np.testing.assert_allclose(theta_d, theta_h, rtol=1e-10)
     np.testing.assert_allclose(z_d, z_h, rtol=1e-10, atol=1e-10 * np.max(np.abs(z_h)))
+
+
+def test_a_dense_sweep_without_negative_sites_reads_back_once(dispatch, problem, monkeypatch):
+    """The dense refresh reads nothing back where no site precision is negative now or proposed (the probit's never
+    are): every host conversion of the fit (scalars, flags and arrays) is one a sweep plus the fit's start and end,
+    where the refresh that checks for negative sites read three more a sweep."""
+    X, labels, _, _ = problem
+    prior = DensePrior(xs.asarray(KERNEL(X[:300]) + 1e-8 * np.eye(300)))
+    reads = []
+    array_type = type(xs.asarray([1.0]))
+    for name in ("__float__", "__bool__", "__int__", "__index__", "__dlpack__"):
+        original = getattr(array_type, name)
+        monkeypatch.setattr(array_type, name, lambda self, *a, _o=original, **k: reads.append(1) or _o(self, *a, **k))
+    result = infer(prior, labels[:300], Probit(), EP(), schedule="parallel", tol=1e-8)
+    reference = infer(KERNEL(X[:300]) + 1e-8 * np.eye(300), labels[:300], Probit(), EP(), schedule="parallel", tol=1e-8)
+    assert result.converged and result.n_sweeps >= 5
+    np.testing.assert_allclose(result.site_precision, reference.site_precision, rtol=1e-8, atol=1e-12)
+    assert len(reads) <= result.n_sweeps + 16, (len(reads), result.n_sweeps)

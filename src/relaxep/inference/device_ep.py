@@ -124,8 +124,9 @@ class _Update:
 @dataclass(frozen=True)
 class _Proposals:
     """A sweep's proposals from one state, on the device, and the scalars its step needs (0-d arrays there): the
-    squared norm of the change, the improper cavities, the non-finite proposals and, with the last sweep's change,
-    their inner product and that change's squared norm."""
+    squared norm of the change, the improper cavities, the non-finite proposals, the negative site precisions
+    (now, and among those proposed: where both are 0 no step makes one, and a dense refresh needs no Woodbury
+    term) and, with the last sweep's change, their inner product and that change's squared norm."""
 
     tau: Array
     nu: Array
@@ -174,8 +175,9 @@ def _propose(
     zero = xp.zeros_like(tau)
     d_tau = xp.where(take, (prop_tau - tau) * var, zero)
     d_nu = xp.where(take, (prop_nu - nu) * xp.sqrt(var), zero)
+    negative = xp.sum(xp.astype(tau < 0.0, xp.float64)) + xp.sum(xp.astype(take & (prop_tau < 0.0), xp.float64))
     scalars = [xp.sum(d_tau * d_tau) + xp.sum(d_nu * d_nu), xp.sum(xp.astype(~ok, xp.float64)),
-               xp.sum(xp.astype(ok & ~take, xp.float64))]  # fmt: skip
+               xp.sum(xp.astype(ok & ~take, xp.float64)), negative]  # fmt: skip
     if last is not None:
         scalars += [xp.sum(d_tau * last[0]) + xp.sum(d_nu * last[1]), xp.sum(last[0] ** 2) + xp.sum(last[1] ** 2)]
     return _Proposals(prop_tau, prop_nu, take, (d_tau, d_nu), scalars, (safe_mean, safe_var), log_zhat, relaxation)
@@ -240,7 +242,7 @@ def run_on_device(
         norm_sq, n_improper, n_nonfinite = values[0], int(values[1]), int(values[2])
         n_skipped = n_improper + n_nonfinite
         if schedule.damp_oscillation:
-            dot, last_norm_sq = (values[3], values[4]) if last is not None else (None, None)
+            dot, last_norm_sq = (values[4], values[5]) if last is not None else (None, None)
             step.observe(dot, norm_sq, last_norm_sq)
             last = props.change
         coarse, moved, taken = coarse_left > 0, None, props
@@ -249,7 +251,9 @@ def run_on_device(
             new_tau = xp.where(taken.take, tau + s * (taken.tau - tau), tau)
             new_nu = xp.where(taken.take, nu + s * (taken.nu - nu), nu)
             try:
-                new_mean, new_var, new_log_det, ok = prior.device_pass(new_tau, new_nu)
+                # (no negative precision now or proposed: none at any step, so the dense pass needs no Woodbury
+                # term and reads nothing back)
+                new_mean, new_var, new_log_det, ok = prior.device_pass(new_tau, new_nu, nonnegative=values[3] == 0)
             except KernelNotPositiveDefiniteError:  # (no step helps: the host loop ends the run "diverged")
                 break
             if new_mean is not None:

@@ -15,8 +15,10 @@ is the same algebra in the operations every library has.  With :math:`S = \opera
 (:func:`~relaxep.posterior._dense_linalg.woodbury_negative_sites` has the equations): :math:`A = A_+ + Z^\top Z`,
 :math:`Z = L_C^{-1}A_{+,N}^\top`, :math:`C = -T_N^{-1} - A_{+,NN}`.  The marginals are the direct
 :math:`K_{ii} - \|V_{\cdot i}\|^2` (one triangular solve with ``n`` right-hand sides, the :math:`O(n^3)` step a GPU
-is built for).  The sites and the marginals live on the host in numpy, as on the sparse path: the schedules and
-rules are :math:`O(n)` numpy work; a refresh moves the sites to the device and the marginals back.
+is built for).  The parallel schedule's device loop (:mod:`relaxep.inference.device_ep`) keeps the sites and the
+marginals here and refreshes by :meth:`DeviceDensePrior.device_pass`, which reads nothing back where no site
+precision is negative (:func:`positive_sites_pass`); the host loops move the sites here and the marginals back
+(:func:`dense_pass`).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from relaxep._xp import (
     ArraySpace,
     add_to_diagonal,
     check_device_memory,
+    cholesky_flagged,
     cholesky_lower,
     namespace,
     on_device_of,
@@ -49,6 +52,7 @@ __all__ = [
     "dense_pass",
     "device_cross_covariance",
     "device_kernel_matrix",
+    "positive_sites_pass",
     "rbf_evidence_gradient",
     "rbf_trace_gradient",
 ]
@@ -109,6 +113,28 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
     if not bool(xp.all(var > 0.0)):
         raise ImproperPosteriorError("a posterior marginal variance is not positive")
     return chol, v, z, log_det, mean, var
+
+
+def positive_sites_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:
+    r""":func:`device_dense_pass` for sites known to have :math:`\tau_i \ge 0` (no Woodbury term), with nothing
+    read back: ``(mean, var, log|I + KT|, ok)``, the last two 0-d arrays on the device, ``ok`` whether :math:`B`
+    has a Cholesky factor, every site is finite and every :math:`A_{ii} > 0` (``(None, None, nan, False)``
+    where the library raises on a factor that does not exist).  The same operations as
+    :func:`device_dense_pass`, so the same digits."""
+    xp = space.xp
+    sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
+    b = sw[:, None] * K
+    b *= sw[None, :]
+    chol, chol_ok = cholesky_flagged(xp, add_to_diagonal(xp, b, 1.0))
+    del b
+    if chol is None:
+        return None, None, float("nan"), False
+    v = solve_lower(xp, chol, sw[:, None] * K)
+    var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
+    mean = K @ nu - v.T @ (v @ nu)
+    log_det = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
+    ok = chol_ok & xp.all(xp.isfinite(tau)) & xp.all(xp.isfinite(nu)) & xp.all(var > 0.0)
+    return mean, var, log_det, ok
 
 
 def rbf_evidence_gradient(
@@ -271,9 +297,13 @@ class DeviceDensePrior(MatrixPrior):
         (:func:`device_dense_pass`), what :mod:`relaxep.inference.device_ep` runs each sweep."""
         return device_dense_pass(self.space, self.K, tau, nu)
 
-    def device_pass(self, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:
-        """:meth:`SparsePrior.device_pass <relaxep.posterior.SparsePrior.device_pass>`'s answer from
-        :meth:`posterior_pass` (whose checks read back: the negative sites' count sets an array's shape)."""
+    def device_pass(self, tau: Any, nu: Any, nonnegative: bool = False) -> tuple[Any, Any, Any, Any]:
+        r""":meth:`SparsePrior.device_pass <relaxep.posterior.SparsePrior.device_pass>`'s answer, ``(mean, var,
+        log|I + KT|, ok)``.  With ``nonnegative`` (the caller knows every :math:`\tau_i \ge 0`: no Woodbury term)
+        nothing is read back (:func:`positive_sites_pass`: the last two 0-d arrays on the device); else from
+        :meth:`posterior_pass`, whose checks read back (the negative sites' count sets an array's shape)."""
+        if nonnegative:
+            return positive_sites_pass(self.space, self.K, tau, nu)
         try:
             _chol, _v, _z, log_det, mean, var = self.posterior_pass(tau, nu)
         except ImproperPosteriorError:

@@ -236,10 +236,12 @@ class SparsePrior(Prior):
             return self.Vt[c, :], self.g[c]
         return kernel_rows(self.space, self.kernel, self.X, self.Z, self.L_uu, c, self._row_factors), self.g[c]
 
-    def device_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Any, Any]:
+    def device_pass(self, tau: Array, nu: Array, nonnegative: bool = False) -> tuple[Array, Array, Any, Any]:
         r"""``(mean, var, log|I + KT|, ok)`` from device sites with nothing read back where the rows are stored on
         another library's device (:func:`~relaxep.posterior.fitc_rows.device_pass`: the last two 0-d arrays there);
-        else :meth:`posterior_pass`'s, ``ok`` ``False`` where it raises ``ImproperPosteriorError``."""
+        else :meth:`posterior_pass`'s, ``ok`` ``False`` where it raises ``ImproperPosteriorError``.
+        ``nonnegative`` (the caller knows every :math:`\tau_i \ge 0`) changes nothing here: FITC's pass takes
+        negative sites without a Woodbury term."""
         if self.Vt is not None and not self.space.on_host:
             _chol, _inv, _m, _b, log_det, mean, var, ok = device_pass(self.space, self.Vt, self.g, tau, nu)
             return mean, var, log_det, ok
