@@ -20,10 +20,10 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from oracles import quad, regression_tilted_quad
-from relaxep import EP, NegativeBinomial, Poisson, PowerEP, StudentT, infer
+from relaxep import EP, NegativeBinomial, Poisson, PowerEP, StudentT
 from relaxep.likelihoods import counts_on, robust_on
 from relaxep.likelihoods.counts_on import lgamma_on
-from relaxep.posterior import SparsePrior
+from test_device_likelihoods import _fit_pair  # (the same sparse fit on numpy and on array-api-strict)
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -224,13 +224,6 @@ def problem():
     log_exposure = rng.uniform(-1.0, 1.0, 300)
     counts = rng.poisson(np.exp(f + log_exposure)).astype(float)
     return X, noisy, np.column_stack([counts, log_exposure])
-
-
-def _fit_pair(X, y, likelihood, rule):
-    Z = X[:25].copy()
-    host = infer(SparsePrior(X, Z, KERNEL), y, likelihood, rule, schedule="parallel", tol=1e-6)
-    device = infer(SparsePrior(xs.asarray(X), Z, KERNEL), y, likelihood, rule, schedule="parallel", tol=1e-6)
-    return host, device
 
 
 def _assert_same_fit(host, device):

@@ -12,7 +12,7 @@ from scipy.special import logsumexp
 from relaxep._typing import Array
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
-from relaxep.likelihoods.quadrature_on import SinhNodes, sinh_nodes_on, sinh_rule_on, tilted_log_t_on, tilted_log_z_on
+from relaxep.likelihoods.quadrature_on import SinhNodes, sinh_nodes_on, tilted_log_t_on, tilted_log_z_on
 
 __all__ = ["QuadratureLikelihood"]
 
@@ -68,16 +68,8 @@ class QuadratureLikelihood(BinaryLikelihood):
         raise NotImplementedError(f"{type(self).__name__} has no log t in an array namespace")
 
     def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        return sinh_rule_on(
-            xp,
-            lambda g: self._folded_log_lik_on(xp, g),
-            lambda g: self._folded_dlog_lik_on(xp, g),
-            mean,
-            var,
-            power,
-            self._transition_width,
-            self._newton_start,
-        )
+        """:func:`~relaxep.likelihoods.quadrature_on.sinh_rule_on`'s answer, from :meth:`_sinh_nodes_on`."""
+        return tilted_log_z_on(xp, self._sinh_nodes_on(xp, mean, var, power), mean, var)
 
     def _sinh_nodes_on(self, xp: ModuleType, mean: Array, var: Array, power: float) -> SinhNodes:
         """The device rule's nodes and weights (:func:`~relaxep.likelihoods.quadrature_on.sinh_nodes_on`)."""
