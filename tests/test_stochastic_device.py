@@ -28,7 +28,7 @@ from relaxep.estimators import _stochastic as st
 from relaxep.estimators import _stochastic_device as std
 from relaxep.inference import stochastic_device as sd
 from relaxep.inference import stochastic_ep as sep
-from relaxep.likelihoods import Gaussian, NoisyProbit, Probit, StudentT
+from relaxep.likelihoods import Gaussian, Logistic, NoisyProbit, Probit, StudentT
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -214,9 +214,11 @@ def _count_transfers(monkeypatch):
 _SPECIAL = ("normal_tail", "_special", "log_ndtr", "erfcx")
 
 
-def test_a_step_reads_one_short_vector_and_moves_no_m_by_m_array(dispatch, problem, monkeypatch):
+@pytest.mark.parametrize("likelihood", [Probit(), Logistic()], ids=["probit", "logistic-sinh-rule"])
+def test_a_step_reads_one_short_vector_and_moves_no_m_by_m_array(dispatch, problem, monkeypatch, likelihood):
+    """(The logistic's moments by the device's fixed-size rule, the probit's in closed form: both stay there.)"""
     X, labels, _, Z = problem
-    kernel, likelihood = C(1.0) * RBF([1.0, 1.0, 1.0]), Probit()
+    kernel = C(1.0) * RBF([1.0, 1.0, 1.0])
     steps, batch = 90, 400  # (an epoch every 5 steps)
     reads, uploads = _count_transfers(monkeypatch)
     _learn(X, labels, Z, kernel, likelihood, "device", steps=steps, batch=batch)

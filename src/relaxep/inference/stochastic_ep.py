@@ -148,7 +148,8 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     """Cavities :math:`N(\\mu_i, s_i)` of the rows ``X`` under the cavity :math:`N(m, S)` of the whitened
     inducing values, and :math:`\\log Z_i` with its derivatives (module docstring); ``step`` in ``X``'s array
     space (another array library: the rows' algebra there, and the likelihood's moments too where it has
-    :attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device`, else on the host); ``y`` numpy's or there."""
+    :attr:`~relaxep.likelihoods.Likelihood.closed_form_on_device` or ``tilted_on_device``, else on the host); ``y``
+    numpy's or there."""
     space, kern, S, m = step.space, step.view, step.S, step.m
     K_bu = rbf(kern, X, step.Z, space)
     A = solve_rows(space, step.L_uu, K_bu)
@@ -158,7 +159,8 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     r = row_dots(space, AS, A)
     mu = A @ m
     s = r + g
-    if not space.on_host and step.likelihood.closed_form_on_device:  # the moments there too (device_ep)
+    lik = step.likelihood
+    if not space.on_host and (lik.closed_form_on_device or lik.tilted_on_device):  # the moments there (device_ep)
         labels = (
             on_device_of(np.asarray(y, dtype=float), mu) if isinstance(y, np.ndarray) else space.xp.astype(y, mu.dtype)
         )

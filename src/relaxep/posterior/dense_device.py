@@ -118,17 +118,19 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
 def positive_sites_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:
     r""":func:`device_dense_pass` for sites known to have :math:`\tau_i \ge 0` (no Woodbury term), with nothing
     read back: ``(mean, var, log|I + KT|, ok)``, the last two 0-d arrays on the device, ``ok`` whether :math:`B`
-    has a Cholesky factor, every site is finite and every :math:`A_{ii} > 0` (``(None, None, nan, False)``
-    where the library raises on a factor that does not exist).  The same operations as
-    :func:`device_dense_pass`, so the same digits."""
+    has a Cholesky factor, every site is finite and every :math:`A_{ii} > 0`.  Where the library raises on a
+    factor that does not exist, :class:`~relaxep.errors.KernelNotPositiveDefiniteError`, as
+    :func:`device_dense_pass` does.  The same operations as :func:`device_dense_pass`, so the same digits."""
     xp = space.xp
     sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
     b = sw[:, None] * K
     b *= sw[None, :]
     chol, chol_ok = cholesky_flagged(xp, add_to_diagonal(xp, b, 1.0))
     del b
-    if chol is None:
-        return None, None, float("nan"), False
+    if chol is None:  # (as device_dense_pass: with no negative site, B has a factor unless K is not PSD)
+        raise KernelNotPositiveDefiniteError(
+            "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
+        )
     v = solve_lower(xp, chol, sw[:, None] * K)
     var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
     mean = K @ nu - v.T @ (v @ nu)

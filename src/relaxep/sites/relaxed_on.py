@@ -8,7 +8,7 @@ three zooms of 17 points on :math:`[b_{k-1}, b_{k+1}]` around the best point :ma
 so that array is ``n x 34 x nodes``: at :math:`n = 10^7` and 128 nodes, 350 GB.  Here the same points are
 visited a few at a time, each site's in numpy's order, with a running minimum: :data:`SITE_POINTS` site-points an
 evaluation of :math:`Q` (all of a stage's points for a few thousand sites, one point a call from
-:math:`1.3 \cdot 10^5` sites on), so memory is :math:`O(n \cdot \text{nodes})`, and the iterates are numpy's
+:math:`6.6 \cdot 10^4` sites on), so memory is :math:`O(n \cdot \text{nodes})`, and the iterates are numpy's
 (every site-point is computed alone, elementwise), to the accuracy of the likelihood's device :math:`Q`
 (:meth:`~relaxep.likelihoods.Likelihood.expected_log_lik_on`: numpy's formula for the closed forms, 1e-8 for the
 sinh rule).
@@ -36,7 +36,7 @@ sinh rule).
    :math:`(\tau_b + b, \nu_b + b m_i)` (paper).
 
 Per sweep that is :math:`34 + 3\cdot17 = 85` site-points of :math:`Q` a site (4 calls of the likelihood for
-up to 3855 sites, 85 from :math:`1.3 \cdot 10^5` on) and one :math:`\log\hat Z`; nothing is read back, and no
+up to 3855 sites, 85 above :math:`2^{16}`) and one :math:`\log\hat Z`; nothing is read back, and no
 Python branch looks at a value.
 """
 
