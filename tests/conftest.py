@@ -31,6 +31,13 @@ def hard_suite_problem():
 
 
 @pytest.fixture
+def dispatch(monkeypatch):
+    """scikit-learn's ``array_api_dispatch`` on, as far as relaxep reads it (the real switch also needs
+    ``SCIPY_ARRAY_API=1`` before scipy is imported: the estimator tests check it in a subprocess)."""
+    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
+
+
+@pytest.fixture
 def device_runs(monkeypatch):
     """scikit-learn's ``array_api_dispatch`` on as relaxep reads it, and the site rules of the fits the device loop
     ran (:func:`relaxep.inference.site_updates.run_on_device`), in order."""

@@ -15,7 +15,6 @@ import pytest
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
-import relaxep._xp as rxp
 from relaxep import EP, Gaussian, NoisyProbit, NoisyStep, Probit, infer
 from relaxep.posterior import DensePrior, SparsePrior
 from relaxep.posterior.dense_device import DeviceDensePrior
@@ -24,11 +23,6 @@ xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
 
 KERNEL = C(2.0) * RBF(1.0)
-
-
-@pytest.fixture
-def dispatch(monkeypatch):
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
 
 
 @pytest.fixture(scope="module")

@@ -17,13 +17,7 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-import relaxep._xp as rxp  # noqa: E402
 from relaxep.posterior import SparsePrior  # noqa: E402
-
-
-@pytest.fixture
-def dispatch(monkeypatch):
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
 
 
 def test_the_fitc_posterior_on_the_gpu_is_numpys(dispatch):

@@ -36,11 +36,6 @@ pytest.importorskip("array_api_compat")
 N, M = 2000, 12
 
 
-@pytest.fixture
-def dispatch(monkeypatch):
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-
-
 @pytest.fixture(scope="module")
 def problem():
     rng = np.random.default_rng(7)

@@ -19,13 +19,6 @@ xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
 
 
-@pytest.fixture
-def dispatch(monkeypatch):
-    """scikit-learn's ``array_api_dispatch`` on, as far as relaxep reads it (the real switch also needs
-    ``SCIPY_ARRAY_API=1`` before scipy is imported: checked in a subprocess below)."""
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-
-
 def _strict(a):
     return xs.asarray(np.asarray(a, dtype=np.float64))
 

@@ -24,11 +24,6 @@ xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
 
 
-@pytest.fixture
-def dispatch(monkeypatch):
-    monkeypatch.setattr(rxp, "_dispatch", lambda: True)
-
-
 def _strict(a):
     return xs.asarray(np.asarray(a, dtype=np.float64))
 

@@ -82,19 +82,8 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
     :math:`V = L^{-1}S^{1/2}K`, the marginals :math:`A_{ii} = K_{ii} - \|v_i\|^2`, :math:`\mu = K\nu -
     V^\top V\nu`, corrected by the negative sites' rank-:math:`k` term (module docstring)."""
     xp = space.xp
-    sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
-    b = sw[:, None] * K
-    b *= sw[None, :]
-    chol = cholesky_lower(xp, add_to_diagonal(xp, b, 1.0))
-    del b
-    if chol is None:
-        raise KernelNotPositiveDefiniteError(
-            "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
-        )
-    v = solve_lower(xp, chol, sw[:, None] * K)
-    var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
-    mean = K @ nu - v.T @ (v @ nu)
-    log_det = float(2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol))))
+    chol, _, v, var, mean, log_det = _positive_sites(space, K, tau, nu, flagged=False)
+    log_det = float(log_det)
     idx = xp.nonzero(tau < -float(TINY))[0]  # (a subnormal negative precision is a flat site)
     z = None
     if idx.shape[0]:
@@ -115,6 +104,32 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
     return chol, v, z, log_det, mean, var
 
 
+def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool) -> tuple[Any, ...]:
+    r"""The positive sites' part of a refresh, ``(L, ok, V, A_+ diagonal, mu_+, log|I + KT_+|)`` (the last a 0-d
+    array): :math:`S = \operatorname{diag}(\max(\tau, 0))`, :math:`LL^\top = I + S^{1/2}KS^{1/2}`,
+    :math:`V = L^{-1}S^{1/2}K`, :math:`A_{+,ii} = K_{ii} - \|v_i\|^2`, :math:`\mu_+ = K\nu - V^\top V\nu`.
+    ``flagged``: the factor's flag ``ok`` a 0-d array, not read (:func:`~relaxep._xp.cholesky_flagged`); else read
+    (``ok`` True).  :class:`~relaxep.errors.KernelNotPositiveDefiniteError` where there is no factor (then ``K`` is
+    not positive semi-definite)."""
+    xp = space.xp
+    sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
+    b = sw[:, None] * K
+    b *= sw[None, :]
+    if flagged:
+        chol, chol_ok = cholesky_flagged(xp, add_to_diagonal(xp, b, 1.0))
+    else:
+        chol, chol_ok = cholesky_lower(xp, add_to_diagonal(xp, b, 1.0)), True
+    del b
+    if chol is None:
+        raise KernelNotPositiveDefiniteError(
+            "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
+        )
+    v = solve_lower(xp, chol, sw[:, None] * K)
+    var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
+    mean = K @ nu - v.T @ (v @ nu)
+    return chol, chol_ok, v, var, mean, 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
+
+
 def positive_sites_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:
     r""":func:`device_dense_pass` for sites known to have :math:`\tau_i \ge 0` (no Woodbury term), with nothing
     read back: ``(mean, var, log|I + KT|, ok)``, the last two 0-d arrays on the device, ``ok`` whether :math:`B`
@@ -122,19 +137,7 @@ def positive_sites_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[A
     factor that does not exist, :class:`~relaxep.errors.KernelNotPositiveDefiniteError`, as
     :func:`device_dense_pass` does.  The same operations as :func:`device_dense_pass`, so the same digits."""
     xp = space.xp
-    sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
-    b = sw[:, None] * K
-    b *= sw[None, :]
-    chol, chol_ok = cholesky_flagged(xp, add_to_diagonal(xp, b, 1.0))
-    del b
-    if chol is None:  # (as device_dense_pass: with no negative site, B has a factor unless K is not PSD)
-        raise KernelNotPositiveDefiniteError(
-            "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
-        )
-    v = solve_lower(xp, chol, sw[:, None] * K)
-    var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
-    mean = K @ nu - v.T @ (v @ nu)
-    log_det = 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
+    _, chol_ok, _, var, mean, log_det = _positive_sites(space, K, tau, nu, flagged=True)
     ok = chol_ok & xp.all(xp.isfinite(tau)) & xp.all(xp.isfinite(nu)) & xp.all(var > 0.0)
     return mean, var, log_det, ok
 

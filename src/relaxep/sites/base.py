@@ -14,6 +14,7 @@ the targets :math:`y` to the likelihood, which answers for them (a binary likeli
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -22,7 +23,16 @@ from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["Cavity", "Site", "SiteProposal", "SiteRule", "propose_sites", "relaxed_cavity", "site_from_tilted"]
+__all__ = [
+    "Cavity",
+    "Site",
+    "SiteProposal",
+    "SiteRule",
+    "propose_sites",
+    "relaxed_cavity",
+    "site_from_tilted",
+    "site_mean_in",
+]
 
 
 @dataclass(frozen=True)
@@ -31,6 +41,13 @@ class Cavity:
 
     mean: Array
     var: Array
+
+
+def site_mean_in(xp: ModuleType, tau: Array, nu: Array) -> Array:
+    r"""Site means :math:`m_i = \nu_i/\tau_i`, 0 where :math:`\tau_i = 0` (a flat site), in the namespace ``xp``
+    of ``tau`` and ``nu`` (numpy's for :attr:`Site.mean`, a device's for :mod:`relaxep.sites.relaxed_on`)."""
+    nonzero = tau != 0.0
+    return xp.where(nonzero, nu / xp.where(nonzero, tau, xp.ones_like(tau)), xp.zeros_like(tau))
 
 
 @dataclass(frozen=True)
@@ -44,9 +61,7 @@ class Site:
     @property
     def mean(self) -> Array:
         r"""Site mean :math:`m_i = \nu_i / \tau_i`, and 0 for a flat site (:math:`\tau_i = 0`)."""
-        tau = np.asarray(self.precision, dtype=float)
-        safe = np.where(tau != 0.0, tau, 1.0)
-        return np.where(tau != 0.0, self.mean_precision / safe, 0.0)
+        return site_mean_in(np, np.asarray(self.precision, dtype=float), self.mean_precision)
 
 
 @dataclass(frozen=True)

@@ -49,21 +49,14 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.likelihoods import Likelihood
-from relaxep.sites.base import relaxed_cavity, site_from_tilted
+from relaxep.sites.base import relaxed_cavity, site_from_tilted, site_mean_in
 from relaxep.sites.paper import paper_terms
 from relaxep.sites.relaxed import _VARIANTS, RelaxedEP, tilted_kl
 
-__all__ = ["SITE_POINTS", "optimal_relaxation_on", "relaxed_objective_on", "relaxed_sites_on", "site_mean_on"]
+__all__ = ["SITE_POINTS", "optimal_relaxation_on", "relaxed_objective_on", "relaxed_sites_on"]
 
 #: the site columns the objective takes: cavity mean and variance, site precision and mean, marginal variance
 SiteColumns = tuple[Array, Array, Array, Array, Array]
-
-
-def site_mean_on(xp: ModuleType, tau: Array, nu: Array) -> Array:
-    r""":attr:`Site.mean <relaxep.sites.Site.mean>` in ``xp``: :math:`m_i = \nu_i/\tau_i`, 0 where
-    :math:`\tau_i = 0`."""
-    nonzero = tau != 0.0
-    return xp.where(nonzero, nu / xp.where(nonzero, tau, xp.ones_like(tau)), xp.zeros_like(tau))
 
 
 def relaxed_objective_on(
@@ -201,7 +194,7 @@ def relaxed_sites_on(
     """
     cavity_mean, cavity_var = cavity
     tau, nu, marginal_var = site
-    site_mean = site_mean_on(xp, tau, nu)
+    site_mean = site_mean_in(xp, tau, nu)
     columns = (cavity_mean, cavity_var, tau, site_mean, marginal_var)
     b = optimal_relaxation_on(xp, rule, likelihood, y, columns, searched)
     mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, b)
