@@ -1,9 +1,11 @@
-"""The estimators' parameter checks at the door: each names the parameter as the user spells it and says
-what it accepts, before any work (scikit-learn's convention: checked in ``fit``, not in ``__init__``)."""
+"""The estimators' parameters at the door: stored as given in ``__init__`` (:func:`store_parameters`), then checked
+in ``fit`` (scikit-learn's convention), each check naming the parameter as the user spells it and saying what it
+accepts, before any work."""
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ __all__ = [
     "check_kernel",
     "check_likelihood",
     "check_likelihood_for",
+    "check_model",
     "check_regression_likelihood",
     "check_restarts",
     "check_rule",
@@ -29,7 +32,21 @@ __all__ = [
     "likelihood_kind",
     "random_state_of",
     "require_scaled_rbf",
+    "store_parameters",
 ]
+
+
+def store_parameters(estimator: object, parameters: Mapping[str, Any]) -> None:
+    """Store each ``__init__`` parameter on ``estimator`` under its own name, as given: no check, no copy.
+
+    scikit-learn's convention (``get_params`` reads each parameter of the ``__init__`` signature back by name,
+    ``set_params`` and ``clone`` write them, ``clone`` checking that each is the object it passed).  An estimator's
+    ``__init__`` lists its parameters, as scikit-learn asks, and its one statement is
+    ``store_parameters(self, locals())``: its locals then are exactly its parameters (``self`` aside).
+    """
+    for name, value in parameters.items():
+        if name != "self" and not name.startswith("__"):  # (``__class__`` where the body names ``super``)
+            setattr(estimator, name, value)
 
 
 def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
@@ -171,6 +188,15 @@ def check_rule(rule: object) -> None:
         "rule must be None, 'auto', a relaxep SiteRule instance (EP(), PowerEP(u), RelaxedEP(c), "
         f"FractionalEP(f)) or an InferenceMethod (ConvergentEP(), DoubleLoopEP(), ...), got {rule!r}"
     )
+
+
+def check_model(kernel: object, likelihood: object, rule: object, estimator: str, accepted: str) -> None:
+    """The model an estimator is given, checked first in ``fit``: ``kernel`` (:func:`check_kernel`), ``likelihood``
+    for ``estimator`` (:func:`check_likelihood_for`, ``accepted`` naming what it takes) and ``rule``
+    (:func:`check_rule`)."""
+    check_kernel(kernel)
+    check_likelihood_for(likelihood, estimator, accepted)
+    check_rule(rule)
 
 
 def check_restarts(n_restarts: object) -> int:
