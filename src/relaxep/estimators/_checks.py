@@ -10,10 +10,13 @@ from typing import Any
 
 import numpy as np
 from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
+from sklearn.utils.validation import check_random_state
 
 from relaxep._xp import namespace
 from relaxep.inference import InferenceMethod
-from relaxep.likelihoods import Likelihood
+from relaxep.likelihoods import BinaryLikelihood, Likelihood, MulticlassLikelihood, OrdinalProbit
+from relaxep.likelihoods.counts import CountLikelihood
+from relaxep.posterior.rbf import as_scaled_rbf
 from relaxep.sites import SiteRule
 
 __all__ = [
@@ -118,9 +121,6 @@ def likelihood_kind(likelihood: Likelihood) -> str | None:
     """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"real"`` (a likelihood of one real latent
     per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None`` (another
     latent dimension)."""
-    from relaxep.likelihoods import BinaryLikelihood, MulticlassLikelihood, OrdinalProbit
-    from relaxep.likelihoods.counts import CountLikelihood
-
     for kind, cls in (
         ("binary", BinaryLikelihood),
         ("multiclass", MulticlassLikelihood),
@@ -222,8 +222,6 @@ def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
 def require_scaled_rbf(kernel: Any, n_features: int, message: str) -> None:
     """A ``TypeError`` with ``message`` unless ``kernel`` is ``RBF`` or ``ConstantKernel * RBF`` on ``n_features``
     inputs (:func:`~relaxep.posterior.rbf.as_scaled_rbf`): the paths that need its closed form."""
-    from relaxep.posterior.rbf import as_scaled_rbf
-
     try:
         as_scaled_rbf(kernel, n_features)
     except (TypeError, ValueError) as exc:
@@ -240,8 +238,6 @@ def check_jitter(jitter: object) -> None:
 
 def random_state_of(random_state: Any) -> np.random.RandomState:
     """``check_random_state(random_state)``, its error naming ``random_state``."""
-    from sklearn.utils.validation import check_random_state
-
     try:
         return check_random_state(random_state)
     except ValueError as exc:

@@ -26,6 +26,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep.estimators._checks import check_likelihood_for, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask
 from relaxep.estimators._inducing_model import InducingBinaryModel
+from relaxep.estimators.classifier import GPClassifier
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 from relaxep.sites import EP, SiteRule
 
@@ -187,8 +188,6 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
     def _local_estimator(self, L_uu: Any, noise: float) -> Any:
         """The fitted ``GPClassifier`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
-        from relaxep.estimators.classifier import GPClassifier
-
         local = self._local_of(GPClassifier, rule=EP() if self.rule is None else self.rule)
         local.classes_ = self.classes_
         return self._hand_over(local, InducingBinaryModel, L_uu, noise)

@@ -31,6 +31,7 @@ from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST
+from relaxep.estimators.regressor import GPRegressor
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -158,8 +159,6 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
-        from relaxep.estimators.regressor import GPRegressor
-
         likelihood = Gaussian() if self.likelihood is None else self.likelihood
         local = self._local_of(GPRegressor, likelihood=likelihood, rule=EP() if self.rule is None else self.rule)
         local.y_train_, local.likelihood_ = None, self.likelihood_
