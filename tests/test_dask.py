@@ -253,6 +253,19 @@ def test_dask_refuses_bad_parameters_before_any_dask_work(data, params, error, m
         DaskGPClassifier(client=_NoCluster(), **params).fit(X, y)
 
 
+def test_the_local_estimator_takes_each_parameter_it_shares_with_the_dask_estimator():
+    """``to_local``'s GPClassifier is built with every parameter the two estimators share, the objects given (the
+    client, ``min_step`` and ``timeout`` are the cluster's)."""
+    given = dict(
+        kernel=RBF(2.0), likelihood=Probit(), rule=PowerEP(0.5), inducing_points=7, learn_inducing_points=False,
+        inducing_init="random", optimizer=None, optimizer_subset=300, optimizer_maxiter=9, max_sweeps=11, tol=1e-3,
+        jitter=1e-5, random_state=3,
+    )  # fmt: skip
+    assert given.keys() == DaskGPClassifier().get_params().keys() - {"client", "min_step", "timeout"}
+    local = DaskGPClassifier(min_step=0.5, timeout=5.0, **given)._local_of(GPClassifier)
+    assert type(local) is GPClassifier and all(local.get_params()[k] is v for k, v in given.items())
+
+
 def test_dask_defaults_are_gpclassifiers_but_the_documented_ones():
     """Every parameter both estimators take has GPClassifier's default, except the two the class docstring
     gives a reason for (a cluster is for sparse fits; the evidence is learned on a subset on the client)."""

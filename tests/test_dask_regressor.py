@@ -207,6 +207,22 @@ def test_dask_regressor_defaults(client, data):
     assert DaskGPRegressor().get_params()["likelihood"] is None
 
 
+def test_the_local_estimator_takes_each_parameter_it_shares_with_the_dask_estimator():
+    """``to_local``'s GPRegressor is built with every parameter the two estimators share, the objects given, the
+    likelihood and the rule where given instead (the client, ``min_step`` and ``timeout`` are the cluster's)."""
+    given = dict(
+        kernel=RBF(2.0), likelihood=StudentT(), rule=PowerEP(0.5), alpha=1e-6, normalize_y=True, inducing_points=7,
+        learn_inducing_points=False, inducing_init="random", optimizer=None, optimizer_subset=300,
+        optimizer_maxiter=9, max_sweeps=11, tol=1e-3, random_state=3,
+    )  # fmt: skip
+    assert given.keys() == DaskGPRegressor().get_params().keys() - {"client", "min_step", "timeout"}
+    model = DaskGPRegressor(min_step=0.5, timeout=5.0, **given)
+    local = model._local_of(GPRegressor)
+    assert type(local) is GPRegressor and all(local.get_params()[k] is v for k, v in given.items())
+    rule = EP()
+    assert model._local_of(GPRegressor, rule=rule).get_params()["rule"] is rule
+
+
 def test_the_search_over_the_shards_backtracks_from_a_failed_point_as_gpregressors(client, data):
     """L-BFGS-B's first trial point (a corner of the bounds) makes EP fail; as GPRegressor's, the search on the
     shards scores it with a finite stand-in and backtracks, learning what the single process learns (with

@@ -13,7 +13,7 @@ import relaxep._xp as rxp
 from relaxep import EP, MemoryLimitError, Probit, infer
 from relaxep._memory import ENV_VAR
 from relaxep.errors import ImproperPosteriorError
-from relaxep.posterior import SparsePrior, fitc_blocks, fitc_rows
+from relaxep.posterior import SparsePrior, fitc_blocks, fitc_prior, fitc_rows
 from relaxep.posterior.fitc_blocks import recomputed_bytes, stored_bytes
 from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
 
@@ -158,7 +158,7 @@ def strict(monkeypatch):
     pytest.importorskip("array_api_compat")
     import sklearn
 
-    monkeypatch.setattr(fitc_rows, "DEVICE_ROWS", 64)
+    monkeypatch.setattr(fitc_prior, "DEVICE_ROWS", 64)
     try:
         context = sklearn.config_context(array_api_dispatch=True)
         context.__enter__()

@@ -354,13 +354,13 @@ def test_a_sparse_prior_that_cannot_fit_on_the_device_is_refused_before_the_allo
     from sklearn.gaussian_process.kernels import RBF
 
     from relaxep import MemoryLimitError
-    from relaxep.posterior import SparsePrior, fitc_rows
+    from relaxep.posterior import SparsePrior, fitc_prior
 
     monkeypatch.delenv("RELAXEP_MAX_MEMORY", raising=False)
     monkeypatch.setattr(rxp, "device_free_memory", lambda like: 1e6)  # a device with 1 MB free
     calls = []
-    real = fitc_rows.rbf
-    monkeypatch.setattr(fitc_rows, "rbf", lambda *a: calls.append(1) or real(*a))
+    real = fitc_prior.rbf
+    monkeypatch.setattr(fitc_prior, "rbf", lambda *a: calls.append(1) or real(*a))
     X = _strict(np.random.default_rng(8).normal(size=(2000, 2)))
     with pytest.raises(MemoryLimitError, match=r"n = 2000 rows with M = 50.*fewer inducing inputs"):
         SparsePrior(X, np.random.default_rng(9).normal(size=(50, 2)), RBF(1.0))

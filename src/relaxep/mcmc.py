@@ -175,6 +175,49 @@ def _check_chains(n_samples: int, n_burn: int, n_chains: int) -> None:
         raise ValueError(f"need n_chains >= 2 and n_burn >= 0, got {n_chains} and {n_burn}")
 
 
+def _prior_of_chains(
+    K: ArrayLike, n_samples: int, n_burn: int, n_chains: int, random_state: Any
+) -> tuple[Array, Array, np.random.Generator]:
+    """A sampler's door: its memory (refused before allocating), ``K`` checked, the chains' sizes checked; returns
+    ``K``, its Cholesky factor (elliptical slice sampling draws from :math:`N(0, K)`: ``K`` must be positive
+    definite) and the generator."""
+    _check_sampler_memory(K, n_samples, n_chains)
+    K = check_kernel_matrix(K)
+    _check_chains(n_samples, n_burn, n_chains)
+    return K, cholesky_factor(K), np.random.default_rng(random_state)
+
+
+def _run_chains(
+    F: Array,
+    log_lik: Callable[[Array], Array],
+    prior_draw: Callable[[], Array],
+    centre: Array | float,
+    steps: tuple[int, int],
+    rng: np.random.Generator,
+    keep: Callable[[int], None],
+) -> int:
+    r"""Elliptical slice steps of every chain from the states ``F`` (``(n_chains, ...)``, updated in place) on
+    the ellipses :math:`c + (f - c)\cos\theta + \nu\sin\theta` about the centre :math:`c`, with
+    :math:`\nu` = ``prior_draw()`` a step: ``steps = (n_burn, n_samples)``, ``keep(k)`` called after kept step
+    ``k``.  Returns the log-likelihood evaluations of all chains."""
+    cur = log_lik(F)
+    if not np.all(np.isfinite(cur)):
+        raise ValueError("the chains' starting points have zero likelihood")
+    per_chain = (slice(None),) + (None,) * (F.ndim - 1)  # an angle's cos and sin broadcast over a state
+    n_burn, n_samples = steps
+    evals = 0
+    for it in range(n_burn + n_samples):
+        nu = prior_draw()
+
+        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
+            return centre + (F[a] - centre) * c[per_chain] + nu[a] * s[per_chain]
+
+        evals += _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
+        if it >= n_burn:
+            keep(it - n_burn)
+    return evals
+
+
 def elliptical_slice(
     K: ArrayLike,
     y: ArrayLike,
@@ -210,14 +253,10 @@ def elliptical_slice(
     -------
     MCMCResult
     """
-    _check_sampler_memory(K, n_samples, n_chains)
-    K = check_kernel_matrix(K)
+    K, chol, rng = _prior_of_chains(K, n_samples, n_burn, n_chains, random_state)
     n = K.shape[0]
     classes = {"both_classes": False} if likelihood.class_targets else {}  # one class is a valid posterior here
     y = likelihood.check_targets(y, n, **classes)
-    _check_chains(n_samples, n_burn, n_chains)
-    chol = cholesky_factor(K)  # elliptical slice sampling draws from N(0, K): K must be positive definite
-    rng = np.random.default_rng(random_state)
     centre = np.zeros(n)
     base_chol = chol
     if approx is not None:
@@ -247,20 +286,12 @@ def elliptical_slice(
         draws = centre + np.geomspace(0.5, 2.0, n_chains)[:, None] * (rng.standard_normal((n_chains, n)) @ base_chol.T)
         inside = np.isfinite(log_lik(draws))
         F = np.where(inside[:, None], draws, F)
-    cur = log_lik(F)
-    if not np.all(np.isfinite(cur)):
-        raise ValueError("the chains' starting points have zero likelihood")
     sums = _ChainSums(n_chains, n_samples, n)
-    evals = 0
-    for it in range(n_burn + n_samples):
-        nu = rng.standard_normal((n_chains, n)) @ base_chol.T
 
-        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
-            return centre + (F[a] - centre) * c[:, None] + nu[a] * s[:, None]
+    def prior_draw() -> Array:
+        return rng.standard_normal((n_chains, n)) @ base_chol.T
 
-        evals += _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
-        if it >= n_burn:
-            sums.add(it - n_burn, F)
+    evals = _run_chains(F, log_lik, prior_draw, centre, (n_burn, n_samples), rng, lambda k: sums.add(k, F))
     mean, var, mean_se, rhat = sums.summary()
     return MCMCResult(mean, np.maximum(var, 0.0), mean_se, rhat, n_chains, n_samples, evals // n_chains)
 
@@ -325,15 +356,11 @@ def elliptical_slice_multiclass(
     -------
     MulticlassMCMCResult
     """
-    _check_sampler_memory(K, n_samples, n_chains)
-    K = check_kernel_matrix(K)
+    K, chol, rng = _prior_of_chains(K, n_samples, n_burn, n_chains, random_state)
     n = K.shape[0]
     y = np.asarray(y)
     if y.shape != (n,) or not np.issubdtype(y.dtype, np.integer) or np.any((y < 0) | (y >= n_classes)):
         raise ValueError(f"y must hold {n} class indices in [0, {n_classes})")
-    _check_chains(n_samples, n_burn, n_chains)
-    chol = cholesky_factor(K)
-    rng = np.random.default_rng(random_state)
     C = int(n_classes)
 
     def draw() -> Array:  # (chains, n, C) prior draws
@@ -344,25 +371,17 @@ def elliptical_slice_multiclass(
 
     F = 0.5 * draw()
     F[:, np.arange(n), y] += 1.0  # start where every label is the argmax (finite for hard likelihoods)
-    cur = log_lik(F)
-    if not np.all(np.isfinite(cur)):
-        raise ValueError("the chains' starting points have zero likelihood")
     sums = _ChainSums(n_chains, n_samples, n * C)
     outer = np.zeros((n, C, C))
     kept = []
-    for it in range(n_burn + n_samples):
-        nu = draw()
 
-        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
-            return F[a] * c[:, None, None] + nu[a] * s[:, None, None]
+    def keep(k: int) -> None:
+        sums.add(k, F.reshape(n_chains, -1))
+        outer[...] += np.einsum("kic,kid->icd", F, F)
+        if k % 10 == 0:
+            kept.append(F.copy())
 
-        _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
-        k = it - n_burn
-        if k >= 0:
-            sums.add(k, F.reshape(n_chains, -1))
-            outer += np.einsum("kic,kid->icd", F, F)
-            if k % 10 == 0:
-                kept.append(F.copy())
+    _run_chains(F, log_lik, draw, 0.0, (n_burn, n_samples), rng, keep)
     mean, var, mean_se, rhat = sums.summary()
     m = mean.reshape(n, C)
     cov = outer / (n_chains * n_samples) - m[:, :, None] * m[:, None, :]

@@ -1,17 +1,22 @@
-"""The estimators' parameter checks at the door: each names the parameter as the user spells it and says
-what it accepts, before any work (scikit-learn's convention: checked in ``fit``, not in ``__init__``)."""
+"""The estimators' parameters at the door: stored as given in ``__init__`` (:func:`store_parameters`), then checked
+in ``fit`` (scikit-learn's convention), each check naming the parameter as the user spells it and saying what it
+accepts, before any work."""
 
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
+from sklearn.utils.validation import check_random_state
 
 from relaxep._xp import namespace
 from relaxep.inference import InferenceMethod
-from relaxep.likelihoods import Likelihood
+from relaxep.likelihoods import BinaryLikelihood, Likelihood, MulticlassLikelihood, OrdinalProbit
+from relaxep.likelihoods.counts import CountLikelihood
+from relaxep.posterior.rbf import as_scaled_rbf
 from relaxep.sites import SiteRule
 
 __all__ = [
@@ -22,6 +27,7 @@ __all__ = [
     "check_kernel",
     "check_likelihood",
     "check_likelihood_for",
+    "check_model",
     "check_regression_likelihood",
     "check_restarts",
     "check_rule",
@@ -29,7 +35,21 @@ __all__ = [
     "likelihood_kind",
     "random_state_of",
     "require_scaled_rbf",
+    "store_parameters",
 ]
+
+
+def store_parameters(estimator: object, parameters: Mapping[str, Any]) -> None:
+    """Store each ``__init__`` parameter on ``estimator`` under its own name, as given: no check, no copy.
+
+    scikit-learn's convention (``get_params`` reads each parameter of the ``__init__`` signature back by name,
+    ``set_params`` and ``clone`` write them, ``clone`` checking that each is the object it passed).  An estimator's
+    ``__init__`` lists its parameters, as scikit-learn asks, and its one statement is
+    ``store_parameters(self, locals())``: its locals then are exactly its parameters (``self`` aside).
+    """
+    for name, value in parameters.items():
+        if name != "self" and not name.startswith("__"):  # (``__class__`` where the body names ``super``)
+            setattr(estimator, name, value)
 
 
 def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
@@ -101,9 +121,6 @@ def likelihood_kind(likelihood: Likelihood) -> str | None:
     """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"real"`` (a likelihood of one real latent
     per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None`` (another
     latent dimension)."""
-    from relaxep.likelihoods import BinaryLikelihood, MulticlassLikelihood, OrdinalProbit
-    from relaxep.likelihoods.counts import CountLikelihood
-
     for kind, cls in (
         ("binary", BinaryLikelihood),
         ("multiclass", MulticlassLikelihood),
@@ -173,6 +190,15 @@ def check_rule(rule: object) -> None:
     )
 
 
+def check_model(kernel: object, likelihood: object, rule: object, estimator: str, accepted: str) -> None:
+    """The model an estimator is given, checked first in ``fit``: ``kernel`` (:func:`check_kernel`), ``likelihood``
+    for ``estimator`` (:func:`check_likelihood_for`, ``accepted`` naming what it takes) and ``rule``
+    (:func:`check_rule`)."""
+    check_kernel(kernel)
+    check_likelihood_for(likelihood, estimator, accepted)
+    check_rule(rule)
+
+
 def check_restarts(n_restarts: object) -> int:
     """``n_restarts_optimizer``: an integer >= 0 (a ``TypeError`` for another type, a ``ValueError`` below 0)."""
     if isinstance(n_restarts, bool | np.bool_) or not isinstance(n_restarts, numbers.Integral):
@@ -196,8 +222,6 @@ def check_device_kernel(kernel: Any, n_features: int, estimator: str) -> None:
 def require_scaled_rbf(kernel: Any, n_features: int, message: str) -> None:
     """A ``TypeError`` with ``message`` unless ``kernel`` is ``RBF`` or ``ConstantKernel * RBF`` on ``n_features``
     inputs (:func:`~relaxep.posterior.rbf.as_scaled_rbf`): the paths that need its closed form."""
-    from relaxep.posterior.rbf import as_scaled_rbf
-
     try:
         as_scaled_rbf(kernel, n_features)
     except (TypeError, ValueError) as exc:
@@ -214,8 +238,6 @@ def check_jitter(jitter: object) -> None:
 
 def random_state_of(random_state: Any) -> np.random.RandomState:
     """``check_random_state(random_state)``, its error naming ``random_state``."""
-    from sklearn.utils.validation import check_random_state
-
     try:
         return check_random_state(random_state)
     except ValueError as exc:

@@ -18,6 +18,7 @@ applied to a numpy array, or lazily to each row chunk of a Dask array (:func:`la
 from __future__ import annotations
 
 import copy
+import inspect
 from functools import partial
 from typing import Any, ClassVar
 
@@ -266,10 +267,17 @@ class DaskSparseFit(BaseEstimator):
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:  # pragma: no cover
         raise NotImplementedError
 
+    def _local_of(self, local_class: type, **given: Any) -> Any:
+        """The one-process estimator ``local_class`` (``GPClassifier``, ``GPRegressor``), unfitted, with each
+        parameter of this estimator that it also takes (the client, ``min_step`` and ``timeout`` are the
+        cluster's), ``given`` in place of some."""
+        takes = inspect.signature(local_class).parameters
+        return local_class(**{name: v for name, v in self.get_params(deep=False).items() if name in takes} | given)
+
     def _hand_over(self, local: Any, model: type[InducingModel], L_uu: Array, noise: float) -> Any:
-        """``local``, the one-process estimator of this one's parameters, fitted as this one is (for
-        :meth:`to_local`): the learned kernel and inducing inputs, the final run and its evidence, and ``model``
-        of the posterior at the inducing inputs (none of the training rows: ``X_train_`` is ``None``)."""
+        """``local`` (:meth:`_local_of`) fitted as this one is (for :meth:`to_local`): the learned kernel and
+        inducing inputs, the final run and its evidence, and ``model`` of the posterior at the inducing inputs
+        (none of the training rows: ``X_train_`` is ``None``)."""
         result = self.result_
         local.n_features_in_, local.X_train_ = self.n_features_in_, None
         local.kernel_, local.inducing_points_, local.result_ = self.kernel_, self.inducing_points_, result

@@ -12,6 +12,7 @@ from sklearn.utils.validation import check_is_fitted
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.likelihoods import Gaussian, Likelihood
+from relaxep.likelihoods.counts import CountLikelihood
 
 __all__ = ["TargetPredictive"]
 
@@ -80,8 +81,6 @@ def _like(X: Any, *arrays: Array) -> tuple[Any, ...]:
 def is_count_model(likelihood: Likelihood | None) -> bool:
     """Whether ``likelihood`` is a count likelihood (Poisson, negative binomial): ``predict`` then gives the
     predictive mean (and sd) of the count, as scikit-learn's ``PoissonRegressor`` does, not the latent's."""
-    from relaxep.likelihoods.counts import CountLikelihood
-
     return isinstance(likelihood, CountLikelihood)
 
 

@@ -25,14 +25,7 @@ from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import (
-    check_device_kernel,
-    check_jitter,
-    check_kernel,
-    check_likelihood_for,
-    check_rule,
-    input_format,
-)
+from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _BinaryModel, label_of
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
@@ -192,26 +185,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
     ) -> None:
-        self.kernel = kernel
-        self.likelihood = likelihood
-        self.rule = rule
-        self.optimizer = optimizer
-        self.n_restarts_optimizer = n_restarts_optimizer
-        self.schedule = schedule
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.jitter = jitter
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.callback = callback
-        self.random_state = random_state
-        self.inducing_points = inducing_points
-        self.learn_inducing_points = learn_inducing_points
-        self.inducing_init = inducing_init
-        self.optimizer_subset = optimizer_subset
-        self.optimizer_maxiter = optimizer_maxiter
-        self.multi_class = multi_class
-        self.n_jobs = n_jobs
+        store_parameters(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -222,9 +196,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
         """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
-        check_kernel(self.kernel)
-        check_likelihood_for(self.likelihood, "GPClassifier", _LIKELIHOODS)  # (ordinal, count, regression: refused)
-        check_rule(self.rule)
+        check_model(self.kernel, self.likelihood, self.rule, "GPClassifier", _LIKELIHOODS)  # (ordinal, count: refused)
         space = namespace(X)
         xp, numpy = space.xp, space.on_host
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel, X))

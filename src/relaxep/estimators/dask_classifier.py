@@ -23,9 +23,10 @@ from numpy.typing import ArrayLike
 from sklearn.base import ClassifierMixin
 from sklearn.gaussian_process.kernels import Kernel
 
-from relaxep.estimators._checks import check_likelihood_for
+from relaxep.estimators._checks import check_likelihood_for, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask
 from relaxep.estimators._inducing_model import InducingBinaryModel
+from relaxep.estimators.classifier import GPClassifier
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 from relaxep.sites import EP, SiteRule
 
@@ -143,22 +144,7 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
         random_state: int | np.random.RandomState | None = None,
         timeout: float | None = 600.0,
     ) -> None:
-        self.client = client
-        self.kernel = kernel
-        self.likelihood = likelihood
-        self.rule = rule
-        self.inducing_points = inducing_points
-        self.learn_inducing_points = learn_inducing_points
-        self.inducing_init = inducing_init
-        self.optimizer = optimizer
-        self.optimizer_subset = optimizer_subset
-        self.optimizer_maxiter = optimizer_maxiter
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.jitter = jitter
-        self.min_step = min_step
-        self.random_state = random_state
-        self.timeout = timeout
+        store_parameters(self, locals())
 
     _owner = "DaskGPClassifier"
 
@@ -202,15 +188,7 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
     def _local_estimator(self, L_uu: Any, noise: float) -> Any:
         """The fitted ``GPClassifier`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
-        from relaxep.estimators.classifier import GPClassifier
-
-        local = GPClassifier(
-            kernel=self.kernel, likelihood=self.likelihood, rule=EP() if self.rule is None else self.rule,
-            optimizer=self.optimizer, max_sweeps=self.max_sweeps, tol=self.tol, jitter=self.jitter,
-            random_state=self.random_state, inducing_points=self.inducing_points,
-            learn_inducing_points=self.learn_inducing_points, inducing_init=self.inducing_init,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-        )  # fmt: skip
+        local = self._local_of(GPClassifier, rule=EP() if self.rule is None else self.rule)
         local.classes_ = self.classes_
         return self._hand_over(local, InducingBinaryModel, L_uu, noise)
 

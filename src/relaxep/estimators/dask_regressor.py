@@ -26,11 +26,12 @@ from sklearn.base import RegressorMixin
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
-from relaxep.estimators._checks import check_regression_likelihood
+from relaxep.estimators._checks import check_regression_likelihood, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST
+from relaxep.estimators.regressor import GPRegressor
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -100,23 +101,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         random_state: int | np.random.RandomState | None = None,
         timeout: float | None = 600.0,
     ) -> None:
-        self.client = client
-        self.kernel = kernel
-        self.likelihood = likelihood
-        self.rule = rule
-        self.alpha = alpha
-        self.normalize_y = normalize_y
-        self.inducing_points = inducing_points
-        self.learn_inducing_points = learn_inducing_points
-        self.inducing_init = inducing_init
-        self.optimizer = optimizer
-        self.optimizer_subset = optimizer_subset
-        self.optimizer_maxiter = optimizer_maxiter
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.min_step = min_step
-        self.random_state = random_state
-        self.timeout = timeout
+        store_parameters(self, locals())
 
     def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
@@ -174,16 +159,8 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
-        from relaxep.estimators.regressor import GPRegressor
-
-        local = GPRegressor(
-            self.kernel, alpha=self.alpha, optimizer=self.optimizer, normalize_y=self.normalize_y,
-            random_state=self.random_state, likelihood=Gaussian() if self.likelihood is None else self.likelihood,
-            rule=EP() if self.rule is None else self.rule, inducing_points=self.inducing_points,
-            learn_inducing_points=self.learn_inducing_points, inducing_init=self.inducing_init,
-            optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-            max_sweeps=self.max_sweeps, tol=self.tol,
-        )  # fmt: skip
+        likelihood = Gaussian() if self.likelihood is None else self.likelihood
+        local = self._local_of(GPRegressor, likelihood=likelihood, rule=EP() if self.rule is None else self.rule)
         local.y_train_, local.likelihood_ = None, self.likelihood_
         local._y_train_mean, local._y_train_std = np.float64(self._y_train_mean), np.float64(self._y_train_std)
         local._log_exposure = None

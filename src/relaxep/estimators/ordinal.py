@@ -30,7 +30,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import check_jitter, check_kernel, check_likelihood_for, check_rule, input_format
+from relaxep.estimators._checks import check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._search import ROBUST
@@ -40,6 +40,8 @@ from relaxep.likelihoods import OrdinalProbit
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["GPOrdinalClassifier"]
+
+_LIKELIHOODS = "None or a relaxep.OrdinalProbit instance"
 
 
 class _OrdinalModel(_LatentModel):
@@ -119,24 +121,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         n_jobs: int | None = None,
         decision: str = "mode",
     ) -> None:
-        self.kernel = kernel
-        self.likelihood = likelihood
-        self.rule = rule
-        self.optimizer = optimizer
-        self.n_restarts_optimizer = n_restarts_optimizer
-        self.optimizer_maxiter = optimizer_maxiter
-        self.schedule = schedule
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.jitter = jitter
-        self.warm_start = warm_start
-        self.random_state = random_state
-        self.inducing_points = inducing_points
-        self.inducing_init = inducing_init
-        self.learn_inducing_points = learn_inducing_points
-        self.optimizer_subset = optimizer_subset
-        self.n_jobs = n_jobs
-        self.decision = decision
+        store_parameters(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -146,9 +131,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPOrdinalClassifier:
         """Learn the kernel, cut-points and noise (if ``optimizer``) and run inference on ``(X, y)``."""
-        check_kernel(self.kernel)
-        check_likelihood_for(self.likelihood, "GPOrdinalClassifier", "None or a relaxep.OrdinalProbit instance")
-        check_rule(self.rule)
+        check_model(self.kernel, self.likelihood, self.rule, "GPOrdinalClassifier", _LIKELIHOODS)
         self._check_parameters()
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel))
         check_classification_targets(y)

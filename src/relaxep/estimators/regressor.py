@@ -36,6 +36,7 @@ from relaxep.estimators._checks import (
     check_regression_likelihood,
     check_rule,
     input_format,
+    store_parameters,
 )
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._exact_device import device_exact_model
@@ -157,28 +158,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
     ) -> None:
-        self.kernel = kernel
-        self.n_jobs = n_jobs
-        self.alpha = alpha
-        self.optimizer = optimizer
-        self.n_restarts_optimizer = n_restarts_optimizer
-        self.normalize_y = normalize_y
-        self.copy_X_train = copy_X_train
-        self.n_targets = n_targets
-        self.random_state = random_state
-        self.likelihood = likelihood
-        self.rule = rule
-        self.inducing_points = inducing_points
-        self.learn_inducing_points = learn_inducing_points
-        self.inducing_init = inducing_init
-        self.optimizer_subset = optimizer_subset
-        self.optimizer_maxiter = optimizer_maxiter
-        self.schedule = schedule
-        self.max_sweeps = max_sweeps
-        self.tol = tol
-        self.warm_start = warm_start
-        self.verbose = verbose
-        self.callback = callback
+        store_parameters(self, locals())
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

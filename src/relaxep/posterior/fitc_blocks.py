@@ -8,11 +8,11 @@ and every pass over the rows rebuilds them a block :math:`c` at a time,
 .. math::
     V_c^\top = k(X_c, Z)\,L_{uu}^{-\top},
 
-by the same kernel evaluation and triangular solve as :func:`~relaxep.posterior.fitc_rows.sparse_prior_rows`
+by the same kernel evaluation and triangular solve as :func:`~relaxep.posterior.fitc_prior.sparse_prior_rows`
 on numpy (blocks of ``chunk_size`` rows), so a block's rows are the stored rows there; on a device (blocks of
-:data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS`) by one product with :math:`L_{uu}^{-\top}` (:func:`row_factors`),
-the stored rows to about 2e-14.  A refresh (:func:`blocked_pass`) is then two passes, each computing the
-kernel again: the natural sums
+:data:`~relaxep.posterior.fitc_prior.DEVICE_ROWS`) by one product with :math:`L_{uu}^{-\top}` (:func:`row_factors`),
+the stored rows to about 2e-14.  A refresh (:func:`~relaxep.posterior.fitc_rows.blocked_pass` over
+:func:`kernel_rows`) is then two passes, each computing the kernel again: the natural sums
 
 .. math::
     d_i = 1 + g_i\tau_i,\qquad B = I + \textstyle\sum_c \sum_{i \in c} \frac{\tau_i}{d_i} v_iv_i^\top,\qquad
@@ -24,37 +24,27 @@ one Cholesky :math:`B = L_BL_B^\top`, :math:`m = B^{-1}b`, and the marginals
     \mu_i = \frac{v_i^\top m + g_i\nu_i}{d_i},\qquad A_{ii} = \frac{g_i}{d_i} + \frac{\|L_B^{-1}v_i\|^2}{d_i^2},
     \qquad \log|I + (Q+G)T| = \textstyle\sum_i \log d_i + \log|B|:
 
-:func:`~relaxep.posterior.fitc_rows.posterior_pass`'s answer, with twice the kernel's work.  ``rows="auto"``
-(:func:`choose_rows`) stores the rows where the memory guards let it and recomputes them otherwise.
+:func:`~relaxep.posterior.fitc_rows.posterior_pass`'s answer by the same function, with twice the kernel's
+work.  ``rows="auto"`` (:func:`choose_rows`) stores the rows where the memory guards let it and recomputes them
+otherwise.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from relaxep._threads import each_block, fold_blocks, n_threads
+from relaxep._threads import each_block, n_threads
 from relaxep._typing import Array
 from relaxep._xp import ArraySpace, check_device_memory, solve_lower
-from relaxep.errors import ImproperPosteriorError, MemoryLimitError
-from relaxep.posterior import fitc_rows
-from relaxep.posterior.fitc_rows import (
-    add_natural_sums,
-    chunks,
-    conditional_variances,
-    device_cross_kernel,
-    factor_b,
-    log_det_of,
-    natural_sums,
-    shard_marginals,
-    solve_rows,
-)
+from relaxep.errors import MemoryLimitError
+from relaxep.posterior import fitc_prior
+from relaxep.posterior.fitc_prior import conditional_variances, device_cross_kernel
+from relaxep.posterior.row_algebra import chunks, solve_rows
 
 __all__ = [
     "ROW_MODES",
-    "blocked_pass",
     "choose_rows",
     "kernel_rows",
     "recomputed_bytes",
@@ -66,15 +56,12 @@ __all__ = [
 #: ``SparsePrior(rows=...)``: store :math:`V^\top`, recompute it block by block, or choose by memory
 ROW_MODES = ("auto", "stored", "recomputed")
 
-#: the rows :math:`V_c^\top` of a row block ``c``
-RowsOf = Callable[[slice], Array]
-
 
 def row_blocks(space: ArraySpace, n: int, size: int) -> list[slice]:
     """The row blocks of a pass over ``n`` recomputed rows: ``size`` rows on numpy (the prior's ``chunk_size``,
-    the blocks :func:`~relaxep.posterior.fitc_rows.sparse_prior_rows` builds), else
-    :data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS` (those of its device path)."""
-    return list(chunks(n, size if space.on_host else fitc_rows.DEVICE_ROWS))
+    the blocks :func:`~relaxep.posterior.fitc_prior.sparse_prior_rows` builds), else
+    :data:`~relaxep.posterior.fitc_prior.DEVICE_ROWS` (those of its device path)."""
+    return list(chunks(n, size if space.on_host else fitc_prior.DEVICE_ROWS))
 
 
 def row_factors(space: ArraySpace, Z: Array, L_uu: Array) -> tuple[Array, Array]:
@@ -90,8 +77,8 @@ def kernel_rows(
     space: ArraySpace, kernel: Any, X: Array, Z: Array, L_uu: Array, c: slice, factors: tuple | None = None
 ) -> Array:
     r""":math:`V_c^\top = k(X_c, Z)L_{uu}^{-\top}` for the rows ``c`` of ``X``, computed as
-    :func:`~relaxep.posterior.fitc_rows.sparse_prior_rows` computes them (``L_uu`` in ``X``'s library; a device:
-    the kernel's closed form, :func:`~relaxep.posterior.fitc_rows.device_cross_kernel`), or on a device with
+    :func:`~relaxep.posterior.fitc_prior.sparse_prior_rows` computes them (``L_uu`` in ``X``'s library; a device:
+    the kernel's closed form, :func:`~relaxep.posterior.fitc_prior.device_cross_kernel`), or on a device with
     ``factors`` (:func:`row_factors`) by one product with :math:`L_{uu}^{-\top}`."""
     if not space.on_host and factors is not None:
         return device_cross_kernel(space, kernel, X[c, :], factors[0])[0] @ factors[1]
@@ -125,75 +112,11 @@ def recomputed_prior_rows(
     return k_diag, g
 
 
-def blocked_pass(
-    space: ArraySpace, rows_of: RowsOf, g: Array, tau: Array, nu: Array, blocks: Sequence[slice], n_jobs: int | None
-) -> tuple[Array, Array, Array, Array, float, Array, Array]:
-    r""":func:`~relaxep.posterior.fitc_rows.posterior_pass` over rows recomputed by ``rows_of(c)`` a block at a time.
-
-    The natural sums of the blocks (:func:`~relaxep.posterior.fitc_rows.natural_sums`, summed in block order),
-    :math:`L_B`, :math:`L_B^{-1}`, :math:`m` (:func:`~relaxep.posterior.fitc_rows.factor_b`), then a second
-    pass for the marginals (:func:`~relaxep.posterior.fitc_rows.shard_marginals`), recomputing the rows again.
-    numpy: the blocks on ``n_jobs`` threads; a device: one block after another, the temporaries one block's.
-
-    Parameters
-    ----------
-    space : ArraySpace
-        The rows' array library; ``g``, ``tau`` and ``nu`` are its arrays of length ``n``.
-    rows_of : callable
-        ``rows_of(c)`` is :math:`V_c^\top`, the ``len(c) x M`` rows of the block ``c``.
-    g, tau, nu : array of shape (n,)
-        The conditional variances and the sites :math:`(\tau, \nu)`.
-    blocks : sequence of slice
-        The row blocks covering ``range(n)`` in order (:func:`row_blocks`).
-    n_jobs : int or None
-        Threads for the blocks on numpy (:mod:`relaxep._threads`).
-
-    Returns
-    -------
-    tuple
-        ``(L_B, L_B^{-1}, m, b, log|I + (Q+G)T|, mu, A_ii)``, as
-        :func:`~relaxep.posterior.fitc_rows.posterior_pass` returns them (bit for bit on numpy with the
-        prior's ``chunk_size`` blocks).
-
-    Raises
-    ------
-    ImproperPosteriorError
-        Where ``posterior_pass`` raises: sites not finite, some :math:`d_i \le 0`, :math:`B` not positive
-        definite, or a marginal variance not positive.
-    """
-    xp, numpy = space.xp, space.on_host
-    if not (bool(xp.all(xp.isfinite(tau))) and bool(xp.all(xp.isfinite(nu)))):
-        raise ImproperPosteriorError("site parameters are not finite")
-    if not bool(xp.all(1.0 + g * tau > 0.0)):  # (before the kernel's work: it needs g only)
-        raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
-
-    def sums(c: slice) -> tuple[Array, Array, float, float]:
-        return natural_sums(space, rows_of(c), g[c], tau[c], nu[c])
-
-    gram, b, log_d, d_min = fold_blocks(sums, blocks, n_jobs if numpy else 1, add_natural_sums)
-    if not d_min > 0.0:
-        raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
-    chol, chol_inv, m = factor_b(space, gram, b)
-    if numpy:
-        mean, var = np.empty(g.shape[0]), np.empty(g.shape[0])
-
-        def marginals(c: slice) -> None:
-            mean[c], var[c] = shard_marginals(space, rows_of(c), g[c], tau[c], nu[c], chol_inv, m)
-
-        each_block(marginals, blocks, n_jobs)
-    else:
-        parts = [shard_marginals(space, rows_of(c), g[c], tau[c], nu[c], chol_inv, m) for c in blocks]
-        mean, var = (parts[0][k] if len(parts) == 1 else xp.concat([p[k] for p in parts], axis=0) for k in (0, 1))
-    if not bool(xp.all(var > 0.0)):
-        raise ImproperPosteriorError("a posterior marginal variance is not positive")
-    return chol, chol_inv, m, b, log_d + log_det_of(space, chol), mean, var
-
-
 # ------------------------------------------------------------------ the memory each mode needs
 def _block_and_threads(space: ArraySpace, n: int, size: int, n_jobs: int | None) -> float:
     """Rows of the blocks in flight at once: one device block, or a block per thread on numpy."""
     if not space.on_host:
-        return float(min(n, fitc_rows.DEVICE_ROWS))
+        return float(min(n, fitc_prior.DEVICE_ROWS))
     return float(min(n, size) * min(n_threads(n_jobs), -(-n // size)))
 
 
@@ -202,7 +125,7 @@ def stored_bytes(space: ArraySpace, n: int, m: int, size: int, n_jobs: int | Non
     and a block of :math:`K_{Xu}` (the guard of ``sparse_prior_rows``' device path); numpy: :math:`V^\top`, ten
     length-``n`` vectors and three ``block x M`` temporaries a thread."""
     if not space.on_host:
-        return 8.0 * m * (3.0 * n + 2.0 * min(n, fitc_rows.DEVICE_ROWS))
+        return 8.0 * m * (3.0 * n + 2.0 * min(n, fitc_prior.DEVICE_ROWS))
     return 8.0 * (n * m + 10.0 * n + 3.0 * m * _block_and_threads(space, n, size, n_jobs) + 6.0 * m * m)
 
 
@@ -233,7 +156,7 @@ def choose_rows(space: ArraySpace, X: Array, m: int, rows: str, size: int, n_job
             return "stored"
         except MemoryLimitError:
             pass
-    block = int(min(n, size if space.on_host else fitc_rows.DEVICE_ROWS))
+    block = int(min(n, size if space.on_host else fitc_prior.DEVICE_ROWS))
     check_device_memory(
         X,
         recomputed_bytes(space, n, m, size, n_jobs),

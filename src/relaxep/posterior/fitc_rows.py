@@ -24,37 +24,51 @@ sites :math:`(\tau, \nu)`
 
 A refresh is a sum over row blocks (:func:`natural_sums`, added by :func:`add_natural_sums` in block order),
 one :math:`M \times M` factorisation (:func:`factor_b`) and a map over row blocks (:func:`shard_marginals`);
-:func:`posterior_pass` is the three in one process.  The prior's rows come from :func:`inducing_factor` and
-:func:`sparse_prior_rows`; the test conditional from :func:`predict_rows`.
+:func:`blocked_pass` is the three in one process, over rows stored (:func:`posterior_pass`) or recomputed a block
+at a time (:mod:`relaxep.posterior.fitc_blocks`).  The test conditional is :func:`predict_rows`; the prior's rows
+(:math:`L_{uu}`, :math:`V^\top`, :math:`g`) come from :mod:`relaxep.posterior.fitc_prior`.
 
-Every function that branches takes the :class:`~relaxep._xp.ArraySpace` its caller holds (first argument):
-numpy on the host keeps its BLAS-3 specialisations (``syrk``, ``trsm``, ``trmm``); another array library
-(:mod:`relaxep._xp`) computes the same algebra in the operations every library has, one block on its device.
+Every function that branches takes the :class:`~relaxep._xp.ArraySpace` its caller holds (first argument), as
+the row algebra under them does (:mod:`relaxep.posterior.row_algebra`: numpy's BLAS-3 specialisations on the
+host, the operations every library has on another library's device; its names are importable from here too).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import numpy as np
 from scipy import linalg
 
-from relaxep._blas import rows_solve_lower_t, rows_times_lower_t, syrk_rows
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
-from relaxep._validation import NOT_PSD_ADVICE
-from relaxep._xp import (
-    HOST,
-    ArraySpace,
-    check_device_memory,
-    cholesky_flagged,
-    cholesky_lower,
-    on_device_of,
-    solve_lower,
+from relaxep._xp import ArraySpace, cholesky_flagged, solve_lower
+from relaxep.errors import ImproperPosteriorError
+
+# the prior's rows and the row algebra under this layer: their names importable from here too
+from relaxep.posterior.fitc_prior import (
+    DEVICE_ROWS,
+    KUU_JITTER,
+    cholesky_kuu,
+    conditional_variances,
+    device_cross_kernel,
+    inducing_factor,
+    matrices_prior,
+    sparse_prior_rows,
 )
-from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.posterior.rbf import as_scaled_rbf, rbf
+from relaxep.posterior.row_algebra import (
+    CHUNK,
+    add_weighted_gram,
+    chunks,
+    log_det_of,
+    multiply_rows,
+    row_dots,
+    row_squares,
+    rows_per_block,
+    solve_rows,
+    symmetric_from_lower,
+)
 
 __all__ = [
     "CHUNK",
@@ -63,6 +77,7 @@ __all__ = [
     "FITCRows",
     "add_natural_sums",
     "add_weighted_gram",
+    "blocked_pass",
     "cholesky_kuu",
     "chunks",
     "conditional_variances",
@@ -84,11 +99,6 @@ __all__ = [
     "sparse_prior_rows",
     "symmetric_from_lower",
 ]
-
-#: rows of V^T per chunk at M = 200 (and the default of the functions below): bounds the temporaries of a
-#: pass to CHUNK x M, and is the row block one thread takes (relaxep._threads); 1024 rows were as fast as
-#: 4096 on one thread at M = 200 (cache)
-CHUNK = 1024
 
 
 class FITCRows(Protocol):
@@ -112,72 +122,6 @@ class FITCRows(Protocol):
     def row_block(self, c: slice) -> tuple[Array, Array]: ...
 
     def posterior_pass(self, tau: Array, nu: Array) -> tuple[Array, Array, Array, Array, float, Array, Array]: ...
-
-
-def rows_per_block(n_inducing: int) -> int:
-    r"""Rows of a block for ``M`` inducing inputs: the work of :data:`CHUNK` rows at ``M = 200``
-    (:math:`M^2` multiply-adds a row), between 256 and 4096 rows.  It depends on ``M`` alone, never on
-    the thread count.  Measured on 2 cores, a learned fit at ``M = 50`` on 2 * 10^4 rows: 1024-row blocks
-    3.39 s on two threads against 2.82 s on one (the pool's overhead above the blocks' work), 16384-row
-    blocks (two, unequal) no gain, 4096-row blocks 2.13 s against 2.76 s."""
-    return int(min(max(CHUNK * 200**2 // max(n_inducing, 1) ** 2 // 32 * 32, 256), 4096))
-
-
-def chunks(n: int, size: int = CHUNK) -> Iterator[slice]:
-    """Consecutive row slices of at most ``size`` rows covering ``range(n)``."""
-    for start in range(0, n, size):
-        yield slice(start, min(start + size, n))
-
-
-def solve_rows(space: ArraySpace, lower: Array, rows: Array) -> Array:
-    r"""Rows of :math:`Y L^{-\top}` (that is :math:`(L^{-1}Y^\top)^\top`) by one BLAS-3 ``trsm`` (GIL released;
-    another array library: its triangular solve, :mod:`relaxep._xp`)."""
-    if not space.on_host:
-        return solve_lower(space.xp, lower, rows.T).T
-    return rows_solve_lower_t(lower, rows)
-
-
-def multiply_rows(space: ArraySpace, lower: Array, rows: Array) -> Array:
-    r"""Rows of :math:`Y L^\top` for lower-triangular :math:`L` by one BLAS-3 ``trmm`` (GIL released)."""
-    if not space.on_host:
-        return rows @ space.xp.tril(lower).T
-    return rows_times_lower_t(lower, rows)
-
-
-def row_dots(space: ArraySpace, left: Array, right: Array) -> Array:
-    r""":math:`x_i^\top y_i` for every row (numpy: ``einsum``)."""
-    return np.einsum("ij,ij->i", left, right) if space.on_host else space.xp.sum(left * right, axis=1)
-
-
-def row_squares(space: ArraySpace, rows: Array) -> Array:
-    r""":math:`\|y_i\|^2` for every row."""
-    return row_dots(space, rows, rows)
-
-
-def log_det_of(space: ArraySpace, chol: Array) -> float:
-    r""":math:`\log|LL^\top| = 2\sum_i \log L_{ii}` from a Cholesky factor, in its array library."""
-    xp = space.xp
-    return 2.0 * float(xp.sum(xp.log(np.diagonal(chol) if space.on_host else xp.linalg.diagonal(chol))))
-
-
-def add_weighted_gram(space: ArraySpace, gram: Array, rows: Array, weights: Array) -> Array:
-    r""":math:`C + Y^\top \operatorname{diag}(w) Y` in the lower triangle, weights of any sign (two ``syrk``;
-    ``gram`` Fortran-ordered, updated in place; another array library: one product, the whole matrix)."""
-    if not space.on_host:
-        return gram + (rows * weights[:, None]).T @ rows
-    pos, neg = weights > 0.0, weights < 0.0
-    if np.any(pos):
-        y = rows * np.sqrt(weights)[:, None] if np.all(pos) else rows[pos] * np.sqrt(weights[pos])[:, None]
-        gram = syrk_rows(gram, y, 1.0)
-    if np.any(neg):
-        gram = syrk_rows(gram, rows[neg] * np.sqrt(-weights[neg])[:, None], -1.0)
-    return gram
-
-
-def symmetric_from_lower(space: ArraySpace, lower: Array) -> Array:
-    """The symmetric matrix whose lower triangle is that of ``lower`` (exactly symmetric)."""
-    xp = space.xp
-    return xp.tril(lower) + xp.tril(lower, k=-1).T
 
 
 def natural_sums(space: ArraySpace, rows: Array, g: Array, tau: Array, nu: Array) -> tuple[Array, Array, float, float]:
@@ -265,51 +209,77 @@ def shard_marginals(
     return (rows @ m + g * nu) / d, g / d + s / d**2
 
 
-def posterior_pass(
-    space: ArraySpace, Vt: Array, g: Array, tau: Array, nu: Array, size: int, n_jobs: int | None
+#: the rows :math:`V_c^\top` of a row block ``c``
+RowsOf = Callable[[slice], Array]
+
+
+def blocked_pass(
+    space: ArraySpace, rows_of: RowsOf, g: Array, tau: Array, nu: Array, blocks: Sequence[slice], n_jobs: int | None
 ) -> tuple[Array, Array, Array, Array, float, Array, Array]:
-    r"""A refresh from the sites: the Gram and ``b`` sums (:func:`natural_sums`), :math:`L_B`, :math:`L_B^{-1}`,
-    :math:`m` (:func:`factor_b`) and the marginals (:func:`shard_marginals`); ``(L_B, L_B^{-1}, m, b,
-    \log|I + (Q+G)T| = \sum\log d_i + \log|B|, \mu, A_{ii})``.  numpy: row blocks of ``size`` on
-    ``n_jobs`` threads, summed in block order; another array library: one block, its own scheduling.
-    Raises :class:`~relaxep.ImproperPosteriorError` where the sites make the posterior improper."""
+    r"""A refresh from the sites over the rows ``rows_of(c)`` of the row blocks ``c``, stored or recomputed.
+
+    The natural sums of the blocks (:func:`natural_sums`, summed in block order), :math:`L_B`, :math:`L_B^{-1}`,
+    :math:`m` (:func:`factor_b`), then a second pass for the marginals (:func:`shard_marginals`), asking
+    ``rows_of`` for each block's rows again (:mod:`relaxep.posterior.fitc_blocks` recomputes them there).
+    numpy: the blocks on ``n_jobs`` threads; a device: one block after another, the temporaries one block's.
+
+    Parameters
+    ----------
+    space : ArraySpace
+        The rows' array library; ``g``, ``tau`` and ``nu`` are its arrays of length ``n``.
+    rows_of : callable
+        ``rows_of(c)`` is :math:`V_c^\top`, the ``len(c) x M`` rows of the block ``c``.
+    g, tau, nu : array of shape (n,)
+        The conditional variances and the sites :math:`(\tau, \nu)`.
+    blocks : sequence of slice
+        The row blocks covering ``range(n)`` in order, fixed by ``n``, never by the threads.
+    n_jobs : int or None
+        Threads for the blocks on numpy (:mod:`relaxep._threads`).
+
+    Returns
+    -------
+    tuple
+        ``(L_B, L_B^{-1}, m, b, log|I + (Q+G)T| = sum log d_i + log|B|, mu, A_ii)``.
+
+    Raises
+    ------
+    ImproperPosteriorError
+        Where the sites are not finite, some :math:`d_i \le 0` (checked before the rows are asked for),
+        :math:`B` is not positive definite, or a marginal variance is not positive.
+    """
     xp, numpy = space.xp, space.on_host
     if not (bool(xp.all(xp.isfinite(tau))) and bool(xp.all(xp.isfinite(nu)))):
         raise ImproperPosteriorError("site parameters are not finite")
-    blocks = list(chunks(Vt.shape[0], size)) if numpy else [slice(None)]  # fixed by n, never by the threads
+    if not bool(xp.all(1.0 + g * tau > 0.0)):  # (natural_sums' d: every block's least d is then positive)
+        raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
 
     def sums(c: slice) -> tuple[Array, Array, float, float]:
-        return natural_sums(space, Vt[c, :], g[c], tau[c], nu[c])
+        return natural_sums(space, rows_of(c), g[c], tau[c], nu[c])
 
-    gram, b, log_d, d_min = fold_blocks(sums, blocks, n_jobs, add_natural_sums)
-    if not d_min > 0.0:
-        raise ImproperPosteriorError("1 + g_i tau_i <= 0 for some site: the FITC posterior is improper")
+    gram, b, log_d, _d_min = fold_blocks(sums, blocks, n_jobs if numpy else 1, add_natural_sums)
     chol, chol_inv, m = factor_b(space, gram, b)
     if numpy:
-        mean, var = np.empty(Vt.shape[0]), np.empty(Vt.shape[0])
+        mean, var = np.empty(g.shape[0]), np.empty(g.shape[0])
 
         def marginals(c: slice) -> None:
-            mean[c], var[c] = shard_marginals(space, Vt[c], g[c], tau[c], nu[c], chol_inv, m)
+            mean[c], var[c] = shard_marginals(space, rows_of(c), g[c], tau[c], nu[c], chol_inv, m)
 
         each_block(marginals, blocks, n_jobs)
     else:
-        mean, var = shard_marginals(space, Vt, g, tau, nu, chol_inv, m)
+        parts = [shard_marginals(space, rows_of(c), g[c], tau[c], nu[c], chol_inv, m) for c in blocks]
+        mean, var = (parts[0][k] if len(parts) == 1 else xp.concat([p[k] for p in parts], axis=0) for k in (0, 1))
     if not bool(xp.all(var > 0.0)):
         raise ImproperPosteriorError("a posterior marginal variance is not positive")
     return chol, chol_inv, m, b, log_d + log_det_of(space, chol), mean, var
 
 
-def matrices_prior(space: ArraySpace, K_uu: Array, K_fu: Array, size: int) -> tuple[Array, Array, Array]:
-    r""":math:`K_{uu}` symmetrised, its Cholesky factor and :math:`V^\top = K_{fu}L_{uu}^{-\top}` (numpy: in row
-    blocks of ``size``), in the matrices' array library."""
-    k_uu = 0.5 * (K_uu + K_uu.T)
-    factor = cholesky_kuu(space, k_uu)
-    if not space.on_host:
-        return k_uu, factor, solve_rows(space, factor, K_fu)
-    rows = np.empty(K_fu.shape)
-    for c in chunks(K_fu.shape[0], size):
-        rows[c] = solve_rows(space, factor, K_fu[c])
-    return k_uu, factor, rows
+def posterior_pass(
+    space: ArraySpace, Vt: Array, g: Array, tau: Array, nu: Array, size: int, n_jobs: int | None
+) -> tuple[Array, Array, Array, Array, float, Array, Array]:
+    r""":func:`blocked_pass` over the stored rows :math:`V^\top`: numpy in row blocks of ``size`` on ``n_jobs``
+    threads, summed in block order; another array library in one block, its own scheduling."""
+    blocks = list(chunks(Vt.shape[0], size)) if space.on_host else [slice(None)]
+    return blocked_pass(space, lambda c: Vt[c, :], g, tau, nu, blocks, n_jobs)
 
 
 def predict_rows(
@@ -344,101 +314,3 @@ def predict_rows(
 
     each_block(block, list(chunks(cross_kernel.shape[0], size)), n_jobs)
     return mean, np.maximum(var, 0.0)
-
-
-# ------------------------------------------------------------------ the prior's pieces
-#: relative jitter on K_uu (SparsePrior's default): K_uu + KUU_JITTER * mean(diag K_uu) I
-KUU_JITTER = 1e-6
-
-
-def cholesky_kuu(space: ArraySpace, k_uu: Array) -> Array:
-    """The lower Cholesky factor of :math:`K_{uu}`, in its array library (raises
-    :class:`~relaxep.KernelNotPositiveDefiniteError`)."""
-    factor = cholesky_lower(space.xp, k_uu)
-    if factor is None:
-        raise KernelNotPositiveDefiniteError(
-            f"K_uu (the kernel at the inducing inputs) has no Cholesky factor: are two inducing inputs equal? "
-            f"{NOT_PSD_ADVICE}"
-        )
-    return factor
-
-
-def inducing_factor(kernel: Any, Z: Array, jitter: float = KUU_JITTER) -> tuple[Array, Array, float]:
-    r""":math:`K_{uu} = k(Z, Z) + \epsilon\,\overline{\operatorname{diag}k(Z, Z)}\,I` (symmetrised), its
-    Cholesky factor :math:`L_{uu}` and the absolute jitter added, for the relative ``jitter`` :math:`\epsilon`."""
-    k_uu = np.asarray(kernel(Z, Z), dtype=float)
-    kuu_jitter = jitter * float(np.mean(np.diagonal(k_uu)))
-    k_uu[np.diag_indices_from(k_uu)] += kuu_jitter
-    k_uu = 0.5 * (k_uu + k_uu.T)
-    return k_uu, cholesky_kuu(HOST, k_uu), kuu_jitter
-
-
-def conditional_variances(space: ArraySpace, k_diag: Array, rows: Array) -> Array:
-    r""":math:`g_i = \max(k_{ii} - \|v_i\|^2, 0)`: the prior variances FITC keeps beside :math:`Q`."""
-    diff = k_diag - row_squares(space, rows)
-    return space.xp.maximum(diff, space.xp.zeros_like(diff))
-
-
-def sparse_prior_rows(
-    space: ArraySpace,
-    kernel: Any,
-    X: Array,
-    Z: Array,
-    L_uu: Array,
-    latent_noise: float = 0.0,
-    size: int = CHUNK,
-    n_jobs: int | None = 1,
-) -> tuple[Array, Array, Array]:
-    r"""The FITC prior's rows at ``X``: :math:`V^\top = K_{Xu}L_{uu}^{-\top}` (in chunks of ``size`` rows, on
-    ``n_jobs`` threads: :mod:`relaxep._threads`),
-    :math:`k_{ii}` + ``latent_noise`` and :math:`g` (:func:`conditional_variances`).
-
-    :class:`~relaxep.posterior.SparsePrior` builds its rows by this function, as each Dask shard builds its own.
-    ``X`` of another array library (:mod:`relaxep._xp`): the kernel's closed-form view (``RBF`` or
-    ``ConstantKernel * RBF``) evaluated there, in blocks of :data:`DEVICE_ROWS` rows.
-    """
-    if not space.on_host:
-        return _device_rows(space, kernel, X, Z, L_uu, latent_noise)
-    rows = np.empty((X.shape[0], Z.shape[0]))
-
-    def block(c: slice) -> None:
-        rows[c] = solve_rows(space, L_uu, np.asarray(kernel(X[c], Z), dtype=float))
-
-    each_block(block, list(chunks(X.shape[0], size)), n_jobs)
-    k_diag = np.asarray(kernel.diag(X), dtype=float) + latent_noise
-    return rows, k_diag, conditional_variances(space, k_diag, rows)
-
-
-#: rows of K_Xu per block on another library's device (bounds its temporaries to DEVICE_ROWS x M)
-DEVICE_ROWS = 1 << 18
-
-
-def _device_rows(space: ArraySpace, kernel: Any, X: Array, Z: Array, L_uu: Array, latent_noise: float) -> tuple:
-    n, m = X.shape[0], Z.shape[0]
-    check_device_memory(  # V^T, a refresh's two n x M temporaries and a block of K_Xu
-        X, 8.0 * m * (3.0 * n + 2.0 * min(n, DEVICE_ROWS)),
-        f'a sparse GP on n = {n} rows with M = {m} inducing inputs, its rows stored (rows="stored": V^T, n x M)',
-        'use rows="recomputed" (V^T rebuilt in blocks: memory O(n + M^2)), fewer inducing inputs (M), or the CPU',
-    )  # fmt: skip
-    L_dev = on_device_of(L_uu, X)
-    rows, diag = [], []
-    for c in chunks(X.shape[0], DEVICE_ROWS):
-        cross, k_cc = device_cross_kernel(space, kernel, X[c, :], Z)
-        rows.append(solve_rows(space, L_dev, cross))
-        diag.append(k_cc + latent_noise)
-    rows_all, k_diag = (parts[0] if len(parts) == 1 else space.xp.concat(parts, axis=0) for parts in (rows, diag))
-    return rows_all, k_diag, conditional_variances(space, k_diag, rows_all)
-
-
-def device_cross_kernel(space: ArraySpace, kernel: Any, X: Array, Z: Array) -> tuple[Array, Array]:
-    r""":math:`k(X, Z)` and :math:`k(x, x)` on ``X``'s device, by the kernel's closed-form view (``RBF`` or
-    ``ConstantKernel * RBF``; ``TypeError`` naming them for another kernel)."""
-    try:
-        view = as_scaled_rbf(kernel, X.shape[1])
-    except TypeError as exc:
-        raise TypeError(
-            f"kernel: on arrays other than numpy's the FITC prior evaluates RBF or ConstantKernel * RBF, got {kernel!r}"
-        ) from exc
-    diag = space.xp.full((X.shape[0],), view.constant, dtype=X.dtype, device=space.device)
-    Z = on_device_of(np.asarray(Z, dtype=float), X) if isinstance(Z, np.ndarray) else Z  # (or already there)
-    return rbf(view, X, Z, space), diag

@@ -48,27 +48,20 @@ from relaxep._validation import check_prior_scale
 from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, to_numpy
 from relaxep.errors import ImproperPosteriorError
 from relaxep.posterior.base import Prior
-from relaxep.posterior.fitc_blocks import (
-    blocked_pass,
-    choose_rows,
-    kernel_rows,
-    recomputed_prior_rows,
-    row_blocks,
-    row_factors,
-)
+from relaxep.posterior.fitc_blocks import choose_rows, kernel_rows, recomputed_prior_rows, row_blocks, row_factors
 
-# the row-block functions live in fitc_rows (shared with the Dask shards and the stochastic search)
-from relaxep.posterior.fitc_rows import (
+# the row-block functions live in fitc_prior (the rows), fitc_rows (the refresh) and row_algebra, shared with the
+# Dask shards and the stochastic search
+from relaxep.posterior.fitc_prior import (
     KUU_JITTER,
     conditional_variances,
     device_cross_kernel,
-    device_pass,
     inducing_factor,
     matrices_prior,
-    posterior_pass,
-    rows_per_block,
     sparse_prior_rows,
 )
+from relaxep.posterior.fitc_rows import blocked_pass, device_pass, posterior_pass
+from relaxep.posterior.row_algebra import rows_per_block
 from relaxep.posterior.sparse_posterior import SparsePosterior
 
 __all__ = ["DTC_FLOOR", "SparsePosterior", "SparsePrior"]
@@ -96,7 +89,7 @@ class SparsePrior(Prior):
         Relative jitter on :math:`K_{uu}`: :math:`K_{uu} + \epsilon\,\overline{\operatorname{diag}K_{uu}}\,I`.
     chunk_size : int or None, default None
         Rows per pass (temporaries are ``chunk_size x M``): the row block one thread takes.  ``None``:
-        :func:`~relaxep.posterior.fitc_rows.rows_per_block` of ``M`` (1024 at ``M = 200``).
+        :func:`~relaxep.posterior.row_algebra.rows_per_block` of ``M`` (1024 at ``M = 200``).
     conditional : {"fitc", "dtc"}, default "fitc"
         The diagonal kept beside :math:`Q`: ``"fitc"`` :math:`g_i = k_{ii} - Q_{ii}` (+ ``latent_noise``), the
         prior above; ``"dtc"`` only ``latent_noise``, at least :data:`DTC_FLOOR` times the mean prior variance
@@ -116,7 +109,7 @@ class SparsePrior(Prior):
 
     Memory: :math:`V^\top` (``n x M``) and :math:`M \times M` factors; :math:`K_{uf}` is never held whole.
     With ``rows="recomputed"``, :math:`O(n + M^2)` and one block of rows (``chunk_size`` rows a thread on
-    numpy, :data:`~relaxep.posterior.fitc_rows.DEVICE_ROWS` on a device).
+    numpy, :data:`~relaxep.posterior.fitc_prior.DEVICE_ROWS` on a device).
 
     Raises
     ------
@@ -256,8 +249,9 @@ class SparsePrior(Prior):
         ``(L_B, L_B^{-1}, m, b, log|I + (Q+G)T|, mu, A_ii)``.
 
         Stored rows: :func:`~relaxep.posterior.fitc_rows.posterior_pass`; recomputed rows:
-        :func:`~relaxep.posterior.fitc_blocks.blocked_pass` over :meth:`row_block` (the same answer; bit for bit
-        on numpy).  Raises :class:`~relaxep.ImproperPosteriorError` where the sites make the posterior improper.
+        :func:`~relaxep.posterior.fitc_rows.blocked_pass` over :meth:`row_block` (the same function; the same
+        answer, bit for bit on numpy).  Raises :class:`~relaxep.ImproperPosteriorError` where the sites make the
+        posterior improper.
         """
         if not self.space.on_host:  # (numpy sites: moved to the prior's device)
             tau, nu = (on_device_of(a, self.L_uu) if isinstance(a, np.ndarray) else a for a in (tau, nu))

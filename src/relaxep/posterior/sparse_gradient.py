@@ -36,8 +36,9 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._threads import fold_blocks
 from relaxep._typing import Array
 from relaxep._xp import HOST, ArraySpace, on_device_of, to_numpy
-from relaxep.posterior.fitc_rows import DEVICE_ROWS, add_weighted_gram, chunks, symmetric_from_lower
+from relaxep.posterior.fitc_prior import DEVICE_ROWS
 from relaxep.posterior.rbf import ScaledRBF, as_scaled_rbf, rbf
+from relaxep.posterior.row_algebra import add_weighted_gram, chunks, symmetric_from_lower
 from relaxep.posterior.sparse_posterior import SparsePosterior
 
 __all__ = [

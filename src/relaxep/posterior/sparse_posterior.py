@@ -1,7 +1,7 @@
 r"""The FITC posterior (:class:`SparsePosterior`) of a :class:`~relaxep.posterior.SparsePrior`: the sites, the
 refresh that recomputes the posterior from them in row blocks (the prior's ``posterior_pass``: stored rows by
 :func:`~relaxep.posterior.fitc_rows.posterior_pass`, recomputed ones by
-:func:`~relaxep.posterior.fitc_blocks.blocked_pass`), predictions, and the sequential path's :math:`O(M^2)`
+:func:`~relaxep.posterior.fitc_rows.blocked_pass`), predictions, and the sequential path's :math:`O(M^2)`
 Sherman-Morrison updates of :math:`\Sigma = B^{-1}`.
 
 The equations are in :mod:`relaxep.posterior.sparse` (the prior's module) and :mod:`relaxep.posterior.fitc_rows`.
