@@ -8,8 +8,8 @@ plan and the data to a model (:func:`~relaxep.estimators._latent_fit.fit_latent`
 ends ``fit`` with :meth:`_GPEstimatorBase._finish`, whose hook :meth:`_GPEstimatorBase._decode` stores what the
 model learned in the estimator's own terms.  A new estimator writes its ``__init__`` (scikit-learn asks for each
 parameter listed and stored as given), its checks of the data and its model; for a model of two latent
-functions (:class:`~relaxep.estimators._two_latent_model._TwoLatentModel`; ``tests/two_latent_model.py`` is one
-written so), say::
+functions (:class:`~relaxep.estimators._two_latent_model._TwoLatentModel`; ``tests/test_two_latent_model.py``
+holds one written so), say::
 
     def fit(self, X, y):
         self._check_parameters()
