@@ -121,7 +121,6 @@ class HyperVector:
     def split(self, x: Array) -> tuple[Any, Likelihood | None, Array | None]:
         """``x`` as (kernel, or the tuple of kernels; likelihood; ``Z`` or ``None`` where not learned), each a new
         object (the mean: :meth:`mean_at`)."""
-        x = np.asarray(x, dtype=float)
         ends = np.cumsum([0, *self.kernel_sizes])
         kernels = tuple(
             k.clone_with_theta(x[a:b]) for k, a, b in zip(_blocks(self.kernel), ends[:-1], ends[1:], strict=True)
