@@ -1,18 +1,22 @@
-r"""What the one-process estimators share (:class:`~relaxep.GPClassifier`, :class:`~relaxep.GPRegressor`,
-:class:`~relaxep.GPOrdinalClassifier`): the search, the plan of a fit, the fit's epilogue and the evidence.
+r"""What the estimators share: the checks of the numeric parameters, the search, the fit's epilogue and the
+evidence (:class:`_GPEstimatorBase`, every estimator's), and the plan of a one-latent fit
+(:class:`_LatentGPEstimator`: :class:`~relaxep.GPClassifier`, :class:`~relaxep.GPRegressor`,
+:class:`~relaxep.GPOrdinalClassifier`, :class:`~relaxep.GPPreferenceLearner`).
 
 An estimator validates its parameters and data, makes the plan (:meth:`_LatentGPEstimator._plan`), hands the
 plan and the data to a model (:func:`~relaxep.estimators._latent_fit.fit_latent`, or a model of its own), and
-ends ``fit`` with :meth:`_LatentGPEstimator._finish`.  A new estimator writes its ``__init__`` (scikit-learn
-asks for each parameter listed and stored as given), its checks of the data and its model; for a model of
-two latent functions, say::
+ends ``fit`` with :meth:`_GPEstimatorBase._finish`, whose hook :meth:`_GPEstimatorBase._decode` stores what the
+model learned in the estimator's own terms.  A new estimator writes its ``__init__`` (scikit-learn asks for each
+parameter listed and stored as given), its checks of the data and its model; for a model of two latent
+functions (:class:`~relaxep.estimators._two_latent_model._TwoLatentModel`; ``tests/test_two_latent_model.py``
+holds one written so), say::
 
     def fit(self, X, y):
         self._check_parameters()
         X, y = validate_data(self, X, y)
-        self.kernel_ = clone(self.kernel)
-        model, report = fit_latent(self._plan(X, n_learned), _TwoLatentModel, self.kernel_, likelihood, rule,
-                                   X, y, self.jitter)
+        model = _TwoLatentModel(likelihood, X, y, None, rule, self.max_sweeps, self.tol)
+        report = model.fit((clone(self.kernel), clone(self.scale_kernel)), ConstantMean(0.0, (-10.0, 10.0)),
+                           self._search(), self._rng())
         return self._finish(model, report)
 """
 
@@ -33,16 +37,14 @@ from relaxep.estimators._latent_fit import LatentFit
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
 
-__all__ = ["_LatentGPEstimator"]
+__all__ = ["_GPEstimatorBase", "_LatentGPEstimator"]
 
 
-class _LatentGPEstimator(BaseEstimator):
-    """The base of the one-process estimators (module docstring).
+class _GPEstimatorBase(BaseEstimator):
+    """The base of every estimator (module docstring).
 
-    Subclasses store the parameters read here: ``optimizer``, ``n_restarts_optimizer``, ``optimizer_maxiter``,
-    ``schedule``, ``max_sweeps``, ``tol``, ``warm_start``, ``random_state``, ``inducing_points``,
-    ``inducing_init``, ``learn_inducing_points``, ``optimizer_subset``, ``n_jobs`` (and ``verbose``,
-    ``callback`` where they take them).
+    Subclasses store the parameters read here: ``optimizer``, ``n_restarts_optimizer``, ``max_sweeps``, ``tol``,
+    ``random_state`` (and ``optimizer_maxiter``, ``n_jobs``, ``verbose``, ``callback`` where they take them).
     """
 
     #: how the search treats the runs that fail (:class:`~relaxep.estimators._search.SearchPolicy`)
@@ -52,23 +54,17 @@ class _LatentGPEstimator(BaseEstimator):
     learns_likelihood: ClassVar[bool] = False
     #: ``log_marginal_likelihood(None, eval_gradient=True)``'s message
     no_gradient_message: ClassVar[str] = "gradient can only be evaluated for theta != None"
-    #: the search's progress options, where an estimator takes none
+    #: the search's options, where an estimator takes none
     verbose: int = 0
     callback: Any = None
+    optimizer_maxiter: int | None = None
+    n_jobs: int | None = None
 
     optimizer: Any
     n_restarts_optimizer: int
-    optimizer_maxiter: int | None
-    schedule: Any
     max_sweeps: int
     tol: float
-    warm_start: bool
     random_state: Any
-    inducing_points: Any
-    inducing_init: str
-    learn_inducing_points: bool
-    optimizer_subset: int | None
-    n_jobs: int | None
     kernel_: Any
     model_: Any
     log_marginal_likelihood_value_: float
@@ -97,30 +93,11 @@ class _LatentGPEstimator(BaseEstimator):
             callback=self.callback, maxfun=maxfun,
         )  # fmt: skip
 
-    def _plan(self, X: Any, n_learned: int, dense: bool = False) -> LatentFit:
-        """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
-        ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`) and not
-        ``dense`` (a sparse model that learns its kernel by a dense search first)."""
-        sparse = None
-        if self.inducing_points is not None and not dense:
-            sparse = SparseFit.plan(
-                X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
-                learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
-                optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
-                n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
-                n_jobs=self.n_jobs,
-            )  # fmt: skip
-        search = self._search(sparse)
-        learn = sparse is None and self.optimizer is not None and n_learned > 0
-        return LatentFit(
-            self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
-            self._rng() if learn else None, sparse,
-        )  # fmt: skip
-
     def _finish(self, model: Any, report: FitReport) -> Any:
         """The fit's epilogue: the fitted model and what it learned stored (``model_``, ``kernel_``,
-        ``likelihood_``, ``inducing_points_``, ``result_``, the evidence), the report's warnings issued at the
-        user's ``fit`` line; returns the estimator.  Called as ``return self._finish(model, report)``."""
+        ``likelihood_``, ``inducing_points_``, ``result_``, the evidence, then :meth:`_decode`'s), the report's
+        warnings issued at the user's ``fit`` line; returns the estimator.  Called as
+        ``return self._finish(model, report)``."""
         self.kernel_ = model.kernel_
         if self.learns_likelihood:
             self.likelihood_ = model.likelihood
@@ -129,8 +106,13 @@ class _LatentGPEstimator(BaseEstimator):
         self.result_ = model.result_
         self.log_marginal_likelihood_value_ = float(model.result_.log_evidence)
         self.model_ = model
+        self._decode(model)
         report.warn(stacklevel=3)
         return self
+
+    def _decode(self, model: Any) -> None:
+        """What the model learned, in the estimator's terms, after :meth:`_finish` stored the model's own (a
+        subclass's hook: the preference learner's utility kernel, the heteroscedastic regressor's noise)."""
 
     # ------------------------------------------------------------ evidence
     def log_marginal_likelihood(
@@ -168,3 +150,38 @@ class _LatentGPEstimator(BaseEstimator):
                 f"theta must have {k} entries (kernel_.theta) or {full} (kernel_.theta, likelihood_.theta), "
                 f"got shape {theta.shape}"
             )
+
+
+class _LatentGPEstimator(_GPEstimatorBase):
+    """The base of the one-latent estimators (module docstring): the plan of a fit, dense or sparse.
+
+    Subclasses store, beside :class:`_GPEstimatorBase`'s, the parameters read here: ``schedule``, ``warm_start``,
+    ``inducing_points``, ``inducing_init``, ``learn_inducing_points``, ``optimizer_subset``.
+    """
+
+    schedule: Any
+    warm_start: bool
+    inducing_points: Any
+    inducing_init: str
+    learn_inducing_points: bool
+    optimizer_subset: int | None
+
+    def _plan(self, X: Any, n_learned: int, dense: bool = False) -> LatentFit:
+        """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
+        ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`) and not
+        ``dense`` (a sparse model that learns its kernel by a dense search first)."""
+        sparse = None
+        if self.inducing_points is not None and not dense:
+            sparse = SparseFit.plan(
+                X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
+                learn_inducing_points=self.learn_inducing_points, optimizer=self.optimizer,
+                optimizer_subset=self.optimizer_subset, optimizer_maxiter=self.optimizer_maxiter,
+                n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
+                n_jobs=self.n_jobs,
+            )  # fmt: skip
+        search = self._search(sparse)
+        learn = sparse is None and self.optimizer is not None and n_learned > 0
+        return LatentFit(
+            self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
+            self._rng() if learn else None, sparse,
+        )  # fmt: skip

@@ -6,8 +6,9 @@ r"""``GPHeteroscedasticRegressor``: Gaussian process regression with input-depen
 
 both latents' posteriors by EP with factorised sites (Tolvanen, Jylänki & Vehtari 2014, "Expectation propagation
 for nonstationary heteroscedastic Gaussian process regression", MLSP): the tilted moments by one-dimensional
-quadrature (:mod:`relaxep.likelihoods.heteroscedastic`), the engine :mod:`relaxep.inference.two_latent`, the fitted
-model :mod:`relaxep.estimators._heteroscedastic_model`.  The kernels' hyperparameters and :math:`c` maximise the EP
+quadrature (:class:`~relaxep.likelihoods.Heteroscedastic`), the engine :mod:`relaxep.inference.two_latent`, the
+fitted model :mod:`relaxep.estimators._two_latent_model`, on the estimators' base
+(:class:`~relaxep.estimators._base._GPEstimatorBase`).  The kernels' hyperparameters and :math:`c` maximise the EP
 evidence by L-BFGS-B with its analytic gradient.
 """
 
@@ -18,29 +19,21 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator, RegressorMixin, clone
+from sklearn.base import RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
-from relaxep._validation import check_positive_int, check_positive_number, check_unit_interval
-from relaxep.estimators._checks import (
-    check_host_arrays,
-    check_kernel,
-    check_restarts,
-    random_state_of,
-    require_scaled_rbf,
-)
-from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel, TwoKernelVector
+from relaxep._validation import check_positive_int, check_unit_interval
+from relaxep.estimators._base import _GPEstimatorBase
+from relaxep.estimators._checks import check_host_arrays, check_kernel, random_state_of, require_scaled_rbf
+from relaxep.estimators._hyper import ConstantMean, HyperVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
-from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
+from relaxep.estimators._search import ROBUST
+from relaxep.estimators._two_latent_model import _TwoLatentModel
 from relaxep.inference.two_latent import rule_powers
-from relaxep.likelihoods.heteroscedastic import (
-    noise_sd_moments,
-    predictive_log_density,
-    predictive_quantiles,
-)
+from relaxep.likelihoods import Heteroscedastic
 from relaxep.sites import SiteRule
 
 __all__ = ["GPHeteroscedasticRegressor"]
@@ -54,7 +47,7 @@ def _default_kernel() -> Kernel:
     return ConstantKernel(1.0) * RBF(1.0)
 
 
-class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
+class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
     r"""Gaussian process regression whose noise variance is a second Gaussian process (by EP).
 
     :math:`y = f(x) + \epsilon`, :math:`\epsilon \sim N(0, e^{g(x)})`, :math:`f \sim GP(0, k_f)` (``kernel``),
@@ -114,6 +107,10 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
     inducing_points_ : ndarray of shape (M, d) (sparse fits)
     """
 
+    #: backtrack from a failed run, give a stalled one up (:data:`~relaxep.estimators._search.ROBUST`)
+    search_policy = ROBUST
+    no_gradient_message = "Gradient can only be evaluated for theta!=None"
+
     def __init__(
         self,
         kernel: Kernel | None = None,
@@ -147,6 +144,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
 
     # ------------------------------------------------------------------ fit
     def _check_parameters(self) -> None:
+        super()._check_parameters()
         check_kernel(self.kernel)
         if self.noise_kernel is not None and not isinstance(self.noise_kernel, Kernel):
             raise TypeError(
@@ -157,9 +155,6 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
             if not isinstance(self.rule, SiteRule):
                 raise TypeError(f"rule must be 'auto', EP(), PowerEP(u) or FractionalEP(fraction), got {self.rule!r}")
             rule_powers(self.rule)  # (refuses RelaxedEP with its reason)
-        check_positive_int(self.max_sweeps, "max_sweeps")
-        check_positive_number(self.tol, "tol")
-        check_restarts(self.n_restarts_optimizer)
         if self.noise_mean is not None:
             try:
                 finite = bool(np.isfinite(float(self.noise_mean)))
@@ -201,7 +196,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
             self._y_mean, self._y_std = 0.0, 1.0
         self.X_train_ = np.copy(X) if self.copy_X_train else X
         self.y_train_ = (y - self._y_mean) / self._y_std
-        rng = random_state_of(self.random_state)
+        rng = self._rng()
         Z = None
         spec = self.inducing_points
         if isinstance(spec, str) and spec == "auto":
@@ -210,7 +205,6 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"inducing_points must be 'auto', None, an int or an (M, d) array, got {spec!r}")
         if spec is not None:
             Z = initial_inducing_points(X, check_inducing_points(spec, X.shape[1]), "kmeans", rng)
-            self.inducing_points_ = Z
             if self.optimizer is not None:
                 self._check_sparse_kernels(X.shape[1])
         variance = float(np.var(self.y_train_))
@@ -219,21 +213,16 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         bounds = self.noise_mean_bounds
         if isinstance(bounds, str):
             bounds = None if bounds == "fixed" else (log_var - 25.0, log_var + 5.0)
-        hyper = TwoKernelVector(self.kernel_, self.noise_kernel_, offset, bounds)
-        model = HeteroscedasticModel(self.X_train_, self.y_train_, Z, self.rule, self.max_sweeps, self.tol)
+        model = _TwoLatentModel(Heteroscedastic(), self.X_train_, self.y_train_, Z, self.rule, self.max_sweeps,
+                                self.tol)  # fmt: skip
+        search = self._search() if self.optimizer is not None else None
         with fit_threads(X.shape[0], dense=Z is None):
-            if self.optimizer is not None and hyper.size:
-                search = _EvidenceSearch(self.optimizer, self.n_restarts_optimizer, backtrack=True)
-                best = search.maximise(lambda x, eval_gradient: model.evidence(hyper, x, eval_gradient), hyper, rng)
-                if best is not None:
-                    self.kernel_, self.noise_kernel_, offset = hyper.split(best)
-            result = model.fit(self.kernel_, self.noise_kernel_, offset)
-        self.model_, self.result_, self.noise_mean_ = model, result, float(offset)
-        self.n_iter_, self.converged_ = result.n_sweeps, result.converged
-        self.log_marginal_likelihood_value_ = float(result.log_evidence)
-        learned = at_bounds(self.kernel_) + at_bounds(self.noise_kernel_) if self.optimizer is not None else ()
-        FitReport(result.status, result.n_sweeps, result.trace, result.n_skipped, learned).warn(stacklevel=2)
-        return self
+            report = model.fit((self.kernel_, self.noise_kernel_), ConstantMean(offset, bounds), search, rng)
+        return self._finish(model, report)
+
+    def _decode(self, model: _TwoLatentModel) -> None:
+        self.noise_kernel_, self.noise_mean_ = model.kernels_[1], model.offset
+        self.n_iter_, self.converged_ = model.result_.n_sweeps, model.result_.converged
 
     def _check_sparse_kernels(self, n_features: int) -> None:
         for name, kernel in (("kernel", self.kernel_), ("noise_kernel", self.noise_kernel_)):
@@ -273,9 +262,9 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
 
     def predict_noise(self, X: ArrayLike, return_std: bool = False) -> Array | tuple[Array, Array]:
         r"""Posterior mean of the noise standard deviation :math:`e^{g/2}` at ``X`` (and its sd), in ``y``'s units:
-        :math:`E[e^{g/2}] = e^{\mu_g/2 + v_g/8}` (:func:`~relaxep.likelihoods.heteroscedastic.noise_sd_moments`)."""
+        :math:`E[e^{g/2}] = e^{\mu_g/2 + v_g/8}` (:meth:`~relaxep.likelihoods.Heteroscedastic.scale_moments`)."""
         _, _, mean_g, var_g = self._latents(X)
-        mean, sd = noise_sd_moments(mean_g, var_g)
+        mean, sd = self.model_.likelihood.scale_moments(mean_g, var_g)
         return (self._y_std * mean, self._y_std * sd) if return_std else self._y_std * mean
 
     def predict_interval(self, X: ArrayLike, level: float = 0.9) -> tuple[Array, Array]:
@@ -286,7 +275,8 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"level must be in (0, 1), got {level!r}")
         mf, vf, mg, vg = self._latents(X)
         tail = 0.5 * (1.0 - float(level))
-        low, high = predictive_quantiles(tail, mf, vf, mg, vg), predictive_quantiles(1.0 - tail, mf, vf, mg, vg)
+        quantiles = self.model_.likelihood.predictive_quantiles
+        low, high = quantiles(tail, mf, vf, mg, vg), quantiles(1.0 - tail, mf, vf, mg, vg)
         return self._y_mean + self._y_std * low, self._y_mean + self._y_std * high
 
     def log_predictive_density(self, X: ArrayLike, y: ArrayLike) -> Array:
@@ -298,7 +288,8 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
             raise ValueError(f"y must have shape {mf.shape} (one target per row of X), got {y.shape}")
         if not np.all(np.isfinite(y)):
             raise ValueError("y contains NaN or inf")
-        return predictive_log_density((y - self._y_mean) / self._y_std, mf, vf, mg, vg) - np.log(self._y_std)
+        y = (y - self._y_mean) / self._y_std
+        return self.model_.likelihood.predictive_log_density(y, mf, vf, mg, vg) - np.log(self._y_std)
 
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: Any = 0) -> Array:
         r"""Draws of new targets at ``X``, shape ``(n, n_samples)``: :math:`f_*` and :math:`g_*` jointly from their
@@ -314,27 +305,14 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         return self._y_mean + self._y_std * (f + np.exp(0.5 * g) * rng.standard_normal(f.shape))
 
     # ------------------------------------------------------------ evidence
-    def log_marginal_likelihood(self, theta: ArrayLike | None = None, eval_gradient: bool = False) -> Any:
-        r"""The EP log evidence at ``theta`` = ``(kernel_.theta, noise_kernel_.theta, noise_mean_)`` (the last
-        entry only where :math:`c` is learned), optionally with its gradient; ``None``: the fitted value.
-
-        Each evaluation runs EP from the fitted sites to ``tol``; ``(-inf, 0)`` where it does not converge.
-        """
-        check_is_fitted(self)
-        if theta is None:
-            if eval_gradient:
-                raise ValueError("Gradient can only be evaluated for theta!=None")
-            return self.log_marginal_likelihood_value_
-        bounds = None if isinstance(self.noise_mean_bounds, str) and self.noise_mean_bounds == "fixed" else (-1, 1)
-        hyper = TwoKernelVector(self.kernel_, self.noise_kernel_, self.noise_mean_, bounds)
-        theta = np.asarray(theta, dtype=float)
-        if theta.shape != (hyper.size,):
+    def _check_theta(self, theta: Array) -> None:
+        """``theta`` = ``(kernel_.theta, noise_kernel_.theta, noise_mean_)``, the last entry only where :math:`c` is
+        learned (``log_marginal_likelihood``: each evaluation runs EP from the fitted sites to ``tol``)."""
+        model = self.model_
+        size = HyperVector(model.kernels_, mean=model.mean).size
+        if theta.shape != (size,):
             raise ValueError(
-                f"theta must have shape ({hyper.size},): kernel_.theta, noise_kernel_.theta"
-                + (", noise_mean_" if bounds is not None else "")
+                f"theta must have shape ({size},): kernel_.theta, noise_kernel_.theta"
+                + (", noise_mean_" if model.mean.theta.size else "")
                 + f"; got {theta.shape}"
             )
-        model = HeteroscedasticModel(self.X_train_, self.y_train_, self.model_.Z, self.rule, self.max_sweeps, self.tol)
-        model.sites = self.result_.sites
-        value, grad = model.evidence(hyper, theta, eval_gradient)
-        return (value, grad) if eval_gradient else value

@@ -211,11 +211,14 @@ class GPPreferenceLearner(_LatentGPEstimator):
                 model, report = fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, rows, y, self.jitter)
             else:
                 model, report = self._fit_sparse(plan, X, rows, y, likelihood, rule)
-        self._finish(model, report)
-        self.kernel_ = model.kernel_.kernel  # (the utility's kernel; the model keeps the comparisons')
+        return self._finish(model, report)
+
+    def _decode(self, model: Any) -> None:
+        """The utility's kernel (the model keeps the comparisons') and the inducing items' rows ``[z, 0, 0]``
+        decoded to ``z``."""
+        self.kernel_ = model.kernel_.kernel
         if self.inducing_points is not None:
-            self.inducing_points_ = model.Z[:, : X.shape[1]]  # (the inducing items' rows [z, 0, 0], decoded)
-        return self
+            self.inducing_points_ = model.Z[:, : self.n_features_in_]
 
     def _fit_sparse(
         self, plan: Any, X: Array, rows: Array, y: Array, likelihood: BinaryLikelihood, rule: Any

@@ -6,8 +6,9 @@ The model: :math:`f \sim GP(0, K_f)`, :math:`g \sim GP(c, K_g)` (a constant prio
 Gaussian posteriors, each a :class:`~relaxep.posterior.Posterior` of one prior (dense or sparse; the second
 holds :math:`g - c`, a zero-mean process).  A site update moment-matches the tilted
 :math:`t_i^{\alpha} q^{\setminus i}(f_i) q^{\setminus i}(g_i)` in each latent's marginal (Tolvanen, Jylänki &
-Vehtari 2014, MLSP, for the heteroscedastic likelihood); the tilted moments come from a ``tilted`` function of
-:math:`(y, h_f, \lambda_f, h_g, \lambda_g, \alpha)` (:func:`relaxep.likelihoods.heteroscedastic.tilted_moments`).
+Vehtari 2014, MLSP, for the heteroscedastic likelihood); the tilted moments come from the likelihood's
+:meth:`~relaxep.likelihoods.TwoLatentLikelihood.tilted` of :math:`(y, h_f, \lambda_f, h_g, \lambda_g, \alpha)`
+(:class:`~relaxep.likelihoods.Heteroscedastic`'s: :func:`relaxep.likelihoods.heteroscedastic.tilted_moments`).
 
 Rules (:func:`rule_powers`): :class:`~relaxep.sites.EP`, :class:`~relaxep.sites.PowerEP` (:math:`\alpha = u` at
 the full cavity) and :class:`~relaxep.sites.FractionalEP` (:math:`\alpha = \eta` at the cavity that removes
@@ -51,7 +52,7 @@ from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
 from relaxep.inference.method import marginal_change
 from relaxep.inference.schedules import AdaptiveStep
-from relaxep.likelihoods.heteroscedastic import TiltedPair
+from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 from relaxep.posterior import DensePosterior, Posterior, Prior
 from relaxep.posterior.base import cavity, is_proper
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
@@ -61,12 +62,18 @@ __all__ = [
     "TwoLatentResult",
     "latent_gradient",
     "rule_powers",
+    "tilted_rule",
     "two_latent_ep",
     "two_latent_evidence",
 ]
 
 #: ``tilted(y, mean_f, var_f, mean_g, var_g, power)``: the tilted normaliser and moments, vectorised over rows
 TiltedRule = Callable[[Array, Array, Array, Array, Array, float], TiltedPair]
+
+
+def tilted_rule(likelihood: TwoLatentLikelihood | TiltedRule) -> TiltedRule:
+    """The likelihood's :meth:`~relaxep.likelihoods.TwoLatentLikelihood.tilted`, or a bare rule as given."""
+    return likelihood.tilted if isinstance(likelihood, TwoLatentLikelihood) else likelihood
 
 
 @dataclass(frozen=True)
@@ -170,7 +177,7 @@ def two_latent_ep(
     prior_f: Prior,
     prior_g: Prior,
     y: Array,
-    tilted: TiltedRule,
+    likelihood: TwoLatentLikelihood | TiltedRule,
     *,
     offset: float = 0.0,
     rule: SiteRule | None = None,
@@ -188,8 +195,8 @@ def two_latent_ep(
     prior_f, prior_g : Prior
         The priors of :math:`f` and of :math:`g - c` (same rows).
     y : ndarray of shape (n,)
-    tilted : callable
-        :data:`TiltedRule`.
+    likelihood : TwoLatentLikelihood or callable
+        Its :meth:`~relaxep.likelihoods.TwoLatentLikelihood.tilted` (or a bare :data:`TiltedRule`).
     offset : float
         :math:`c`, the prior mean of :math:`g`.
     rule : EP, PowerEP, FractionalEP or None (EP)
@@ -208,6 +215,7 @@ def two_latent_ep(
     TwoLatentResult
     """
     power, fraction, damping = rule_powers(rule)
+    tilted = tilted_rule(likelihood)
     y = np.asarray(y, dtype=float)
     try:
         posts = _posteriors(prior_f, prior_g, init)
@@ -229,41 +237,53 @@ def two_latent_ep(
             adaptive.observe(float(direction @ last_direction), float(direction @ direction),
                              float(last_direction @ last_direction))  # fmt: skip
         last_direction = direction
-        while True:
-            s = adaptive.size
-            try:
-                for p, (t, v), o in zip(posts, props, old, strict=True):
-                    p.set_sites(idx, o[2][idx] + s * (t - o[2][idx]), o[3][idx] + s * (v - o[3][idx]))
-                    p.refresh(marginals_only=True)
-                if all(np.all(np.isfinite(p.mean)) and np.all(p.marginal_var > 0) for p in posts):
-                    break
-            except ImproperPosteriorError:
-                pass
-            for p, o in zip(posts, old, strict=True):
-                p.set_sites(slice(None), o[2], o[3])
-            if not adaptive.halve():
-                for p in posts:
-                    p.refresh(marginals_only=True)
-                status = "diverged"
-                break
-        if status == "diverged":
-            break
-        with np.errstate(all="ignore"):
-            change = max(marginal_change(o[0], o[1], p.mean, p.marginal_var) for p, o in zip(posts, old, strict=True))
-        trace.append(change)
-        if change < tol:
-            status = "converged"
-            break
-        if (
-            stall_window is not None
-            and len(trace) > stall_window
-            and min(trace[-stall_window:]) >= min(trace[:-stall_window])
-        ):
-            status = "abandoned"
+        stepped = _step(posts, idx, props, old, adaptive)
+        if stepped:
+            with np.errstate(all="ignore"):
+                trace.append(max(marginal_change(o[0], o[1], p.mean, p.marginal_var)
+                                 for p, o in zip(posts, old, strict=True)))  # fmt: skip
+        status = _sweep_status(stepped, trace, tol, stall_window) or status
+        if status != "max_sweeps":
             break
     log_z, d_offset = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
     return TwoLatentResult(posts[0], posts[1], float(offset), status, n_sweeps, np.asarray(trace), log_z, skipped,
                            float(np.sum(d_offset)))  # fmt: skip
+
+
+def _step(posts: tuple[Posterior, Posterior], idx: Array, props: list[tuple[Array, Array]], old: list[tuple],
+          adaptive: AdaptiveStep) -> bool:  # fmt: skip
+    """Move both posteriors' sites ``idx`` the step :math:`s` towards the proposals, halving :math:`s` while either
+    posterior is improper; ``False`` (the old sites restored) where no step above the floor keeps both proper."""
+    while True:
+        s = adaptive.size
+        try:
+            for p, (t, v), o in zip(posts, props, old, strict=True):
+                p.set_sites(idx, o[2][idx] + s * (t - o[2][idx]), o[3][idx] + s * (v - o[3][idx]))
+                p.refresh(marginals_only=True)
+            if all(np.all(np.isfinite(p.mean)) and np.all(p.marginal_var > 0) for p in posts):
+                return True
+        except ImproperPosteriorError:
+            pass
+        for p, o in zip(posts, old, strict=True):
+            p.set_sites(slice(None), o[2], o[3])
+        if not adaptive.halve():
+            for p in posts:
+                p.refresh(marginals_only=True)
+            return False
+
+
+def _sweep_status(stepped: bool, trace: list[float], tol: float, stall_window: int | None) -> str | None:
+    """The run's status after a sweep, or ``None`` to go on: ``"diverged"`` where no step kept both posteriors
+    proper, ``"converged"`` where the sweep's change (``trace[-1]``) is below ``tol``, ``"abandoned"`` where the
+    last ``stall_window`` sweeps set no new smallest change."""
+    if not stepped:
+        return "diverged"
+    if trace[-1] < tol:
+        return "converged"
+    window = stall_window
+    if window is not None and len(trace) > window and min(trace[-window:]) >= min(trace[:-window]):
+        return "abandoned"
+    return None
 
 
 def _latent_terms(post: Posterior) -> tuple[Array, Array, Array]:
@@ -276,7 +296,7 @@ def _latent_terms(post: Posterior) -> tuple[Array, Array, Array]:
 
 
 def two_latent_evidence(
-    post_f: Posterior, post_g: Posterior, y: Array, tilted: TiltedRule, offset: float
+    post_f: Posterior, post_g: Posterior, y: Array, likelihood: TwoLatentLikelihood | TiltedRule, offset: float
 ) -> tuple[float, Array]:
     r""":math:`\log Z_{EP}` (module docstring) and each site's :math:`\partial\log\hat Z_i/\partial h^g_i =
     (E[g_i] - h^g_i - c)/\lambda^g_i`, whose sum is the gradient in the offset :math:`c`; ``(nan, nan)`` where a
@@ -285,7 +305,7 @@ def two_latent_evidence(
     hg, lg, terms_g = _latent_terms(post_g)
     if not (np.all(is_proper(lf)) and np.all(is_proper(lg))):
         return float("nan"), np.full(np.shape(y), np.nan)
-    mom = tilted(np.asarray(y, dtype=float), hf, lf, hg + offset, lg, 1.0)
+    mom = tilted_rule(likelihood)(np.asarray(y, dtype=float), hf, lf, hg + offset, lg, 1.0)
     total = np.sum(mom.log_z + terms_f + terms_g) + post_f.log_partition() + post_g.log_partition()
     return float(total), (mom.mean_g - offset - hg) / lg
 

@@ -4,6 +4,7 @@ from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.gaussian import Gaussian
+from relaxep.likelihoods.heteroscedastic import Heteroscedastic
 from relaxep.likelihoods.laplace import Laplace
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 from relaxep.likelihoods.negative_binomial import NegativeBinomial
@@ -12,10 +13,12 @@ from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
 from relaxep.likelihoods.tobit import Tobit
+from relaxep.likelihoods.two_latent import TwoLatentLikelihood
 
 __all__ = [
     "BinaryLikelihood",
     "Gaussian",
+    "Heteroscedastic",
     "Laplace",
     "Likelihood",
     "Logistic",
@@ -32,4 +35,5 @@ __all__ = [
     "StudentT",
     "TiltedLogZ",
     "Tobit",
+    "TwoLatentLikelihood",
 ]

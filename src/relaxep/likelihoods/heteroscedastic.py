@@ -42,15 +42,15 @@ moments agree to 1e-8 relative (1e-7 with two modes; ``tests/test_heteroscedasti
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import logsumexp, ndtr, wrightomega
 
 from relaxep._typing import Array
+from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 
 __all__ = [
+    "Heteroscedastic",
     "TiltedPair",
     "log_likelihood",
     "noise_sd_moments",
@@ -69,21 +69,6 @@ _NEWTON_ITERATIONS = 100
 _SCAN = 65
 #: a mode whose mass is below e^-36 of the other's (1e-16) is left out
 _NEGLIGIBLE = 36.0
-
-
-@dataclass(frozen=True)
-class TiltedPair:
-    r"""The tilted normaliser and the moments of each latent (arrays over rows).
-
-    ``log_z`` is :math:`\log\hat Z`; ``mean_f, var_f`` and ``mean_g, var_g`` the tilted marginal moments of
-    :math:`f` and :math:`g`.
-    """
-
-    log_z: Array
-    mean_f: Array
-    var_f: Array
-    mean_g: Array
-    var_g: Array
 
 
 def log_likelihood(y: ArrayLike, f: ArrayLike, g: ArrayLike) -> Array:
@@ -276,28 +261,17 @@ def predictive_cdf(y: ArrayLike, mean_f: ArrayLike, var_f: ArrayLike, mean_g: Ar
     return np.sum(np.exp(log_w) * ndtr((y - mean_f)[..., None] / sd), axis=-1)
 
 
-def predictive_quantiles(q: float, mean_f: ArrayLike, var_f: ArrayLike, mean_g: ArrayLike, var_g: ArrayLike) -> Array:
-    r"""The ``q`` quantile of the predictive mixture :math:`\int N(y | \mu_f, v_f + e^g) N(g | \mu_g, v_g)\,dg`.
-
-    Bisection on :func:`predictive_cdf`, vectorised over rows, in the bracket of the quantiles of the
-    Gauss-Hermite components (a mixture's quantile lies between its components'), to 1e-12 of the bracket.
-    """
+def _quantile_bracket(q: float, mean_f: Array, var_f: Array, mean_g: Array, var_g: Array) -> tuple[Array, Array]:
+    """The quantiles of the Gauss-Hermite components of the predictive mixture, lowest and highest per row (a
+    mixture's quantile lies between its components')."""
     from scipy.special import ndtri
 
-    mean_f, var_f, mean_g, var_g = np.broadcast_arrays(
-        *(np.asarray(a, dtype=float) for a in (mean_f, var_f, mean_g, var_g))
-    )
     g, _ = _hermite(mean_g, var_g)
     sd = np.sqrt(var_f[..., None] + np.exp(g))
     z = float(ndtri(q))
     lo = mean_f + z * np.min(sd, axis=-1)
     hi = mean_f + z * np.max(sd, axis=-1)
-    lo, hi = np.minimum(lo, hi), np.maximum(lo, hi)
-    for _ in range(60):
-        mid = 0.5 * (lo + hi)
-        below = predictive_cdf(mid, mean_f, var_f, mean_g, var_g) < q
-        lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-    return 0.5 * (lo + hi)
+    return np.minimum(lo, hi), np.maximum(lo, hi)
 
 
 def noise_sd_moments(mean_g: ArrayLike, var_g: ArrayLike) -> tuple[Array, Array]:
@@ -309,3 +283,37 @@ def noise_sd_moments(mean_g: ArrayLike, var_g: ArrayLike) -> tuple[Array, Array]
     mean_g, var_g = np.asarray(mean_g, dtype=float), np.asarray(var_g, dtype=float)
     mean = np.exp(0.5 * mean_g + 0.125 * var_g)
     return mean, mean * np.sqrt(np.expm1(0.25 * var_g))
+
+
+class Heteroscedastic(TwoLatentLikelihood):
+    r"""Gaussian noise of input-dependent variance, :math:`p(y | f, g) = N(y | f, e^g)` (module docstring): the
+    tilted rule :func:`tilted_moments`, the predictive's distribution function :func:`predictive_cdf` (64-node
+    Gauss-Hermite in :math:`g`) and its quantiles by bisection between the components' quantiles."""
+
+    def tilted(
+        self, y: Array, mean_f: Array, var_f: Array, mean_g: Array, var_g: Array, power: float = 1.0
+    ) -> TiltedPair:
+        return tilted_moments(y, mean_f, var_f, mean_g, var_g, power)
+
+    def _log_lik2(self, y: Array, f: Array, g: Array) -> Array:
+        return log_likelihood(y, f, g)
+
+    def predictive_cdf(self, y: ArrayLike, mean_f: ArrayLike, var_f: ArrayLike, mean_g: ArrayLike,
+                       var_g: ArrayLike) -> Array:  # fmt: skip
+        return predictive_cdf(y, mean_f, var_f, mean_g, var_g)
+
+    def predictive_bracket(self, q: float, mean_f: Array, var_f: Array, mean_g: Array,
+                           var_g: Array) -> tuple[Array, Array]:  # fmt: skip
+        return _quantile_bracket(q, mean_f, var_f, mean_g, var_g)
+
+    @staticmethod
+    def scale_moments(mean_g: ArrayLike, var_g: ArrayLike) -> tuple[Array, Array]:
+        """The noise sd's mean and sd under :math:`q(g)` (:func:`noise_sd_moments`)."""
+        return noise_sd_moments(mean_g, var_g)
+
+
+def predictive_quantiles(q: float, mean_f: ArrayLike, var_f: ArrayLike, mean_g: ArrayLike, var_g: ArrayLike) -> Array:
+    r"""The ``q`` quantile of the predictive mixture :math:`\int N(y | \mu_f, v_f + e^g) N(g | \mu_g, v_g)\,dg`:
+    :meth:`Heteroscedastic.predictive_quantiles` (bisection on :func:`predictive_cdf` between the quantiles of
+    the Gauss-Hermite components)."""
+    return Heteroscedastic().predictive_quantiles(q, mean_f, var_f, mean_g, var_g)
