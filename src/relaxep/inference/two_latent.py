@@ -93,7 +93,9 @@ class TwoLatentResult:
     trace : ndarray
         The convergence statistic after each sweep.
     log_evidence : float
-        :math:`\\log Z_{EP}` at the final sites (``nan`` where a cavity is improper).
+        :math:`\\log Z_{EP}` at the final sites: ``nan`` unless the run converged (away from a fixed point the EP
+        formula is not an evidence, as for :class:`~relaxep.inference.InferenceResult`), and where a cavity is
+        improper.
     n_skipped : int
         Site visits skipped (an improper cavity or a non-finite tilted moment).
     offset_gradient : float
@@ -245,7 +247,9 @@ def two_latent_ep(
         status = _sweep_status(stepped, trace, tol, stall_window) or status
         if status != "max_sweeps":
             break
-    log_z, d_offset = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
+    log_z, d_offset = float("nan"), np.full(1, np.nan)  # (the EP formula away from a fixed point is no evidence)
+    if status == "converged":
+        log_z, d_offset = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
     return TwoLatentResult(posts[0], posts[1], float(offset), status, n_sweeps, np.asarray(trace), log_z, skipped,
                            float(np.sum(d_offset)))  # fmt: skip
 
