@@ -41,7 +41,14 @@ Cholesky factor's adjoint, Murray 2016) and to :math:`\theta, Z`
 :math:`O(|B|M^2 + M^3)`; the sums of minibatches drawn on different shards add up (Dask).  The sites
 of every row (:math:`\tilde\tau_i = -d_2/(1 + d_2 s_i)`, :math:`\tilde\nu_i = (d_1 - \mu_i d_2)/(1 + d_2 s_i)`)
 start full EP on all rows.  The learning loop (Adam, the schedule) is
-:mod:`relaxep.estimators._stochastic`'s.
+:mod:`relaxep.estimators._stochastic`'s, the tied site :mod:`relaxep.inference.tied_site`'s.
+
+Every formula is written once in the namespace of the step's :class:`~relaxep._xp.ArraySpace`, numpy's one of
+them (scikit-learn's rule): on another library's device (PyTorch on a GPU, array-api-strict in the tests) the
+rows' algebra, the likelihood's moments (where it has them there) and the gradient's :math:`M \times M`
+completion stay there.  numpy's fast paths are helpers chosen by the space: BLAS-3 ``trsm`` on the rows
+(:func:`_rows_solve_lower` and :mod:`relaxep.posterior.fitc_rows`' row helpers), and a minibatch's row blocks on
+threads.
 """
 
 from __future__ import annotations
