@@ -5,8 +5,8 @@ array-api-strict.
 Ground truth: the search on numpy arrays, the same loop in numpy's namespace, so that array-api-strict (numpy
 underneath) must give numpy's hyperparameters, inducing inputs, tied site, evidence trace and final sites to
 rounding, through the damped step's halvings and the undone steps where K_uu has no factor (numpy evaluates K_uu
-by scikit-learn's kernel, the device by its closed form: the one formula that differs); and the claim of the
-modules: a step reads one short vector from the device and moves no M x M array either way (counted on
+by scikit-learn's kernel and factors by SciPy, the device by the closed form and its own Cholesky); and the claim
+of the modules: a step reads one short vector from the device and moves no M x M array either way (counted on
 array-api-strict's conversions, as ``benchmarks/device_reads.py`` counts them; the host M x M path, counted the
 same way, moves several a step).
 """

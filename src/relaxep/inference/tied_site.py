@@ -7,8 +7,9 @@ inducing values :math:`v \sim N(0, I)`, and the Gaussians :math:`N(0, I)\,t^k \p
 Its arrays live in one :class:`~relaxep._xp.ArraySpace`, numpy's or another library's device: there the test
 ":math:`I + n\Lambda` positive definite" of the damped step is a flag of the library's Cholesky
 (:func:`~relaxep._xp.cholesky_flagged`), read with the step's other scalars in one transfer
-(:func:`read_scalars`), so that a step moves no :math:`M \times M` array.  numpy's fast paths are SciPy's
-``potrf`` and ``potrs`` (:func:`flagged_cholesky`, :func:`_cho_inverse`).
+(:func:`read_scalars`), so that a step moves no :math:`M \times M` array.  numpy's one fast path is SciPy's
+``potrf`` (:func:`flagged_cholesky`: numpy's own LAPACK rounds differently, and the tied site at the edge of
+properness amplifies it).
 """
 
 from __future__ import annotations
@@ -52,10 +53,7 @@ def flagged_cholesky(space: ArraySpace, a: Array) -> tuple[Array | None, Any]:
 
 
 def _cho_inverse(space: ArraySpace, lower: Array, eye: Array) -> Array:
-    r""":math:`P^{-1} = L^{-\top}L^{-1}` from :math:`P = LL^\top` (numpy: LAPACK's ``potrs``; another library: two
-    triangular solves)."""
-    if space.on_host:
-        return linalg.cho_solve((lower, True), eye, check_finite=False)
+    r""":math:`P^{-1} = L^{-\top}L^{-1}` from :math:`P = LL^\top` by two triangular solves (LAPACK's ``potrs``)."""
     return solve_lower(space.xp, lower, solve_lower(space.xp, lower, eye), trans=True)
 
 
