@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 
 from relaxep._typing import Array
-from relaxep._xp import HOST, ArraySpace, cholesky_flagged, solve_lower, to_numpy
+from relaxep._xp import HOST, ArraySpace, cholesky_flagged, cholesky_lower, solve_lower, to_numpy
 
 __all__ = ["Proposal", "TiedSites", "flagged_cholesky", "read_scalars"]
 
@@ -42,14 +41,12 @@ def read_scalars(space: ArraySpace, values: Sequence[Any]) -> list[float]:
 
 def flagged_cholesky(space: ArraySpace, a: Array) -> tuple[Array | None, Any]:
     r"""The lower Cholesky factor of :math:`A` and its flag, unread (:func:`~relaxep._xp.cholesky_flagged`);
-    ``(None, False)`` where the library raises.  numpy: SciPy's ``potrf``."""
-    if not space.on_host:
-        chol, ok = cholesky_flagged(space.xp, a)
-        return chol, ok if chol is not None else False
-    try:
-        return linalg.cholesky(a, lower=True, check_finite=False), True
-    except linalg.LinAlgError:
-        return None, False
+    ``(None, False)`` where the library raises.  numpy: SciPy's ``potrf`` (:func:`~relaxep._xp.cholesky_lower`)."""
+    if space.on_host:
+        chol = cholesky_lower(space.xp, a)
+        return chol, chol is not None
+    chol, ok = cholesky_flagged(space.xp, a)
+    return chol, ok if chol is not None else False
 
 
 def _cho_inverse(space: ArraySpace, lower: Array, eye: Array) -> Array:
