@@ -264,9 +264,11 @@ def minibatch_sums(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -
     terms once.  ``y`` numpy's or ``X``'s; a host ``step`` gets numpy's sums back.  The likelihood's own
     hyperparameters' gradient (where it has any) is the host's, from the rows' cavities brought there."""
     on = step.in_space_of(X)
-    host = on.space.on_host
-    blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if host else [slice(0, y.shape[0])]
-    parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs if host else 1, _add_sums)
+    if on.space.on_host:
+        blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK))
+        parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
+    else:  # (one block: no thread pool, no BLAS limits a step)
+        parts = _block_sums(on, X, y)
     count, log_z, lam, eta, gradient = parts
     out = MinibatchSums(count, log_z, 0.5 * (lam + lam.T), eta)
     if step.gradient:

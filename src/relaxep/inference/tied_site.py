@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,7 @@ class TiedSites:
         xp, where = space.xp, {"dtype": space.xp.float64, "device": space.device}
         return cls(xp.zeros((M, M), **where), xp.zeros(M, **where), n, space, xp.eye(M, **where))
 
-    @property
+    @cached_property
     def eye(self) -> Array:
         xp = self.space.xp
         return xp.eye(self.lam.shape[0], dtype=self.lam.dtype, device=self.space.device)
