@@ -15,7 +15,7 @@ torch sees one, else the CPU, and the table says which):
 ``relaxep stochastic learning + EP, torch``
     the default learned fit: ``1 * RBF(1)`` and the inducing inputs learned by the stochastic search
     (1000 steps of 1000 rows; the minibatch algebra, the likelihood's moments and the M x M steps on
-    the device, one short read a step: ``relaxep.estimators._stochastic_device``), then EP on all rows.
+    the device, one short read a step: ``relaxep.estimators._stochastic``), then EP on all rows.
 ``relaxep stochastic search alone ..., M x M steps on the device`` (and ``on the host``: ``--stochastic-host``)
     the search of that fit alone, and the same with its M x M steps on the host in the same process
     (``benchmarks/gpu_search.py``; ``GPU_PROFILE_SEARCH=path`` profiles the device's).

@@ -9,7 +9,7 @@ of ``benchmarks/gpu.py``)
 
 ``M x M steps on the device``
     the default: the tied site, the cavity, ``K_uu`` and its factor, the gradient's Cholesky adjoint and the Adam
-    steps on the rows' device (``relaxep.estimators._stochastic_device``), one short read a step;
+    steps on the rows' device (``relaxep.estimators._stochastic``), one short read a step;
 ``M x M steps on the host (--stochastic-host)``
     the same search with ``space=HOST``: the minibatch's rows on the device, its ``M x M`` sums brought to the host
     each step and the steps taken there with numpy (the path before), in the same process; then the largest

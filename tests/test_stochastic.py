@@ -104,7 +104,7 @@ def test_tied_site_of_a_gaussian_likelihood_is_the_exact_fitc_posterior():
     options = st.StochasticOptions(batch_size=n, max_steps=1)
     batches = st.local_batches(X, y, n, np.random.RandomState(0))
     learned = st.learn_stochastic(kernel, Gaussian(noise), Z, n, X.std(0), 0.0, False, False, batches, options)
-    _, S, mean, _ = learned.sites.gaussian(n)
+    S, mean, _, _ = learned.sites.gaussian(n)
     K_uu, K_fu, fitc_diag = _fitc_pieces(kernel, X, Z)
     lam = fitc_diag + noise
     A = K_uu + K_fu.T @ (K_fu / lam[:, None])

@@ -1,12 +1,14 @@
-"""The stochastic search with its M x M steps on another array library's device
-(:mod:`relaxep.inference.stochastic_device`, :mod:`relaxep.estimators._stochastic_device`), on array-api-strict.
+"""The stochastic search with its M x M steps on another array library's device (the one loop of
+:mod:`relaxep.estimators._stochastic` and :mod:`relaxep.inference.stochastic_ep` in that library's namespace), on
+array-api-strict.
 
-Ground truth: the host's search (numpy arrays), whose every step the device's repeats in the same order of
-operations, so that array-api-strict (numpy underneath) must give numpy's hyperparameters, inducing inputs, tied
-site, evidence trace and final sites to rounding, through the damped step's halvings and the undone steps where
-K_uu has no factor; and the claim of the modules: a step reads one short vector from the device and moves no
-M x M array either way (counted on array-api-strict's conversions, as ``benchmarks/device_reads.py`` counts
-them; the host M x M path, counted the same way, moves several a step).
+Ground truth: the search on numpy arrays, the same loop in numpy's namespace, so that array-api-strict (numpy
+underneath) must give numpy's hyperparameters, inducing inputs, tied site, evidence trace and final sites to
+rounding, through the damped step's halvings and the undone steps where K_uu has no factor (numpy evaluates K_uu
+by scikit-learn's kernel and factors by SciPy, the device by the closed form and its own Cholesky); and the claim
+of the modules: a step reads one short vector from the device and moves no M x M array either way (counted on
+array-api-strict's conversions, as ``benchmarks/device_reads.py`` counts them; the host M x M path, counted the
+same way, moves several a step).
 """
 
 from __future__ import annotations
@@ -23,12 +25,11 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import relaxep._xp as rxp
-from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators import _stochastic as st
-from relaxep.estimators import _stochastic_device as std
-from relaxep.inference import stochastic_device as sd
 from relaxep.inference import stochastic_ep as sep
+from relaxep.inference.tied_site import TiedSites
 from relaxep.likelihoods import Gaussian, Logistic, NoisyProbit, Probit, StudentT
+from relaxep.posterior.rbf import ScaledRBF
 
 xs = pytest.importorskip("array_api_strict")
 pytest.importorskip("array_api_compat")
@@ -96,18 +97,26 @@ def test_steps_on_the_device_repeat_numpys(dispatch, problem, kernel, likelihood
 
 
 def test_the_device_search_takes_its_own_steps(dispatch, problem, monkeypatch):
-    """The rows on the device with ``space`` theirs run the device loop and its minibatch sums; with numpy's
-    ``space`` the host's M x M steps (what ``benchmarks/gpu.py --stochastic-host`` compares)."""
+    """The rows on the device with ``space`` theirs keep the steps there (every minibatch's step and its sums in the
+    rows' space, a read a step); with numpy's ``space`` the host's M x M steps (what ``benchmarks/gpu.py
+    --stochastic-host`` compares)."""
     X, labels, _, Z = problem
-    calls = collections.Counter()
-    for module, name in ((std, "read_scalars"), (sd, "inducing_gradient_on")):
-        real = getattr(module, name)
-        monkeypatch.setattr(module, name, lambda *a, _real=real, _name=name: calls.update([_name]) or _real(*a))
+    calls, spaces = collections.Counter(), collections.Counter()
+    real_read, real_sums = st.read_scalars, sep.minibatch_sums
+    monkeypatch.setattr(st, "read_scalars", lambda *a: calls.update(["read_scalars"]) or real_read(*a))
+
+    def sums(step, X_, y_, *a):
+        out = real_sums(step, X_, y_, *a)
+        spaces.update([(step.space.on_host, rxp.namespace(out.lam).on_host, out.g_theta is not None)])
+        return out
+
+    monkeypatch.setattr(st, "minibatch_sums", sums)
     device = _learn(X, labels, Z, C(1.0) * RBF(1.0), Probit(), "device", steps=30)
-    assert calls == {"read_scalars": 31, "inducing_gradient_on": 10}  # (a read a step and the start's; warm-up 20)
-    calls.clear()
+    assert calls == {"read_scalars": 31}  # (a read a step and the start's)
+    assert spaces == {(False, False, False): 20, (False, False, True): 10}  # (warm-up 20, then the gradient)
+    calls.clear(), spaces.clear()
     host = _learn(X, labels, Z, C(1.0) * RBF(1.0), Probit(), "host steps", steps=30)
-    assert not calls
+    assert spaces == {(True, True, False): 20, (True, True, True): 10}
     _assert_same(device, host)
 
 
@@ -121,11 +130,12 @@ def test_negative_site_precisions_halve_the_step_on_the_device_as_on_numpy(dispa
     y[rng.uniform(size=n) < 0.02] *= -1
     Z = X[np.random.default_rng(0).choice(n, 10, replace=False)]
     taken = {"host": [], "device": []}
-    for cls, key in ((sep.TiedSites, "host"), (sd.DeviceTiedSites, "device")):
-        real = cls.move_towards
-        monkeypatch.setattr(
-            cls, "move_towards", lambda self, *a, _r=real, _k=key, **k: taken[_k].append(_r(self, *a, **k))
-        )
+    real = TiedSites.move_towards
+
+    def move_towards(self, *a, **k):
+        taken["host" if self.space.on_host else "device"].append(real(self, *a, **k))
+
+    monkeypatch.setattr(TiedSites, "move_towards", move_towards)
     kernel, likelihood = C(10.0) * RBF(1.0), NoisyProbit(0.01)
     args = dict(steps=100, batch=b, learn=(False, False))
     host = _learn(X, y, Z, kernel, likelihood, "numpy", **args)
@@ -137,38 +147,36 @@ def test_negative_site_precisions_halve_the_step_on_the_device_as_on_numpy(dispa
 
 
 def test_a_kuu_without_factor_undoes_the_step_on_the_device_as_on_numpy(dispatch, problem, monkeypatch):
-    """Where K_uu at the new hyperparameters has no Cholesky factor, the host's loop undoes the Adam step and halves
-    its rates before drawing a minibatch; the device's reads that flag with the step before and must do the same.
-    K_uu is declared singular wherever the kernel's constant passes a threshold the search crosses."""
+    """Where K_uu at the new hyperparameters has no Cholesky factor, the loop undoes the Adam step and halves its
+    rates before drawing a minibatch; the device reads that flag with the step before and must do the same.  K_uu
+    is declared singular wherever the kernel's constant passes a threshold the search crosses: numpy's Cholesky
+    raises there (no factor), the device's flags (a factor and a false flag)."""
     X, labels, _, Z = problem
     kernel, likelihood = C(1.0) * RBF(1.0), Probit()
+    real = st.inducing_factor
+
+    def constant(kern):
+        return float(kern.constant) if isinstance(kern, ScaledRBF) else kern.k1.constant_value
+
     seen = []
-    real_host = st.inducing_factor
     monkeypatch.setattr(
-        st, "inducing_factor", lambda kern, Z_: seen.append(kern.k1.constant_value) or real_host(kern, Z_)
+        st, "inducing_factor", lambda space, kern, Z_: seen.append(constant(kern)) or real(space, kern, Z_)
     )
     _learn(X, labels, Z, kernel, likelihood, "numpy")
-    threshold = 0.5 * (seen[30] + seen[31])  # (the constant rises over the first steps of learning)
-    assert seen[30] < threshold < max(seen)
+    threshold = 0.5 * (seen[10] + seen[11])  # (the constant rises over the first steps of learning)
+    assert seen[10] < threshold < max(seen)
     failures = collections.Counter()
 
-    def host_factor(kern, Z_):
-        if kern.k1.constant_value > threshold:
-            failures["host"] += 1
-            raise KernelNotPositiveDefiniteError("K_uu (a test's)")
-        return real_host(kern, Z_)
+    def factor(space, kern, Z_):
+        k_uu, chol, ok = real(space, kern, Z_)
+        if constant(kern) <= threshold:
+            return k_uu, chol, ok
+        failures["host" if space.on_host else "device"] += 1
+        if space.on_host:
+            return k_uu, None, False
+        return k_uu, chol, space.xp.asarray(False, device=space.device)
 
-    real_device = std.inducing_factor_on
-
-    def device_factor(space, view, Z_):
-        k_uu, chol, ok = real_device(space, view, Z_)
-        if float(view.constant) > threshold:
-            failures["device"] += 1
-            return k_uu, chol, space.xp.asarray(False, device=space.device)  # (a Cholesky that flags, not raises)
-        return k_uu, chol, ok
-
-    monkeypatch.setattr(st, "inducing_factor", host_factor)
-    monkeypatch.setattr(std, "inducing_factor_on", device_factor)
+    monkeypatch.setattr(st, "inducing_factor", factor)
     host = _learn(X, labels, Z, kernel, likelihood, "numpy")
     device = _learn(X, labels, Z, kernel, likelihood, "device")
     assert failures["host"] >= 2 and failures["device"] == failures["host"]
@@ -254,9 +262,10 @@ fits = {
                                    optimizer_maxiter=80, random_state=0),
     "default": lambda: GPClassifier(inducing_points=12, optimizer="stochastic", optimizer_maxiter=80, random_state=1),
 }
+import relaxep.estimators._models as models
 calls = []
-real = st.learn_on_device
-st.learn_on_device = lambda *a, **k: calls.append(1) or real(*a, **k)
+real = models.learn_stochastic
+models.learn_stochastic = lambda *a, **k: calls.append(not a[-1].on_host) or real(*a, **k)
 out = {}
 for name, make in fits.items():
     ref = make().fit(X, y)
@@ -266,7 +275,7 @@ for name, make in fits.items():
     out[name] = {"theta": [dev.kernel_.theta.tolist(), ref.kernel_.theta.tolist()],
                  "z": [dev.inducing_points_.tolist(), ref.inducing_points_.tolist()],
                  "proba": [p.tolist(), ref.predict_proba(X_test)[:, 1].tolist()]}
-out["device_loops"] = len(calls)
+out["device_loops"] = sum(calls)
 print(json.dumps(out))
 """
 

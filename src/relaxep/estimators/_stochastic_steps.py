@@ -1,7 +1,6 @@
-r"""The stochastic search's schedule and steps, shared by its host loop (:mod:`relaxep.estimators._stochastic`)
-and its device loop (:mod:`relaxep.estimators._stochastic_device`): the options, Adam (Kingma & Ba 2015, "Adam: a
-method for stochastic optimization", ICLR) in any array namespace, the learning rate's annealing and what a search
-returns."""
+r"""The stochastic search's schedule and steps (:mod:`relaxep.estimators._stochastic`, one loop for every array
+library): the options, Adam (Kingma & Ba 2015, "Adam: a method for stochastic optimization", ICLR) in any array
+namespace, the learning rate's annealing and what a search returns."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
-from relaxep.inference.stochastic_ep import TiedSites
+from relaxep.inference.tied_site import TiedSites
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["Adam", "Learned", "StochasticOptions", "annealed"]

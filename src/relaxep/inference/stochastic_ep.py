@@ -41,7 +41,14 @@ Cholesky factor's adjoint, Murray 2016) and to :math:`\theta, Z`
 :math:`O(|B|M^2 + M^3)`; the sums of minibatches drawn on different shards add up (Dask).  The sites
 of every row (:math:`\tilde\tau_i = -d_2/(1 + d_2 s_i)`, :math:`\tilde\nu_i = (d_1 - \mu_i d_2)/(1 + d_2 s_i)`)
 start full EP on all rows.  The learning loop (Adam, the schedule) is
-:mod:`relaxep.estimators._stochastic`'s.
+:mod:`relaxep.estimators._stochastic`'s, the tied site :mod:`relaxep.inference.tied_site`'s.
+
+Every formula is written once in the namespace of the step's :class:`~relaxep._xp.ArraySpace`, numpy's one of
+them (scikit-learn's rule): on another library's device (PyTorch on a GPU, array-api-strict in the tests) the
+rows' algebra, the likelihood's moments (where it has them there) and the gradient's :math:`M \times M`
+completion stay there.  numpy's fast paths are helpers chosen by the space: BLAS-3 ``trsm`` on the rows
+(:func:`_rows_solve_lower` and :mod:`relaxep.posterior.fitc_rows`' row helpers), and a minibatch's row blocks on
+threads.
 """
 
 from __future__ import annotations
@@ -50,83 +57,44 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 
 from relaxep._blas import rows_solve_lower
 from relaxep._threads import each_block, fold_blocks
 from relaxep._typing import Array
-from relaxep._xp import HOST, ArraySpace, namespace, on_device_of, solve_lower, to_numpy
+from relaxep._xp import HOST, ArraySpace, namespace, solve_lower, to_numpy
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.fitc_rows import CHUNK, DEVICE_ROWS, chunks, row_dots, row_squares, solve_rows
-from relaxep.posterior.rbf import rbf
-from relaxep.posterior.sparse_gradient import cross_terms, in_theta_order, inducing_terms
+from relaxep.posterior.rbf import ScaledRBF, rbf
+from relaxep.posterior.sparse_gradient import _contract
 from relaxep.sites import site_from_tilted
 
 __all__ = [
     "MinibatchSums",
     "MinibatchTerms",
-    "TiedSites",
     "TiedStep",
     "energy_gradient",
     "minibatch_sums",
     "minibatch_terms",
     "sites_of_rows",
+    "theta_order",
 ]
 
 
-@dataclass
-class TiedSites:
-    r"""The shared site :math:`(\Lambda, \eta)` in the whitened inducing values (module docstring)."""
+def _there(space: ArraySpace, values: Any) -> Any:
+    """``values`` in ``space``: a host likelihood's numpy rows moved there, the space's own as they are."""
+    return values if space.on_host or not isinstance(values, np.ndarray) else space.put(values)
 
-    lam: Array
-    eta: Array
-    n: int
 
-    @classmethod
-    def zero(cls, M: int, n: int) -> TiedSites:
-        return cls(np.zeros((M, M)), np.zeros(M), n)
+def _total(space: ArraySpace, values: Any) -> Any:
+    """:math:`\\sum_i v_i`, in the library of ``values`` (a host likelihood's rows: numpy's)."""
+    return np.sum(values) if isinstance(values, np.ndarray) else space.xp.sum(values)
 
-    def gaussian(self, copies: float) -> tuple[Array, Array, Array, float]:
-        r""":math:`N(0, I)\,t^{copies}` as ``(L, S, m, g)``: Cholesky factor of the precision, covariance,
-        mean and log-partition :math:`\tfrac12 h^\top P^{-1} h - \tfrac12\log|P|` (the :math:`2\pi` terms cancel)."""
-        P = np.eye(self.lam.shape[0]) + copies * self.lam
-        L = linalg.cholesky(P, lower=True, check_finite=False)  # LinAlgError: an improper q
-        S = linalg.cho_solve((L, True), np.eye(P.shape[0]), check_finite=False)
-        h = copies * self.eta
-        m = S @ h
-        return L, 0.5 * (S + S.T), m, 0.5 * float(h @ m) - float(np.sum(np.log(np.diagonal(L))))
 
-    def move_towards(self, lam_sum: Array, eta_sum: Array, b: int, eps: float, halvings: int = 30) -> float:
-        r"""The damped step :math:`(\Lambda, \eta) \leftarrow (1-\epsilon)(\Lambda, \eta) + \epsilon(\bar\Lambda,
-        \bar\eta)` towards the mean of a minibatch's ``b`` rank-one sites (``lam_sum``, ``eta_sum``: their sums;
-        :math:`\bar\Lambda` symmetrised), with :math:`\epsilon` halved until
-        :math:`q = N(0, I)\,t^n` stays proper (:math:`I + n\Lambda` positive definite, so every cavity
-        :math:`I + (n-1)\Lambda` is too); returns the step taken (0: none after ``halvings``).
-
-        A likelihood that is not log-concave (the label-noise default) gives the rows on the wrong side negative
-        precisions :math:`w_i`; a minibatch's mean of :math:`w_i a_i a_i^\top` can then be indefinite, and the
-        ``n`` copies of the tied site amplify a direction that few rows of the minibatch span past
-        :math:`-1/n`, where full EP would balance the row by every other row spanning it.  Damping until the
-        posterior stays proper is EP's usual remedy for negative sites (Minka 2001; Jylänki et al. 2011).
-        Where the full step keeps ``q`` proper the arithmetic is the undamped update's, bit for bit.
-        """
-        eye = np.eye(self.lam.shape[0])
-        for _ in range(halvings):
-            new = (1.0 - eps) * self.lam + eps * 0.5 * (lam_sum + lam_sum.T) / b
-            try:
-                linalg.cholesky(eye + self.n * new, lower=True, check_finite=False)
-            except linalg.LinAlgError:
-                eps *= 0.5
-                continue
-            self.lam, self.eta = new, (1.0 - eps) * self.eta + eps * eta_sum / b
-            return eps
-        return 0.0
-
-    def log_partition(self, copies: float) -> float:
-        """:meth:`gaussian`'s log-partition alone: one Cholesky and one solve, no covariance."""
-        L = linalg.cholesky(np.eye(self.lam.shape[0]) + copies * self.lam, lower=True, check_finite=False)
-        w = linalg.solve_triangular(L, copies * self.eta, lower=True, check_finite=False)
-        return 0.5 * float(w @ w) - float(np.sum(np.log(np.diagonal(L))))
+def _rows_solve_lower(space: ArraySpace, lower: Array, rows: Array) -> Array:
+    r"""Rows of :math:`Y L^{-1}` (numpy: one BLAS-3 ``trsm``, :func:`~relaxep._blas.rows_solve_lower`)."""
+    if space.on_host:
+        return rows_solve_lower(lower, rows)
+    return solve_lower(space.xp, lower, rows.T, trans=True).T
 
 
 @dataclass(frozen=True)
@@ -161,9 +129,7 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     s = r + g
     lik = step.likelihood
     if not space.on_host and (lik.closed_form_on_device or lik.tilted_on_device):  # the moments there (device_ep)
-        labels = (
-            on_device_of(np.asarray(y, dtype=float), mu) if isinstance(y, np.ndarray) else space.xp.astype(y, mu.dtype)
-        )
+        labels = space.put(y) if isinstance(y, np.ndarray) else space.xp.astype(y, mu.dtype)
         t = step.likelihood.log_z_on(space.xp, labels, mu, s)
         return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
     mu, s, r = to_numpy(mu), to_numpy(s), to_numpy(r)
@@ -171,55 +137,64 @@ def minibatch_terms(step: TiedStep, X: Array, y: Array) -> MinibatchTerms:
     return MinibatchTerms(t.log_z, mu, s, r, t.dlog_z, t.d2log_z, A, AS, K_bu)
 
 
-def _row_sites(terms: MinibatchTerms, var: Array) -> tuple[Array, Array]:
-    """:func:`~relaxep.sites.site_from_tilted` of the rows' moments at cavity variances ``var``, in the moments'
-    array library (the host's function, or its formula on the device)."""
-    if isinstance(terms.d1, np.ndarray):
-        return site_from_tilted(terms.d1, terms.d2, terms.mu, var)
-    denom = 1.0 + var * terms.d2
-    return -terms.d2 / denom, (terms.d1 - terms.mu * terms.d2) / denom
-
-
 def energy_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, Array]:
     r"""The mean over the minibatch of :math:`\partial\log Z_i` in the kernel's ``theta`` and ``Z`` at fixed
     whitened sites (module docstring), ``(grad_theta, grad_Z)``."""
-    rows = _row_gradient(step, terms, X)
-    grad_theta, grad_z = _inducing_gradient(step.view, step.Z, step.K_uu, step.L_uu, *rows)
+    grad_theta, grad_z = _inducing_gradient(step, *_row_gradient(step, terms, X))
     return grad_theta / terms.A.shape[0], grad_z / terms.A.shape[0]
 
 
-def _row_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, float, Array, Array]:
+def _row_gradient(step: TiedStep, terms: MinibatchTerms, X: Array) -> tuple[Array, Any, Array, Array]:
     r"""The rows' sums of :func:`energy_gradient`, linear in the rows: :math:`H^\top A` (``M x M``,
-    :math:`H = \partial E/\partial K_{bu} = G_A L_{uu}^{-1}`) and the constant's, the length scales' and
-    ``Z``'s terms through :math:`K_{bu}` and :math:`k_{ii}`."""
-    space, kern, Z, L_uu, m = step.space, step.view, step.Z, step.L_uu, step.m
+    :math:`H = \partial E/\partial K_{bu} = G_A L_{uu}^{-1}`, :math:`G_A = d_1 m^\top + (d_2 + d_1^2)(AS - A)`)
+    and the constant's, the length scales' and ``Z``'s terms through :math:`K_{bu}` and
+    :math:`\partial E/\partial k_{ii} = (d_2 + d_1^2)/2` (:func:`~relaxep.posterior.sparse_gradient.cross_terms`'
+    formulas, kept in ``step``'s space)."""
+    space, xp, kern = step.space, step.space.xp, step.view
     ds = 0.5 * (terms.d2 + terms.d1**2)
-    if space.on_host:
-        G_A = np.outer(terms.d1, m) + 2.0 * ds[:, None] * (terms.AS - terms.A)
-        H = rows_solve_lower(L_uu, G_A)  # G_A L^-1 = dE/dK_bu
-        return (H.T @ terms.A, *cross_terms(space, kern, X, Z, H, ds, terms.K_bu))
-    d1, ds = on_device_of(terms.d1, terms.A), on_device_of(ds, terms.A)
-    G_A = d1[:, None] * m[None, :] + 2.0 * ds[:, None] * (terms.AS - terms.A)
-    H = solve_lower(space.xp, L_uu, G_A.T, trans=True).T
-    return (to_numpy(H.T @ terms.A), *cross_terms(space, kern, X, Z, H, ds, terms.K_bu))
+    d1, ds = _there(space, terms.d1), _there(space, ds)
+    G_A = d1[:, None] * step.m[None, :] + 2.0 * ds[:, None] * (terms.AS - terms.A)
+    H = _rows_solve_lower(space, step.L_uu, G_A)
+    gk = H * terms.K_bu
+    sq, dz = _contract(space, kern, gk, X, step.Z, xp.sum(gk, axis=1), xp.sum(gk, axis=0), gk.T @ X)
+    return H.T @ terms.A, xp.sum(gk) + xp.sum(ds) * kern.constant, sq, dz
 
 
-def _inducing_gradient(
-    kern: Any, Z: Array, K_uu: Array, L_uu: Array, hta: Array, g_const: float, g_ls: Array, g_z: Array
-) -> tuple[Array, Array]:
-    r"""The rows' sums (:func:`_row_gradient`) completed by the :math:`K_{uu}` terms, once per minibatch:
-    :math:`a_i = L^{-1}k_{ui}` moves with :math:`L`, :math:`\partial E/\partial L = -H^\top A`, and the
-    Cholesky factor's adjoint (Murray 2016) takes it to :math:`K_{uu}`.  Sums, not means."""
-    M = K_uu.shape[0]
-    phi = np.tril(L_uu.T @ -hta)
-    phi[np.diag_indices(M)] *= 0.5
+def _inducing_gradient(step: TiedStep, hta: Array, g_const: Any, g_ls: Array, g_z: Array) -> tuple[Array, Array]:
+    r"""The rows' sums (:func:`_row_gradient`) completed by the :math:`K_{uu}` terms, once per minibatch: with
+    :math:`\bar L = \partial E/\partial L_{uu} = -H^\top A` (``hta`` is :math:`H^\top A`) and :math:`L = L_{uu}`,
+    the Cholesky factor's adjoint (Murray 2016, "Differentiation of the Cholesky decomposition",
+    arXiv:1602.07527)
+
+    .. math::
+        P = \Phi(L^\top\bar L),\qquad \bar K_{uu} = \operatorname{sym}\big(L^{-\top}\,\tfrac12(P + P^\top)\,L^{-1}\big),
+
+    :math:`\Phi` the lower triangle with its diagonal halved, then through :math:`K_{uu} = k(Z, Z) +
+    \epsilon\,\overline{\operatorname{diag} k}\,I` to :math:`c`, :math:`\ell` and :math:`Z`
+    (:func:`~relaxep.posterior.sparse_gradient.inducing_terms`' formulas: :math:`\partial K_{uu}/\partial\log c =
+    K_{uu}`, the jitter scaling with :math:`c`).  ``(grad_theta, grad_Z)`` in ``step``'s space; sums, not means."""
+    space, xp, kern, Z, L = step.space, step.space.xp, step.view, step.Z, step.L_uu
+    P = L.T @ -hta
+    eye = xp.eye(P.shape[0], dtype=P.dtype, device=space.device)
+    phi = xp.tril(P, k=-1) + 0.5 * (P * eye)
     inner = 0.5 * (phi + phi.T)
-    g_uu = linalg.solve_triangular(
-        L_uu, linalg.solve_triangular(L_uu, inner, lower=True, trans=1).T, lower=True, trans=1
-    )
+    g_uu = solve_lower(xp, L, solve_lower(xp, L, inner, trans=True).T, trans=True)
     g_uu = 0.5 * (g_uu + g_uu.T)
-    u_const, u_ls, u_z = inducing_terms(kern, Z, g_uu, K_uu)
-    return in_theta_order(kern, g_const + u_const, g_ls + u_ls), g_z + u_z
+    gk = g_uu * rbf(kern, Z, Z, space)
+    col = xp.sum(gk, axis=0)
+    u_ls, u_z = _contract(space, kern, gk, Z, Z, col, col, gk.T @ Z)
+    u_const = xp.sum(g_uu * step.K_uu)
+    return theta_order(xp, kern, g_const + u_const, g_ls + u_ls), g_z + 2.0 * u_z
+
+
+def theta_order(xp: Any, kern: ScaledRBF, g_const: Any, g_ls: Array) -> Array:
+    """The constant's and the length scales' gradients (an isotropic kernel's summed) as one vector of ``xp`` in
+    the order of the kernel's ``theta`` (:func:`~relaxep.posterior.sparse_gradient.in_theta_order`)."""
+    scales = iter([xp.sum(g_ls)] if kern.isotropic else [g_ls[j] for j in range(g_ls.shape[0])])
+    parts = [g_const if entry == "constant" else next(scales) for entry in kern.entries]
+    if not parts:
+        return xp.zeros(0, dtype=g_ls.dtype, device=getattr(g_ls, "device", None))
+    return xp.stack(parts)
 
 
 @dataclass
@@ -227,7 +202,7 @@ class MinibatchSums:
     r"""A minibatch's sums: rows, :math:`\log Z_i`, the rank-one sites, and (if asked) the energy's gradient."""
 
     count: int
-    log_z: float
+    log_z: Any
     lam: Array
     eta: Array
     g_theta: Array | None = None
@@ -277,46 +252,51 @@ class TiedStep:
         return TiedStep(self.view, self.likelihood, Z, K_uu, L_uu, self.noise, S, m, self.gradient, space)
 
 
-#: rows of a minibatch per block (one thread's share, :mod:`relaxep._threads`); fixed, so that the sums do
-#: not depend on the number of threads
+#: rows of a minibatch per block on the host (one thread's share, :mod:`relaxep._threads`); fixed, so that the
+#: sums do not depend on the number of threads
 MINIBATCH_BLOCK = 256
 
 
 def minibatch_sums(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -> MinibatchSums:
-    """:class:`MinibatchSums` of the rows ``(X, y)`` at ``step`` (module docstring): the row blocks' sums on ``n_jobs``
-    threads, added in block order, then the minibatch's :math:`M \times M` terms once, on the host.  A ``step``
-    whose arrays live in another array library keeps them there:
-    :func:`~relaxep.inference.stochastic_device.device_minibatch_sums`, which
-    :func:`~relaxep.estimators._stochastic.local_batches` calls for such rows."""
+    """:class:`MinibatchSums` of the rows ``(X, y)`` at ``step`` (module docstring), in ``X``'s array space: on
+    the host the row blocks' sums on ``n_jobs`` threads, added in block order; on another library's device one
+    block, the sums left there (:math:`\\sum\\log Z_i` a 0-d array); then the minibatch's :math:`M \\times M`
+    terms once.  ``y`` numpy's or ``X``'s; a host ``step`` gets numpy's sums back.  The likelihood's own
+    hyperparameters' gradient (where it has any) is the host's, from the rows' cavities brought there."""
     on = step.in_space_of(X)
-    blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK)) if on.space.on_host else [slice(0, y.shape[0])]
-    parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
+    if on.space.on_host:
+        blocks = list(chunks(y.shape[0], MINIBATCH_BLOCK))
+        parts = fold_blocks(lambda c: _block_sums(on, X[c, :], y[c]), blocks, n_jobs, _add_sums)
+    else:  # (one block: no thread pool, no BLAS limits a step)
+        parts = _block_sums(on, X, y)
     count, log_z, lam, eta, gradient = parts
     out = MinibatchSums(count, log_z, 0.5 * (lam + lam.T), eta)
     if step.gradient:
-        out.g_theta, out.g_z = _inducing_gradient(step.view, step.Z, step.K_uu, step.L_uu, *gradient[:4])
+        out.g_theta, out.g_z = _inducing_gradient(on, *gradient[:4])
         out.g_lik = gradient[4]
+    if on.space != step.space:  # (the rows on a device, the steps on the host)
+        for name in ("log_z", "lam", "eta", "g_theta", "g_z"):
+            value = getattr(out, name)
+            setattr(out, name, None if value is None else to_numpy(value))
+        out.log_z = float(out.log_z)
     return out
 
 
 def _block_sums(step: TiedStep, X: Array, y: Array) -> tuple:
-    """One row block's sums: rows, :math:`\\sum\\log Z_i`, :math:`\\sum w_i a_ia_i^\top`, :math:`\\sum\beta_i a_i`,
+    """One row block's sums: rows, :math:`\\sum\\log Z_i`, :math:`\\sum w_i a_ia_i^\\top`, :math:`\\sum\\beta_i a_i`,
     and (if asked) the gradient's row sums with the likelihood's."""
     terms = minibatch_terms(step, X, y)
-    w, beta = _row_sites(terms, terms.r)  # the site of f_i with cavity variance r_i
+    w, beta = site_from_tilted(terms.d1, terms.d2, terms.mu, terms.r)  # the site of f_i, cavity variance r_i
+    w, beta = _there(step.space, w), _there(step.space, beta)
     gradient = None
     if step.gradient:
         likelihood = step.likelihood
-        g_lik = (
-            np.sum(likelihood.dlog_z_dtheta(y, to_numpy(terms.mu), to_numpy(terms.s)), axis=0)
-            if likelihood.n_dims
-            else np.zeros(0)
-        )
+        g_lik = np.zeros(0)
+        if likelihood.n_dims:
+            g_lik = np.sum(likelihood.dlog_z_dtheta(to_numpy(y), to_numpy(terms.mu), to_numpy(terms.s)), axis=0)
         gradient = (*_row_gradient(step, terms, X), g_lik)
-    w, beta = on_device_of(w, terms.A), on_device_of(beta, terms.A)
     lam, eta = (terms.A * w[:, None]).T @ terms.A, terms.A.T @ beta
-    log_z = float(np.sum(terms.log_z)) if isinstance(terms.log_z, np.ndarray) else float(step.space.xp.sum(terms.log_z))
-    return y.shape[0], log_z, to_numpy(lam), to_numpy(eta), gradient
+    return y.shape[0], _total(step.space, terms.log_z), lam, eta, gradient
 
 
 def _add_sums(a: tuple, b: tuple) -> tuple:
@@ -326,14 +306,14 @@ def _add_sums(a: tuple, b: tuple) -> tuple:
 
 def sites_of_rows(step: TiedStep, X: Array, y: Array, n_jobs: int | None = 1) -> tuple[Array, Array]:
     r"""Every row's site :math:`(\tilde\tau_i, \tilde\nu_i)` from the cavity of ``step`` (module docstring),
-    in row chunks on ``n_jobs`` threads (:mod:`relaxep._threads`): :math:`O(nM^2)`."""
+    in row chunks on ``n_jobs`` threads (:mod:`relaxep._threads`): :math:`O(nM^2)`; numpy's arrays."""
     tau, nu = np.empty(y.shape[0]), np.empty(y.shape[0])
     on = step.in_space_of(X)
     numpy = on.space.on_host
 
     def block(c: slice) -> None:
         t = minibatch_terms(on, X[c, :], y[c])
-        tau[c], nu[c] = (to_numpy(a) for a in _row_sites(t, t.s))
+        tau[c], nu[c] = (to_numpy(a) for a in site_from_tilted(t.d1, t.d2, t.mu, t.s))
 
     each_block(block, list(chunks(y.shape[0], CHUNK if numpy else DEVICE_ROWS)), n_jobs if numpy else 1)
     return tau, nu
