@@ -224,6 +224,12 @@ class DeviceDensePosterior(DensePredictions, RefreshedPosterior):
         """:func:`rbf_evidence_gradient` at the current sites."""
         return rbf_evidence_gradient(self.space, self.kernel, self.cov, self.alpha, self.site_precision, X, kern, noise)
 
+    def prior_evidence_gradient(self, prior: DeviceDensePrior, kernel: Any) -> Array:
+        """:meth:`evidence_gradient` at ``prior``'s inputs and noise, for ``kernel`` (``RBF`` or
+        ``ConstantKernel * RBF``): numpy's :meth:`DensePosterior.prior_evidence_gradient
+        <relaxep.posterior.DensePosterior.prior_evidence_gradient>` signature."""
+        return self.evidence_gradient(prior.X, as_scaled_rbf(kernel, prior.X.shape[1]), prior.noise)
+
     def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
         raise TypeError(_SEQUENTIAL)
 

@@ -19,6 +19,7 @@ the sites, :math:`\log Z_q`, predictions and the evidence gradient.  Its prior i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import linalg
@@ -373,3 +374,11 @@ class DensePosterior(DensePredictions, Posterior):
     def evidence_gradient(self, kernel_gradient: Array) -> Array:
         """:func:`~relaxep.posterior._dense_linalg.evidence_gradient` at the current sites."""
         return evidence_gradient(self.alpha, self.site_precision, self.cov.T, kernel_gradient)  # (cov.T: C order)
+
+    def prior_evidence_gradient(self, prior: Any, kernel: Any) -> Array:
+        """:meth:`evidence_gradient` from ``prior``'s kept :math:`\\partial K/\\partial\\theta` (the one signature the
+        device twin shares: :meth:`DeviceDensePosterior.prior_evidence_gradient
+        <relaxep.posterior.dense_device.DeviceDensePosterior.prior_evidence_gradient>`); ``kernel`` unused."""
+        if getattr(prior, "kernel_gradient", None) is None:
+            raise ValueError("the dense prior was built without eval_gradient=True: no kernel gradient kept")
+        return self.evidence_gradient(prior.kernel_gradient)
