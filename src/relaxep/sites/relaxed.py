@@ -282,13 +282,12 @@ def line_search(
        ``searched`` site's grid minimum left :math:`b = 0` (Q rises on the only side of 0).
 
     Each stage's points are visited in order with a running minimum (a point replaces the best where its
-    :math:`Q` is strictly lower: ``argmin``'s first of equal minima), so memory is that of one evaluation of
-    :math:`Q`.  An evaluation takes :math:`\lfloor` ``site_points`` :math:`/ n\rfloor` points of a stage (at least
-    1; ``None``: the whole stage, numpy's adaptive rules seeing the points they always saw together), as one 1-d
-    vector of sites: with a quadrature likelihood a site-point is ``nodes`` numbers, so at :math:`n = 10^7` and
-    128 nodes a whole grid stage would be 350 GB.  Every site-point is computed alone (elementwise), so the
-    iterates do not depend on ``site_points``.  On the host the last rule's test is read back once, after the
-    grid, and the zooms skipped where it holds; on a device it is an ``xp.where`` (nothing is read back).
+    :math:`Q` is strictly lower: ``argmin``'s first of equal minima).  An evaluation of :math:`Q` takes
+    :math:`\lfloor` ``site_points`` :math:`/ n\rfloor` points of a stage (at least 1) as one 1-d vector of sites,
+    so memory is bounded (:data:`relaxep.sites.relaxed_on.SITE_POINTS`); ``None`` (the host): the whole stage, as
+    numpy's adaptive rules, which size their nodes on the batch, always saw it.  A likelihood computed elementwise
+    gives the same iterates either way.  On the host the last rule's test is read back once, after the grid, and
+    the zooms skipped where it holds; on a device it is an ``xp.where`` (nothing is read back).
 
     Parameters
     ----------

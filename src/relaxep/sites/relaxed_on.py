@@ -8,8 +8,9 @@ On a device two things differ from numpy's host path, and this module holds them
    :meth:`~relaxep.likelihoods.Likelihood.log_z_and_expected_on`, numpy's formula for the closed forms, within 1e-8
    for the sinh rule), and the all-zero test of the search an ``xp.where`` (nothing is read back);
 2. an evaluation of :math:`Q` takes at most :data:`SITE_POINTS` site-points: with a quadrature likelihood each is
-   ``nodes`` numbers, so a whole grid stage at :math:`n = 10^7` and 128 nodes would be 350 GB; one point a call
-   from :math:`2^{17}/34 \approx 3855` sites on (:math:`2^{16}` upwards for the zooms).
+   ``nodes`` numbers, so a whole grid stage at :math:`n = 10^7` and 128 nodes would be 350 GB; the whole grid
+   stage in one call up to :math:`2^{17}/34 \approx 3855` sites, a whole zoom up to 7710, one point a call above
+   :math:`2^{16}`.
 
 Per sweep that is :math:`34 + 3\cdot17 = 85` site-points of :math:`Q` a site and one :math:`\log\hat Z`; no Python
 branch looks at a value.
