@@ -27,8 +27,8 @@ class _Known(RelaxedEP):
         super().__init__(c=1.0)
         self.shape = shape
 
-    def _objective(self, likelihood, y, relaxation, cavity_mean, cavity_var, tau, site_mean, marginal_var):
-        b = np.asarray(relaxation, dtype=float)
+    def q(self, tilted, y, relaxation, columns):
+        b, site_mean = np.asarray(relaxation, dtype=float), columns[3]
         if self.shape is not None:
             return self.shape(b, site_mean)
         with np.errstate(divide="ignore"):
@@ -106,3 +106,33 @@ def test_the_rules_documented_defaults_and_limits():
     assert RelaxedEP(0.0).c == 0.0
     with pytest.raises(ValueError, match="c must be >= 0"):
         RelaxedEP(-1e-12)
+
+
+def test_the_search_in_blocks_is_the_whole_stages_search():
+    """One search for numpy and the device (``sites.relaxed.line_search``): a few site-points an evaluation of Q (the
+    device's memory bound) gives numpy's b*, site for site, as the whole stage at once does; each evaluation holds
+    at most that many site-points."""
+    from relaxep.sites.relaxed import TiltedPieces, line_search
+
+    rng = np.random.default_rng(3)
+    n = 40
+    y = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    y[:8] *= -1.0
+    columns = (rng.normal(scale=2.0, size=n), 10.0 ** rng.uniform(-1.0, 1.5, n), np.zeros(n), np.zeros(n), np.ones(n))
+    rule, searched = RelaxedEP(0.02), np.ones(n, dtype=bool)
+    sizes = []
+
+    class Counted(TiltedPieces):
+        def log_z_and_expected(self, y, mean, var):
+            sizes.append(mean.shape[0])
+            return super().log_z_and_expected(y, mean, var)
+
+    whole = line_search(rule, Counted(np, Probit()), y, columns, searched)
+    assert sizes == [34 * n] + [17 * n] * 3
+    want = rule.optimal_relaxation(Probit(), y, Cavity(columns[0], columns[1]), Site(*columns[2:4], columns[4]))
+    np.testing.assert_array_equal(whole, want)
+    assert np.sum(want > 0.0) >= 3
+    for site_points in (1, 5 * n, 7 * n + 3):
+        sizes.clear()
+        np.testing.assert_array_equal(line_search(rule, Counted(np, Probit()), y, columns, searched, site_points), want)
+        assert max(sizes) == max(n, site_points // n * n)

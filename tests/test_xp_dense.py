@@ -103,6 +103,12 @@ def test_the_device_evidence_gradient_is_numpys(dispatch):
     g_want = want.posterior(tau, nu).evidence_gradient(want.kernel_gradient)
     g_got = got.posterior(tau, nu).evidence_gradient(_strict(X), as_scaled_rbf(kernel, 2), 1e-6)
     np.testing.assert_allclose(g_got, g_want, rtol=1e-8)
+    # one signature for both representations (review 4.4): each reads what it needs from its prior
+    np.testing.assert_array_equal(want.posterior(tau, nu).prior_evidence_gradient(want, kernel), g_want)
+    np.testing.assert_array_equal(got.posterior(tau, nu).prior_evidence_gradient(got, kernel), g_got)
+    plain = DensePrior.from_kernel(kernel, X, 1e-6)
+    with pytest.raises(ValueError, match="eval_gradient"):
+        plain.posterior(tau, nu).prior_evidence_gradient(plain, kernel)
 
 
 def test_a_dense_prior_that_cannot_fit_on_the_device_is_refused_before_the_allocation(dispatch, monkeypatch):

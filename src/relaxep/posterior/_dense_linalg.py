@@ -9,6 +9,7 @@ non-negative sites, and negative sites enter on top of it by Woodbury.
 from __future__ import annotations
 
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from scipy.linalg.blas import dgemm, dger
 
 from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
+from relaxep._xp import add_to_diagonal, cholesky_lower, solve_lower
 from relaxep.errors import ImproperPosteriorError
 from relaxep.posterior.base import SiteProposer, SweepStats, cavity, is_proper
 
@@ -26,9 +28,11 @@ __all__ = [
     "covariance_from_inverse",
     "covariance_plus",
     "evidence_gradient",
+    "evidence_r",
     "kernel_matrix",
     "marginal_mean",
     "marginals_from_inverse",
+    "negative_sites_correction",
     "posterior_mean",
     "single_factors",
     "triangular_inverse",
@@ -73,14 +77,44 @@ def kernel_matrix(kernel: Any, X: Any, noise: float, eval_gradient: bool = False
     return K, dK
 
 
-def b_matrix(kernel: Array, sw: Array, dtype: type = np.float64) -> Array:
-    r""":math:`B = I + S^{1/2} K S^{1/2}`, :math:`S^{1/2} = \operatorname{diag}(` ``sw`` :math:`)`, in ``dtype``."""
+def b_matrix(kernel: Any, sw: Any, dtype: type = np.float64, xp: ModuleType = np) -> Any:
+    r""":math:`B = I + S^{1/2} K S^{1/2}`, :math:`S^{1/2} = \operatorname{diag}(` ``sw`` :math:`)`, in the
+    namespace ``xp`` of ``kernel`` (numpy's in ``dtype``), one new array."""
     b = sw[:, None] * kernel
     b *= sw[None, :]
     if dtype is not np.float64:
         b = b.astype(dtype)
-    b[np.diag_indices(kernel.shape[0])] += 1.0
-    return b
+    return add_to_diagonal(xp, b, 1.0)
+
+
+def _diagonal(xp: ModuleType, a: Any) -> Any:
+    return xp.linalg.diagonal(a) if hasattr(xp.linalg, "diagonal") else xp.diagonal(a)  # (np.diagonal before 2.0)
+
+
+def _cho_solve(xp: ModuleType, lower: Any, b: Any) -> Any:
+    """:math:`(LL^\top)^{-1}b` for a vector ``b``: LAPACK ``potrs`` on numpy, two triangular solves elsewhere."""
+    if xp is np:
+        return linalg.cho_solve((lower, True), b, check_finite=False)
+    return solve_lower(xp, lower, solve_lower(xp, lower, b[:, None]), trans=True)[:, 0]
+
+
+def negative_sites_correction(
+    xp: ModuleType, a_plus: Any, mean_plus: Any, tau: Any, negative: Any
+) -> tuple[Any, Any, float]:
+    r"""The negative sites :math:`N` (indices ``negative``) entered by Woodbury on top of :math:`A_+`, from its
+    columns there (``a_plus``, :math:`A_{+,N}`, ``n x k``) and :math:`\mu_+`, in the namespace ``xp``
+    (:func:`woodbury_negative_sites` has the equations): :math:`C = -T_N^{-1} - A_{+,NN} = L_C L_C^\top`,
+    :math:`Z = L_C^{-1}A_{+,N}^\top`, :math:`\mu = \mu_+ + A_{+,N}C^{-1}\mu_{+,N}` and
+    :math:`\log|C| + \sum_N\log(-\tau_i)`.  :class:`~relaxep.errors.ImproperPosteriorError` where :math:`C` is
+    not positive definite."""
+    neg = xp.take(tau, negative)
+    c = add_to_diagonal(xp, -xp.take(a_plus, negative, axis=0), -1.0 / neg)
+    lc = cholesky_lower(xp, 0.5 * (c + c.T))
+    if lc is None:
+        raise ImproperPosteriorError("negative site precisions make the posterior improper")
+    z = solve_lower(xp, lc, a_plus.T)
+    mean = mean_plus + a_plus @ _cho_solve(xp, lc, xp.take(mean_plus, negative))
+    return z, mean, float(2.0 * xp.sum(xp.log(_diagonal(xp, lc)))) + float(xp.sum(xp.log(-neg)))
 
 
 def triangular_inverse(chol: Array) -> Array:
@@ -226,16 +260,8 @@ def woodbury_negative_sites(
     factor = (chol, True)
     k_cols = kernel[:, negative]
     a_plus = k_cols - kernel @ (sw[:, None] * linalg.cho_solve(factor, sw[:, None] * k_cols, check_finite=False))
-    c = np.diag(-1.0 / tau[negative]) - a_plus[negative]
-    c = 0.5 * (c + c.T)
-    try:
-        lc = linalg.cholesky(c, lower=True, check_finite=False)
-    except linalg.LinAlgError as exc:
-        raise ImproperPosteriorError("negative site precisions make the posterior improper") from exc
-    z = linalg.solve_triangular(lc, a_plus.T, lower=True, check_finite=False)
     mean_plus = kernel @ (nu - sw * linalg.cho_solve(factor, sw * (kernel @ nu), check_finite=False))
-    mean = mean_plus + a_plus @ linalg.cho_solve((lc, True), mean_plus[negative], check_finite=False)
-    return z, mean, float(2.0 * np.sum(np.log(np.diagonal(lc))) + np.sum(np.log(-tau[negative])))
+    return negative_sites_correction(np, a_plus, mean_plus, tau, negative)
 
 
 def posterior_mean(kernel: Array, site_precision: Array, site_mean_precision: Array) -> Array:
@@ -335,6 +361,13 @@ def blocked_sweep(
     return vectors[:, :used], coefs[:used], stats
 
 
+def evidence_r(xp: ModuleType, tau: Any, cov: Any) -> Any:
+    r""":math:`R = (K + T^{-1})^{-1} = T - TAT` (:math:`A` the posterior covariance ``cov``), in the namespace
+    ``xp``: the evidence gradient's (:func:`evidence_gradient`; the device's RBF form,
+    :func:`~relaxep.posterior.dense_device.rbf_evidence_gradient`)."""
+    return add_to_diagonal(xp, -(tau[:, None] * cov * tau[None, :]), tau)
+
+
 def evidence_gradient(alpha: Array, tau: Array, cov: Array, kernel_gradient: Array) -> Array:
     r"""Gradient of the EP log evidence in the kernel's hyperparameters (GPML's ``infEP``).
 
@@ -361,7 +394,7 @@ def evidence_gradient(alpha: Array, tau: Array, cov: Array, kernel_gradient: Arr
     kernel_gradient : ndarray of shape (n, n, n_hyperparameters)
         :math:`\partial K/\partial\theta_j` (scikit-learn's ``kernel(X, eval_gradient=True)[1]``).
     """
-    r = np.diag(tau) - tau[:, None] * cov * tau[None, :]
+    r = evidence_r(np, tau, cov)
     quad = np.einsum("i,ijk,j->k", alpha, kernel_gradient, alpha)
     trace = np.einsum("ij,jik->k", r, kernel_gradient)
     return 0.5 * (quad - trace)

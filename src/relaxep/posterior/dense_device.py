@@ -12,7 +12,7 @@ is the same algebra in the operations every library has.  With :math:`S = \opera
     A_+ = K - V^\top V,\qquad \mu_+ = K\nu - V^\top(V\nu),\qquad \log|I + KT_+| = 2\textstyle\sum_i\log L_{ii}
 
 (Rasmussen & Williams 2006, Algorithm 3.5); negative sites :math:`N` enter by Woodbury on top of :math:`A_+`
-(:func:`~relaxep.posterior._dense_linalg.woodbury_negative_sites` has the equations): :math:`A = A_+ + Z^\top Z`,
+(:func:`~relaxep.posterior._dense_linalg.negative_sites_correction`, numpy's too): :math:`A = A_+ + Z^\top Z`,
 :math:`Z = L_C^{-1}A_{+,N}^\top`, :math:`C = -T_N^{-1} - A_{+,NN}`.  The marginals are the direct
 :math:`K_{ii} - \|V_{\cdot i}\|^2` (one triangular solve with ``n`` right-hand sides, the :math:`O(n^3)` step a GPU
 is built for).  The parallel schedule's device loop (:mod:`relaxep.inference.device_ep`) keeps the sites and the
@@ -42,7 +42,9 @@ from relaxep._xp import (
     to_numpy,
 )
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
+from relaxep.posterior._dense_linalg import TINY, b_matrix, evidence_r, negative_sites_correction
 from relaxep.posterior.base import MatrixPrior, RefreshedPosterior, SiteProposer, SweepStats
+from relaxep.posterior.dense_posterior import DensePredictions
 from relaxep.posterior.rbf import as_scaled_rbf, rbf
 
 __all__ = [
@@ -56,8 +58,6 @@ __all__ = [
     "rbf_evidence_gradient",
     "rbf_trace_gradient",
 ]
-
-TINY = np.finfo(float).tiny
 
 
 def dense_pass(space: ArraySpace, K: Any, tau: Array, nu: Array) -> tuple[Any, Any, Any, float, Array, Array]:
@@ -87,18 +87,9 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
     idx = xp.nonzero(tau < -float(TINY))[0]  # (a subnormal negative precision is a flat site)
     z = None
     if idx.shape[0]:
-        neg = xp.take(tau, idx)
         a_plus = xp.take(K, idx, axis=1) - v.T @ xp.take(v, idx, axis=1)  # A+'s columns N, n x k
-        c = -xp.take(a_plus, idx, axis=0)
-        c = add_to_diagonal(xp, c, -1.0 / neg)
-        lc = cholesky_lower(xp, 0.5 * (c + c.T))
-        if lc is None:
-            raise ImproperPosteriorError("negative site precisions make the posterior improper")
-        z = solve_lower(xp, lc, a_plus.T)
-        var = var + xp.sum(z * z, axis=0)
-        correction = solve_lower(xp, lc, solve_lower(xp, lc, xp.take(mean, idx)[:, None]), trans=True)
-        mean = mean + (a_plus @ correction)[:, 0]
-        log_det += float(2.0 * xp.sum(xp.log(xp.linalg.diagonal(lc)))) + float(xp.sum(xp.log(-neg)))
+        z, mean, log_det_c = negative_sites_correction(xp, a_plus, mean, tau, idx)
+        var, log_det = var + xp.sum(z * z, axis=0), log_det + log_det_c
     if not bool(xp.all(var > 0.0)):
         raise ImproperPosteriorError("a posterior marginal variance is not positive")
     return chol, v, z, log_det, mean, var
@@ -113,12 +104,8 @@ def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool)
     not positive semi-definite)."""
     xp = space.xp
     sw = xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))
-    b = sw[:, None] * K
-    b *= sw[None, :]
-    if flagged:
-        chol, chol_ok = cholesky_flagged(xp, add_to_diagonal(xp, b, 1.0))
-    else:
-        chol, chol_ok = cholesky_lower(xp, add_to_diagonal(xp, b, 1.0)), True
+    b = b_matrix(K, sw, xp=xp)
+    chol, chol_ok = cholesky_flagged(xp, b) if flagged else (cholesky_lower(xp, b), True)
     del b
     if chol is None:
         raise KernelNotPositiveDefiniteError(
@@ -150,7 +137,7 @@ def rbf_evidence_gradient(
     for an RBF kernel by :func:`rbf_trace_gradient`."""
     xp = space.xp
     tau_d, alpha_d = on_device_of(tau, K), on_device_of(alpha, K)
-    inner = add_to_diagonal(xp, alpha_d[:, None] * alpha_d[None, :] + tau_d[:, None] * cov * tau_d[None, :], -tau_d)
+    inner = alpha_d[:, None] * alpha_d[None, :] - evidence_r(xp, tau_d, cov)
     return rbf_trace_gradient(space, inner, add_to_diagonal(xp, xp.asarray(K, copy=True), -noise), X, kern)
 
 
@@ -181,9 +168,11 @@ def rbf_trace_gradient(space: ArraySpace, inner: Any, K: Any, X: Any, kern: Any)
     return np.array(grads, dtype=float)
 
 
-class DeviceDensePosterior(RefreshedPosterior):
+class DeviceDensePosterior(DensePredictions, RefreshedPosterior):
     """The dense posterior of a :class:`~relaxep.posterior.DensePrior` whose ``K`` is another library's: the
-    parallel schedule's marginals, :math:`\\log Z_q`, predictions and (on demand) ``cov``, on ``K``'s device.
+    parallel schedule's marginals, :math:`\\log Z_q`, predictions (numpy's equations,
+    :class:`~relaxep.posterior.dense_posterior.DensePredictions`, from :meth:`_reduction_factors` here) and (on
+    demand) ``cov``, on ``K``'s device.
     The sequential schedule is numpy's only (one-site updates are latency-bound)."""
 
     def __init__(
@@ -221,39 +210,25 @@ class DeviceDensePosterior(RefreshedPosterior):
         )
         self._stale = False
 
-    def predict_latent(self, cross_kernel: Any, test_diag: Any) -> tuple[Any, Any]:
-        r""":math:`\mu_* = K_*\alpha`, :math:`s^2_* = k_{**} - \operatorname{diag}(K_*(K + T^{-1})^{-1}K_*^\top)`."""
-        xp = self.space.xp
-        left, right, mean = self._reduction(cross_kernel)
-        var = on_device_of(test_diag, self.kernel) - xp.sum(left * right, axis=0)
-        return mean, xp.where(var > 0.0, var, xp.zeros_like(var))
+    def _factor_state(self) -> tuple[Any, bool]:
+        if self._stale:
+            self.refresh()
+        return self._chol, self._z is not None
 
-    def predict_latent_cov(self, cross_kernel: Any, test_kernel: Any) -> tuple[Any, Any]:
-        r""":math:`\mu_*` and :math:`K_{**} - K_*(K + T^{-1})^{-1}K_*^\top` (:meth:`predict_latent`'s, jointly)."""
-        left, right, mean = self._reduction(cross_kernel)
-        cov = on_device_of(test_kernel, self.kernel) - left.T @ right
-        return mean, 0.5 * (cov + cov.T)
-
-    def _reduction(self, cross_kernel: Any) -> tuple[Any, Any, Any]:
-        r"""``(P, Q, \mu_*)`` with :math:`P^\top Q = K_*(K + T^{-1})^{-1}K_*^\top`: :math:`P = Q = L^{-1}SK_*^\top`
-        for non-negative sites, else :math:`P = K_*^\top`, :math:`Q = (I + TK)^{-1}TK_*^\top` (one solve)."""
-        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != self.n:
-            raise ValueError(f"K_star must have shape (m, {self.n}), got {cross_kernel.shape}")
+    def _solve_i_plus_tk(self, rhs: Any) -> Any:
         xp, K = self.space.xp, self.kernel
-        alpha = self.alpha  # (refreshes stale sites first)
-        cross_kernel = self.space.put(cross_kernel)
-        mean = cross_kernel @ on_device_of(alpha, K)
-        if self._z is None:
-            sw = on_device_of(np.sqrt(np.maximum(self.site_precision, 0.0)), K)
-            v = solve_lower(xp, self._chol, sw[:, None] * cross_kernel.T)
-            return v, v, mean
-        tau = on_device_of(self.site_precision, K)
-        m = add_to_diagonal(xp, tau[:, None] * K, 1.0)  # I + T K
-        return cross_kernel.T, xp.linalg.solve(m, tau[:, None] * cross_kernel.T), mean
+        tau = self.space.put(self.site_precision)
+        return xp.linalg.solve(add_to_diagonal(xp, tau[:, None] * K, 1.0), rhs)  # (I + T K)^-1 rhs
 
     def evidence_gradient(self, X: Any, kern: Any, noise: float) -> Array:
         """:func:`rbf_evidence_gradient` at the current sites."""
         return rbf_evidence_gradient(self.space, self.kernel, self.cov, self.alpha, self.site_precision, X, kern, noise)
+
+    def prior_evidence_gradient(self, prior: DeviceDensePrior, kernel: Any) -> Array:
+        """:meth:`evidence_gradient` at ``prior``'s inputs and noise, for ``kernel`` (``RBF`` or
+        ``ConstantKernel * RBF``): numpy's :meth:`DensePosterior.prior_evidence_gradient
+        <relaxep.posterior.DensePosterior.prior_evidence_gradient>` signature."""
+        return self.evidence_gradient(prior.X, as_scaled_rbf(kernel, prior.X.shape[1]), prior.noise)
 
     def update_site(self, i: int, precision: float, mean_precision: float) -> bool:
         raise TypeError(_SEQUENTIAL)

@@ -19,6 +19,7 @@ the sites, :math:`\log Z_q`, predictions and the evidence gradient.  Its prior i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from scipy import linalg
@@ -26,6 +27,7 @@ from scipy.linalg.blas import dgemm, dger
 
 from relaxep._typing import Array
 from relaxep._validation import NOT_PSD_ADVICE
+from relaxep._xp import HOST, ArraySpace, solve_lower
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.posterior._dense_linalg import (
     TINY,
@@ -41,10 +43,72 @@ from relaxep.posterior._dense_linalg import (
 )
 from relaxep.posterior.base import Posterior, SiteProposer, SweepStats
 
-__all__ = ["DensePosterior"]
+__all__ = ["DensePosterior", "DensePredictions"]
 
 
-class DensePosterior(Posterior):
+class DensePredictions:
+    r"""The dense latent predictions, written once in the namespace of :attr:`space` (numpy's here; a device's for
+    :class:`~relaxep.posterior.dense_device.DeviceDensePosterior`):
+
+    .. math::
+        \mu_* = K_{*}\alpha,\qquad
+        s^2_* = k_{**} - \operatorname{diag}\big(K_* (K + T^{-1})^{-1} K_*^\top\big),
+
+    with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`, from the factors ``(P, Q)``
+    of :meth:`_reduction_factors`, the representation's.
+    """
+
+    #: the array library and device of ``K``
+    space: ArraySpace = HOST
+    n: int
+    alpha: Array
+
+    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
+        """Latent predictive mean and variance at test points (``cross_kernel`` :math:`K_*`, ``test_diag``
+        :math:`k_{**}`)."""
+        xp = self.space.xp
+        left, right, mean = self._predictive(cross_kernel)
+        var = self.space.put(test_diag) - xp.sum(left * right, axis=0)
+        return mean, xp.maximum(var, xp.zeros_like(var))
+
+    def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
+        r"""Latent predictive mean and covariance :math:`K_{**} - K_* (K + T^{-1})^{-1} K_*^\top`
+        (:meth:`predict_latent`'s, jointly at the test points; ``test_kernel`` is :math:`K_{**}`)."""
+        left, right, mean = self._predictive(cross_kernel)
+        cov = self.space.put(test_kernel) - left.T @ right
+        return mean, 0.5 * (cov + cov.T)
+
+    def _predictive(self, cross_kernel: Array) -> tuple[Array, Array, Array]:
+        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != self.n:
+            raise ValueError(
+                f"K_star must have shape (m, {self.n}) (covariances to the training inputs), got {cross_kernel.shape}"
+            )
+        cross_kernel = self.space.put(cross_kernel)
+        left, right = self._reduction_factors(cross_kernel)
+        return left, right, cross_kernel @ self.space.put(self.alpha)
+
+    def _reduction_factors(self, cross_kernel: Array) -> tuple[Array, Array]:
+        r"""``(P, Q)`` with :math:`P^\top Q = K_* (K + T^{-1})^{-1} K_*^\top`: :math:`P = Q = L^{-1} S^{1/2}
+        K_*^\top` for non-negative sites, else :math:`P = K_*^\top`, :math:`Q = (I + TK)^{-1} T K_*^\top`
+        (:meth:`_solve_i_plus_tk`)."""
+        xp = self.space.xp
+        chol, negative = self._factor_state()
+        tau = self.space.put(self.site_precision)
+        if not negative:
+            v = solve_lower(xp, chol, xp.sqrt(xp.maximum(tau, xp.zeros_like(tau)))[:, None] * cross_kernel.T)
+            return v, v
+        return cross_kernel.T, self._solve_i_plus_tk(tau[:, None] * cross_kernel.T)
+
+    def _factor_state(self) -> tuple[Array, bool]:
+        """The current factor :math:`L` of :math:`B` (refreshed where stale) and whether some site is negative."""
+        raise NotImplementedError
+
+    def _solve_i_plus_tk(self, rhs: Array) -> Array:
+        """:math:`(I + TK)^{-1}` ``rhs``."""
+        raise NotImplementedError
+
+
+class DensePosterior(DensePredictions, Posterior):
     """Mutable dense posterior ``N(mean, cov)`` of ``f`` given site parameters.
 
     ``marginals_only=True`` defers ``cov`` to its first access (see :meth:`refresh`).
@@ -293,49 +357,28 @@ class DensePosterior(Posterior):
         return 0.5 * float(self.site_mean_precision @ self.mean) - 0.5 * self.log_det_b()
 
     # ---------------------------------------------------------- prediction
-    def predict_latent(self, cross_kernel: Array, test_diag: Array) -> tuple[Array, Array]:
-        r"""Latent predictive mean and variance at test points.
-
-        .. math::
-            \mu_* = K_{*}\alpha,\qquad
-            s^2_* = k_{**} - \operatorname{diag}\big(K_* (K + T^{-1})^{-1} K_*^\top\big),
-
-        with :math:`(K + T^{-1})^{-1} = S^{1/2}B^{-1}S^{1/2}` or :math:`(I + T K)^{-1} T`.
-        """
-        self._check_cross_kernel(cross_kernel)
-        left, right = self._reduction_factors(cross_kernel)
-        return cross_kernel @ self.alpha, np.maximum(test_diag - np.sum(left * right, axis=0), 0.0)
-
-    def predict_latent_cov(self, cross_kernel: Array, test_kernel: Array) -> tuple[Array, Array]:
-        r"""Latent predictive mean and covariance :math:`K_{**} - K_* (K + T^{-1})^{-1} K_*^\top`
-        (:meth:`predict_latent`'s, jointly at the test points; ``test_kernel`` is :math:`K_{**}`)."""
-        self._check_cross_kernel(cross_kernel)
-        left, right = self._reduction_factors(cross_kernel)
-        cov = test_kernel - left.T @ right
-        return cross_kernel @ self.alpha, 0.5 * (cov + cov.T)
-
-    def _check_cross_kernel(self, cross_kernel: Array) -> None:
-        if cross_kernel.ndim != 2 or cross_kernel.shape[1] != self.n:
-            raise ValueError(
-                f"K_star must have shape (m, {self.n}) (covariances to the training inputs), got {cross_kernel.shape}"
-            )
-
-    def _reduction_factors(self, cross_kernel: Array) -> tuple[Array, Array]:
-        r"""``(P, Q)`` with :math:`P^\top Q = K_* (K + T^{-1})^{-1} K_*^\top`: :math:`P = Q = L^{-1} S^{1/2}
-        K_*^\top` for non-negative sites, else :math:`P = K_*^\top`, :math:`Q = (I + TK)^{-1} T K_*^\top`."""
+    def _factor_state(self) -> tuple[Array, bool]:
         if self._log_det is None:
             self.refresh(marginals_only=self._cov_stale)
-        tau = self.site_precision
-        if not self._has_negative:
-            v = linalg.solve_triangular(self._chol, np.sqrt(np.maximum(tau, 0.0))[:, None] * cross_kernel.T, lower=True)
-            return v, v
+        return self._chol, self._has_negative
+
+    def _solve_i_plus_tk(self, rhs: Array) -> Array:
+        """By LAPACK's LU of :math:`I + TK`, kept for the next predictions."""
         if self._lu is None:
-            m = tau[:, None] * self.kernel
+            m = self.site_precision[:, None] * self.kernel
             m[np.diag_indices(self.n)] += 1.0  # I + T K
             self._lu = linalg.lu_factor(m, check_finite=False)
-        return cross_kernel.T, linalg.lu_solve(self._lu, tau[:, None] * cross_kernel.T)
+        return linalg.lu_solve(self._lu, rhs)
 
     # ------------------------------------------------------------ gradient
     def evidence_gradient(self, kernel_gradient: Array) -> Array:
         """:func:`~relaxep.posterior._dense_linalg.evidence_gradient` at the current sites."""
         return evidence_gradient(self.alpha, self.site_precision, self.cov.T, kernel_gradient)  # (cov.T: C order)
+
+    def prior_evidence_gradient(self, prior: Any, kernel: Any) -> Array:
+        """:meth:`evidence_gradient` from ``prior``'s kept :math:`\\partial K/\\partial\\theta` (the one signature the
+        device twin shares: :meth:`DeviceDensePosterior.prior_evidence_gradient
+        <relaxep.posterior.dense_device.DeviceDensePosterior.prior_evidence_gradient>`); ``kernel`` unused."""
+        if getattr(prior, "kernel_gradient", None) is None:
+            raise ValueError("the dense prior was built without eval_gradient=True: no kernel gradient kept")
+        return self.evidence_gradient(prior.kernel_gradient)

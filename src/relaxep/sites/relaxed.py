@@ -8,17 +8,33 @@ KL of the relaxed tilted distribution to its projection plus the penalty :math:`
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from types import ModuleType
-from typing import Literal
+from typing import ClassVar, Literal
 
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep.likelihoods import Likelihood, TiltedLogZ
+from relaxep.likelihoods import Likelihood, NoisyStep, TiltedLogZ
 from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, relaxed_cavity, site_from_tilted
-from relaxep.sites.paper import paper_relaxed_objective, paper_site
+from relaxep.sites.paper import paper_site, paper_terms
 
-__all__ = ["RelaxedEP", "relaxed_cavity", "relaxed_kl", "relaxed_objective"]
+__all__ = [
+    "SITE_STEPS",
+    "RelaxedEP",
+    "TiltedPieces",
+    "derived_site",
+    "line_search",
+    "relaxed_cavity",
+    "relaxed_kl",
+    "relaxed_objective",
+    "relaxed_q",
+]
+
+#: the site columns the objective takes, each 1-d over the sites: cavity mean and variance, site precision and
+#: mean, marginal variance
+SiteColumns = tuple[Array, Array, Array, Array, Array]
 
 
 def relaxed_kl(likelihood: Likelihood, y: Array, mean: Array, var: Array) -> Array:
@@ -67,9 +83,8 @@ def relaxed_objective(
     """
     if penalty not in ("absolute", "scale_free"):
         raise ValueError(f"penalty must be 'absolute' or 'scale_free', got {penalty!r}")
-    mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
-    cost = relaxation * cavity_var if penalty == "scale_free" else relaxation
-    return relaxed_kl(likelihood, y, mean, var) + relax_weight * cost
+    columns = (cavity_mean, cavity_var, None, site_mean, None)
+    return relaxed_q(TiltedPieces(np, likelihood), y, relaxation, columns, relax_weight, penalty=penalty)  # type: ignore[arg-type]
 
 
 class RelaxedEP(SiteRule):
@@ -97,9 +112,11 @@ class RelaxedEP(SiteRule):
     damping : float
     """
 
-    _grid = np.concatenate([[0.0], np.logspace(-4.0, 4.0, 33)])
-    _n_zoom = 3
-    _zoom_points = 17
+    #: the line search's grid of :math:`b\lambda`: 0, then 33 points from :math:`10^{-4}` to :math:`10^4`
+    grid: ClassVar[Array] = np.concatenate([[0.0], np.logspace(-4.0, 4.0, 33)])
+    #: the zooms after the grid, and the points of each
+    n_zoom: ClassVar[int] = 3
+    zoom_points: ClassVar[int] = 17
 
     def __init__(
         self,
@@ -125,90 +142,232 @@ class RelaxedEP(SiteRule):
 
     def objective(self, likelihood: Likelihood, y: Array, relaxation: Array, cavity: Cavity, site: Site) -> Array:
         """``Q(b)`` of this rule's variant (arrays broadcast)."""
-        return self._objective(
-            likelihood, y, relaxation, cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var
-        )
+        columns = (cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
+        return self.q(TiltedPieces(np, likelihood), y, relaxation, columns)
 
-    def _objective(
-        self,
-        likelihood: Likelihood,
-        y: Array,
-        relaxation: Array,
-        cavity_mean: Array,
-        cavity_var: Array,
-        tau: Array,
-        site_mean: Array,
-        marginal_var: Array,
-    ) -> Array:
-        objective = _VARIANTS[self.variant][0]
-        return objective(self, likelihood, y, relaxation, cavity_mean, cavity_var, tau, site_mean, marginal_var)
+    def q(self, tilted: TiltedPieces, y: Array, relaxation: Array, columns: SiteColumns) -> Array:
+        """:func:`relaxed_q` of this rule's variant, penalty and weight."""
+        return relaxed_q(tilted, y, relaxation, columns, float(self.c), self.variant, self.penalty)
 
     def optimal_relaxation(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> Array:
-        r"""Line search :math:`b^* = \arg\min_{b\ge0} Q(b)`, vectorised over sites."""
-        columns = (cavity.mean, cavity.var, site.precision, site.mean, site.marginal_var)
-        cols = [np.asarray(a, dtype=float)[..., None] for a in columns]
-        cavity_mean, cavity_var, tau, site_mean, marginal_var = np.broadcast_arrays(*cols)
+        r"""Line search :math:`b^* = \arg\min_{b\ge0} Q(b)` (:func:`line_search`), for
+        every site at once; the arrays broadcast, ``y`` may hold a row of the likelihood's ``target_width`` a site
+        (a count and its log exposure)."""
+        cols = np.broadcast_arrays(*(np.asarray(a, dtype=float) for a in (cavity.mean, cavity.var, site.precision,
+                                                                          site.mean, site.marginal_var)))  # fmt: skip
         y = np.asarray(y, dtype=float)
-        # one target per site, or a row of the likelihood's target_width (a count and its log exposure): the
-        # grid's axis goes before the row
         width = likelihood.target_width
         rows = width > 1 and y.shape[-1:] == (width,) and y.ndim > np.ndim(cavity.mean)
-        y = y[..., None, :] if rows else y[..., None]
+        shape = np.broadcast_shapes(cols[0].shape, y.shape[:-1] if rows else y.shape)
+        columns = tuple(np.broadcast_to(c, shape).ravel() for c in cols)
+        y = np.broadcast_to(y, shape + y.shape[-1:] if rows else shape).reshape((-1, width) if rows else (-1,))
+        searched = np.ones(columns[0].shape, dtype=bool)
+        return line_search(self, TiltedPieces(np, likelihood), y, columns, searched).reshape(shape)  # type: ignore[arg-type]
 
-        def q(b: Array) -> Array:
-            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-                val = self._objective(likelihood, y, b, cavity_mean, cavity_var, tau, site_mean, marginal_var)
-            return np.where(np.isfinite(val), val, np.inf)
-
-        grid = self._grid / cavity_var
-        values = q(grid)
-        k = np.argmin(values, axis=-1)[..., None]
-        if not np.any(k):
-            return np.zeros(values.shape[:-1])
-        last = grid.shape[-1] - 1
-        lo = np.take_along_axis(grid, np.maximum(k - 1, 0), axis=-1)
-        hi = np.take_along_axis(grid, np.minimum(k + 1, last), axis=-1)
-        best_b = np.take_along_axis(grid, k, axis=-1)
-        best_q = np.take_along_axis(values, k, axis=-1)
-        frac = np.linspace(0.0, 1.0, self._zoom_points)
-        for _ in range(self._n_zoom):
-            pts = lo + (hi - lo) * frac
-            vals = q(pts)
-            j = np.argmin(vals, axis=-1)[..., None]
-            cand_q = np.take_along_axis(vals, j, axis=-1)
-            better = cand_q < best_q
-            best_b = np.where(better, np.take_along_axis(pts, j, axis=-1), best_b)
-            best_q = np.where(better, cand_q, best_q)
-            width = (hi - lo) / (self._zoom_points - 1)
-            lo, hi = np.maximum(best_b - width, 0.0), best_b + width
-        # b = 0 whenever it is at least as good (Q rises on the only side of 0).
-        zero_q = values[..., :1]
-        return np.where(zero_q <= best_q, 0.0, best_b)[..., 0]
+    def relaxed_site(
+        self, tilted: TiltedPieces, y: Array, cavity_mean: Array, cavity_var: Array, site_mean: Array, b: Array
+    ) -> tuple[Array, Array]:
+        r"""The undamped site at relaxations ``b``, in ``tilted.xp``: EP's moment matching at the relaxed cavity
+        (:func:`~relaxep.sites.relaxed_cavity`), :math:`\tau_b = -d_2/(1 + \tilde\lambda d_2)`,
+        :math:`\nu_b = (d_1 - \tilde h d_2)/(1 + \tilde\lambda d_2)` (:func:`~relaxep.sites.site_from_tilted`), then
+        the variant's step (e) (:data:`SITE_STEPS`)."""
+        mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, b)
+        lz = tilted.log_z(y, mean, var)
+        tau_b, nu_b = site_from_tilted(lz.dlog_z, lz.d2log_z, mean, var)
+        return SITE_STEPS[self.variant](tau_b, nu_b, b, site_mean)
 
     def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
         b = self.optimal_relaxation(likelihood, y, cavity, site)
-        site_mean = site.mean
-        mean, var = relaxed_cavity(cavity.mean, cavity.var, site_mean, b)
-        lz = likelihood.log_z(y, mean, var)
-        tau_b, nu_b = site_from_tilted(lz.dlog_z, lz.d2log_z, mean, var)
-        tau, nu = _VARIANTS[self.variant][1](tau_b, nu_b, b, site_mean)
+        tau, nu = self.relaxed_site(TiltedPieces(np, likelihood), y, cavity.mean, cavity.var, site.mean, b)
         return tau, nu, b
 
 
-def _derived_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
+def derived_site(tau_b: Array, nu_b: Array, relaxation: Array, site_mean: Array) -> tuple[Array, Array]:
     """Step (e) of the derived rule is the identity (:doc:`the decisions page </decisions>`)."""
     return tau_b, nu_b
 
 
-#: each variant's objective Q(b) (arguments: the rule, likelihood, y, b, cavity mean and variance, the
-#: site's precision and mean, the marginal variance) and its site step (e)
-_VARIANTS = {
-    "derived": (
-        lambda rule, lik, y, b, h, lam, tau, m, a: relaxed_objective(lik, y, b, h, lam, m, float(rule.c), rule.penalty),
-        _derived_site,
-    ),
-    "paper": (
-        lambda rule, lik, y, b, h, lam, tau, m, a: paper_relaxed_objective(lik, y, b, h, lam, m, tau, a, float(rule.c)),
-        paper_site,
-    ),
+#: each variant's site step (e): from the site :math:`(\tau_b, \nu_b)` at the relaxed cavity, the relaxation
+#: :math:`b` and the site mean :math:`m_i`, the new site
+SITE_STEPS: dict[str, Callable[[Array, Array, Array, Array], tuple[Array, Array]]] = {
+    "derived": derived_site,
+    "paper": paper_site,
 }
+
+
+@dataclass(frozen=True)
+class TiltedPieces:
+    r"""What Relaxed EP reads of ``likelihood`` at the relaxed cavities, in the namespace ``xp``:
+    :math:`\log\hat Z, d_1, d_2` (:class:`~relaxep.likelihoods.TiltedLogZ`) and :math:`E_{\hat p}[\log t]`.
+
+    On the host numpy's rules (:meth:`~relaxep.likelihoods.Likelihood.log_z`,
+    :meth:`~relaxep.likelihoods.Likelihood.expected_log_lik`); with ``on_device`` the device's, on the arrays'
+    device (:meth:`~relaxep.likelihoods.Likelihood.log_z_on` at :math:`u = 1`,
+    :meth:`~relaxep.likelihoods.Likelihood.log_z_and_expected_on`: numpy's formula for the closed forms, within
+    1e-8 for the sinh rule).  Every other step of the rule is one formula for both.
+    """
+
+    xp: ModuleType
+    likelihood: Likelihood
+    on_device: bool = False
+
+    def log_z(self, y: Array, mean: Array, var: Array) -> TiltedLogZ:
+        r""":math:`\log\hat Z, d_1, d_2` at the cavities ``(mean, var)``."""
+        if self.on_device:
+            return self.likelihood.log_z_on(self.xp, y, mean, var, 1.0)
+        return self.likelihood.log_z(y, mean, var)
+
+    def log_z_and_expected(self, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        r""":meth:`log_z` and :math:`E_{\hat p}[\log t]` at the cavities ``(mean, var)``."""
+        if self.on_device:
+            return self.likelihood.log_z_and_expected_on(self.xp, y, mean, var)
+        return self.likelihood.log_z(y, mean, var), self.likelihood.expected_log_lik(y, mean, var)
+
+
+def relaxed_q(
+    tilted: TiltedPieces,
+    y: Array,
+    relaxation: Array,
+    columns: SiteColumns,
+    c: float,
+    variant: Literal["derived", "paper"] = "derived",
+    penalty: Literal["absolute", "scale_free"] = "absolute",
+) -> Array:
+    r""":math:`Q(b)` of Relaxed EP's ``variant`` and ``penalty`` with weight ``c`` at relaxations :math:`b` (arrays
+    broadcast), in ``tilted.xp``.
+
+    At the relaxed cavity :math:`\tilde\lambda = (1/\lambda + b)^{-1}`, :math:`\tilde h = \tilde\lambda(h/\lambda
+    + b m_i)` (:func:`~relaxep.sites.relaxed_cavity`), from :math:`\log\hat Z, d_1, d_2` and :math:`E[\log t]`
+    there (:class:`TiltedPieces`):
+
+    .. math::
+        Q(b) = E[\log t] - \log\hat Z + \tfrac12\log(1 + \tilde\lambda d_2) - \tfrac12\tilde\lambda(d_2 + d_1^2)
+        + c\,b\ (\text{or } c\,b\lambda,\ \texttt{penalty="scale\_free"}),
+
+    the derived variant (:func:`relaxed_objective`, :func:`tilted_kl`), or the paper's printed one
+    (:func:`~relaxep.sites.paper.paper_relaxed_objective`, :func:`~relaxep.sites.paper.paper_terms`; the
+    ``NoisyStep`` only).  ``columns``: the cavity means :math:`h_i` and variances :math:`\lambda_i`, the site
+    precisions :math:`\tau_i` and means :math:`m_i`, the marginal variances :math:`A_{ii}`.
+    """
+    cavity_mean, cavity_var, tau, site_mean, marginal_var = columns
+    if variant == "paper" and not isinstance(tilted.likelihood, NoisyStep):
+        raise ValueError("the paper's printed Q(b) is defined for the NoisyStep likelihood only")
+    mean, var = relaxed_cavity(cavity_mean, cavity_var, site_mean, relaxation)
+    lz, expected = tilted.log_z_and_expected(y, mean, var)
+    if variant == "paper":
+        return paper_terms(
+            tilted.xp, lz, expected, relaxation, (mean, var), cavity_mean, cavity_var, site_mean, tau, marginal_var, c
+        )
+    cost = relaxation * cavity_var if penalty == "scale_free" else relaxation
+    return tilted_kl(tilted.xp, lz, expected, var) + c * cost
+
+
+def line_search(
+    rule: RelaxedEP,
+    tilted: TiltedPieces,
+    y: Array,
+    columns: SiteColumns,
+    searched: Array,
+    site_points: int | None = None,
+) -> Array:
+    r""":math:`b^* = \arg\min_{b \ge 0} Q(b)` (:func:`relaxed_q`) for every site, in ``tilted.xp``.
+
+    1. **The grid** :math:`b \in \{0\} \cup \{10^{-4}, \dots, 10^4\}/\lambda` (``rule.grid``, 34 points,
+       :math:`\lambda` the cavity variance).  Its best point :math:`b_k` (the first of equal minima) brackets
+       :math:`[b_{k-1}, b_{k+1}]`.
+    2. **Three zooms** (``rule.n_zoom``) of 17 points (``rule.zoom_points``) across the bracket; a zoom's best
+       replaces the best so far where its :math:`Q` is strictly lower, and the next bracket is
+       :math:`b^* \pm (hi - lo)/16` (clipped at 0).
+    3. :math:`0` where :math:`Q(0) \le Q_{best}`, else :math:`b_{best}`; and :math:`0` at every site where no
+       ``searched`` site's grid minimum left :math:`b = 0` (Q rises on the only side of 0).
+
+    Each stage's points are visited in order with a running minimum (a point replaces the best where its
+    :math:`Q` is strictly lower: ``argmin``'s first of equal minima).  An evaluation of :math:`Q` takes
+    :math:`\lfloor` ``site_points`` :math:`/ n\rfloor` points of a stage (at least 1) as one 1-d vector of sites,
+    so memory is bounded (:data:`relaxep.sites.relaxed_on.SITE_POINTS`); ``None`` (the host): the whole stage, as
+    numpy's adaptive rules, which size their nodes on the batch, always saw it.  A likelihood computed elementwise
+    gives the same iterates either way.  On the host the last rule's test is read back once, after the grid, and
+    the zooms skipped where it holds; on a device it is an ``xp.where`` (nothing is read back).
+
+    Parameters
+    ----------
+    rule : RelaxedEP
+        Its variant, penalty, weight ``c``, grid and zooms.
+    tilted : TiltedPieces
+        The likelihood's pieces, in the namespace ``xp`` of the arrays.
+    y : array
+        The sites' targets (a row a site where the likelihood's ``target_width`` is above 1).
+    columns : tuple of array
+        :func:`relaxed_q`'s, each 1-d over the ``n`` sites.
+    searched : array of bool
+        The sites the search is handed (the proper cavities); the others' :math:`b` are any values, and they
+        do not take part in the last rule's test.
+    site_points : int, optional
+        The most site-points an evaluation of :math:`Q` takes.
+    """
+    xp = tilted.xp
+    cavity_var = columns[1]
+    stages = _Stages(rule, tilted, y, columns, site_points)
+    grid = [float(g) for g in rule.grid]
+    last = len(grid) - 1
+    zero = xp.zeros_like(cavity_var)
+    best_b = zero_q = best_q = lo = hi = zero
+    moved = xp.zeros_like(cavity_var, dtype=xp.bool)  # (numpy's argmin k > 0)
+    for p, b, value in stages([g / cavity_var for g in grid]):
+        if p == 0:
+            best_b, zero_q, best_q, lo, hi = b, value, value, b, grid[1] / cavity_var
+            continue
+        better = value < best_q
+        best_q, best_b = xp.where(better, value, best_q), xp.where(better, b, best_b)
+        lo = xp.where(better, grid[p - 1] / cavity_var, lo)
+        hi = xp.where(better, grid[min(p + 1, last)] / cavity_var, hi)
+        moved = moved | better
+    moved_any = xp.any(moved & searched)
+    if not tilted.on_device and not bool(moved_any):
+        return zero
+    frac = [float(f) for f in np.linspace(0.0, 1.0, rule.zoom_points)]
+    for _ in range(rule.n_zoom):
+        for _p, b, value in stages([lo + (hi - lo) * f for f in frac]):
+            better = value < best_q
+            best_q, best_b = xp.where(better, value, best_q), xp.where(better, b, best_b)
+        width = (hi - lo) / (rule.zoom_points - 1)
+        lo, hi = xp.maximum(best_b - width, zero), best_b + width
+    found = xp.where(zero_q <= best_q, zero, best_b)
+    return xp.where(moved_any, found, zero)
+
+
+class _Stages:
+    r""":math:`Q` at a stage's points (each an array of one :math:`b` per site), ``group`` points an evaluation:
+    their relaxations concatenated into one vector of sites against the columns and targets repeated as often, so
+    a likelihood sees 1-d sites as ever and each site-point is computed as alone; :math:`+\infty` where
+    :math:`Q` is not finite."""
+
+    def __init__(self, rule: RelaxedEP, tilted: TiltedPieces, y: Array, columns: SiteColumns, site_points: int | None):
+        self.rule, self.tilted, self.y, self.columns = rule, tilted, y, columns
+        self.n = int(columns[1].shape[0])
+        self.group = None if site_points is None else max(1, site_points // max(self.n, 1))
+        xp = tilted.xp
+        self._concat = xp.concat if hasattr(xp, "concat") else xp.concatenate  # (numpy before 2.0)
+        self._tiled: dict[int, tuple[Array, SiteColumns]] = {}
+
+    def _repeated(self, times: int) -> tuple[Array, SiteColumns]:
+        if times == 1:
+            return self.y, self.columns
+        if times not in self._tiled:
+            tiled = tuple(self._concat([c] * times, axis=0) for c in self.columns)
+            self._tiled[times] = (self._concat([self.y] * times, axis=0), tiled)  # type: ignore[assignment]
+        return self._tiled[times]
+
+    def __call__(self, points: list[Array]) -> Iterator[tuple[int, Array, Array]]:
+        """``(index, b, Q(b))`` for each of ``points`` in order."""
+        xp, n = self.tilted.xp, self.n
+        group = len(points) if self.group is None else self.group
+        for first in range(0, len(points), group):
+            chunk = points[first : first + group]
+            y, columns = self._repeated(len(chunk))
+            b = chunk[0] if len(chunk) == 1 else self._concat(chunk, axis=0)
+            with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+                value = self.rule.q(self.tilted, y, b, columns)
+            value = xp.where(xp.isfinite(value), value, xp.full_like(value, float("inf")))
+            for j, point in enumerate(chunk):
+                yield first + j, point, value if len(chunk) == 1 else value[j * n : (j + 1) * n]
