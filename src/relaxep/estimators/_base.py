@@ -86,11 +86,11 @@ class _GPEstimatorBase(BaseEstimator):
         """The search by a sparse plan's method and caps, else by ``optimizer`` resolved for a dense fit (the
         same ``None`` where ``optimizer`` is ``None``), with the class's policy."""
         method = None if sparse is None else sparse.method
-        maxiter, maxfun = (self.optimizer_maxiter, None) if sparse is None else (sparse.maxiter, sparse.maxfun)
+        caps = (self.optimizer_maxiter, None, None) if sparse is None else (sparse.maxiter, sparse.maxfun, sparse.ftol)
         return _EvidenceSearch(
             dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
-            maxiter, backtrack=self.search_policy.backtrack, verbose=self.verbose,
-            callback=self.callback, maxfun=maxfun,
+            caps[0], backtrack=self.search_policy.backtrack, verbose=self.verbose,
+            callback=self.callback, maxfun=caps[1], ftol=caps[2],
         )  # fmt: skip
 
     def _finish(self, model: Any, report: FitReport) -> Any:

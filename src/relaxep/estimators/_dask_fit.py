@@ -180,7 +180,9 @@ class DaskSparseFit(BaseEstimator):
 
     def _search(self, plan: SparseFit) -> _EvidenceSearch:
         """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards)."""
-        return _EvidenceSearch(plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun)
+        return _EvidenceSearch(
+            plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun, ftol=plan.ftol
+        )
 
     def _fit_shards(
         self, X: Any, targets: Any, likelihood: Likelihood, rule: SiteRule, noise: float

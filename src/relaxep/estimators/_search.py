@@ -283,6 +283,8 @@ class _EvidenceSearch:
         ``>= 1``: one line per evidence evaluation on standard output (the estimate, the best so far).
     callback : callable or None
         Called with a :class:`SearchStep` after every evidence evaluation.
+    maxfun, ftol : int, float or None
+        L-BFGS-B's cap on evaluations and its relative stop on the evidence (``None``: scipy's defaults).
     """
 
     def __init__(
@@ -294,9 +296,10 @@ class _EvidenceSearch:
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
         maxfun: int | None = None,
+        ftol: float | None = None,
     ):
         self.optimizer, self.n_restarts, self.maxiter = optimizer, n_restarts, check_maxiter(maxiter)
-        self.maxfun = maxfun
+        self.maxfun, self.ftol = maxfun, ftol
         self.backtrack = backtrack
         check_progress_options(verbose, callback)
         self.verbose, self.callback = int(verbose), callback
@@ -354,6 +357,8 @@ class _EvidenceSearch:
                 options["maxiter"] = int(self.maxiter)
             if self.maxfun is not None:
                 options["maxfun"] = int(self.maxfun)
+            if self.ftol is not None:
+                options["ftol"] = float(self.ftol)
             if np.any(np.isnan(bounds)):  # the inducing inputs (sparse fits) are unbounded
                 bounds = [(None if np.isnan(lo) else lo, None if np.isnan(hi) else hi) for lo, hi in bounds]
             objective = _Backtracking(obj_func, start_value) if self.backtrack else obj_func
