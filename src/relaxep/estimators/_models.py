@@ -70,11 +70,10 @@ class _DensePriors:
         return DensePrior.from_kernel(kernel, X, self.noise, eval_gradient, check_psd=not eval_gradient)
 
     def gradient(self, prior: DensePrior, posterior: Posterior, kernel: Kernel) -> tuple[Array, None]:
-        """:meth:`DensePosterior.evidence_gradient <relaxep.posterior.DensePosterior.evidence_gradient>` (on
-        another array library's device, the RBF's closed form, without ``dK``)."""
-        if prior.kernel_gradient is None:
-            return posterior.evidence_gradient(prior.X, as_scaled_rbf(kernel, prior.X.shape[1]), prior.noise), None
-        return posterior.evidence_gradient(prior.kernel_gradient), None
+        """:meth:`DensePosterior.prior_evidence_gradient
+        <relaxep.posterior.DensePosterior.prior_evidence_gradient>`: from the prior's kept :math:`\\partial K`, or
+        on another array library's device the RBF's closed form (the one signature both posteriors share)."""
+        return posterior.prior_evidence_gradient(prior, kernel), None  # type: ignore[attr-defined]
 
 
 class _SparsePriors:

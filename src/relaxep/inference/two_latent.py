@@ -55,6 +55,7 @@ from relaxep.inference.schedules import AdaptiveStep
 from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 from relaxep.posterior import DensePosterior, Posterior, Prior
 from relaxep.posterior.base import cavity, is_proper
+from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
 from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
 
 __all__ = [
@@ -320,10 +321,5 @@ def latent_gradient(post: Posterior, prior: Prior, kernel: Any) -> Array:
     :math:`\partial K/\partial\theta`) or the FITC posterior's
     (:func:`~relaxep.posterior.sparse_gradient.sparse_evidence_gradient`; ``RBF`` or ``ConstantKernel * RBF``)."""
     if isinstance(post, DensePosterior):
-        dK = getattr(prior, "kernel_gradient", None)
-        if dK is None:
-            raise ValueError("the dense prior was built without eval_gradient=True: no kernel gradient kept")
-        return post.evidence_gradient(dK)
-    from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
-
+        return post.prior_evidence_gradient(prior, kernel)
     return sparse_evidence_gradient(post, kernel)[0]
