@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
 
@@ -34,12 +34,12 @@ from relaxep import _special_xp
 __all__ = [
     "HOST",
     "ArraySpace",
+    "adaptive_or_fixed",
     "add_to_diagonal",
     "check_device_memory",
     "cholesky_flagged",
     "cholesky_lower",
     "device_free_memory",
-    "adaptive_or_fixed",
     "erfcx",
     "expit",
     "is_numpy",
