@@ -42,6 +42,7 @@ __all__ = [
     "device_free_memory",
     "erfcx",
     "expit",
+    "inverse_mills",
     "is_numpy",
     "log_expit",
     "log_ndtr",
@@ -309,7 +310,13 @@ def normal_tail(xp: ModuleType, z: Any) -> tuple[Any, Any]:
     (-z/\sqrt2)` (:func:`relaxep._numerics.normal_cdf_ratio`), the pair every probit-type tilted moment needs.
     numpy: SciPy's functions, the host formulas exactly; PyTorch and CuPy: their own, on the device; another
     library: :mod:`relaxep._special_xp`'s where it has none, on the device too (no host round trip)."""
-    return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
+    return log_ndtr(xp, z), inverse_mills(xp, z)
+
+
+def inverse_mills(xp: ModuleType, z: Any) -> Any:
+    r"""The inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}/\operatorname{erfcx}(-z/\sqrt2)` alone
+    (numpy: :func:`relaxep._numerics.normal_cdf_ratio`'s digits)."""
+    return _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
 
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))

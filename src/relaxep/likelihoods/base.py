@@ -27,9 +27,10 @@ into :math:`g = y f` once, inside.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import ClassVar, TypeVar
+from typing import ClassVar, NoReturn, TypeVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -42,7 +43,7 @@ from relaxep._validation import check_positive_number, check_target_vector, chec
 from relaxep._xp import namespace, to_numpy
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 
-__all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter"]
+__all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter", "refuse_off_host"]
 
 _Bounds = TypeVar("_Bounds")
 
@@ -400,6 +401,16 @@ class Likelihood(ParamsMixin, ABC):
             + 0.5 * np.log(v_hat / var)[..., None]
         )
         return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
+
+
+def refuse_off_host(message: str) -> Callable[[], NoReturn]:
+    """The off-host branch of :func:`relaxep._xp.adaptive_or_fixed` where a form has no fixed-size rule (or none
+    accurate enough): it raises ``NotImplementedError(message)``, and a device fit computes those sites on the host."""
+
+    def refuse() -> NoReturn:
+        raise NotImplementedError(message)
+
+    return refuse
 
 
 def check_hyperparameter(value: float, bounds: _Bounds, name: str) -> tuple[float, _Bounds]:
