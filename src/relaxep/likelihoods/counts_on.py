@@ -3,7 +3,10 @@ r"""The count likelihoods' tilted integrals with fixed sizes, in any array libra
 :class:`~relaxep.likelihoods.counts.CountLikelihood` integrates :math:`p(y | \eta)^u N(\eta | \mu, s^2)`,
 :math:`\eta = f + o`, on numpy by a mode-centred sinh rule whose Newton searches stop when they have converged
 and whose node count (64 to 8192) is set by the widest site of a group: reads of the data.  The rule here makes
-none, so that a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without reading anything back.  With
+none, so that a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without reading anything back.  A
+different algorithm by design, not a copy: the family's one tilted integral,
+:meth:`CountLikelihood._log_z_in <relaxep.likelihoods.counts.CountLikelihood._log_z_in>`, takes numpy's adaptive rule
+on the host and this one on another array library (:func:`relaxep._xp.adaptive_or_fixed`).  With
 :math:`l(\eta) = \log p(y | \eta)` (log-concave) and :math:`h(\eta) = u\,l(\eta) - (\eta - \mu)^2/(2s^2)`:
 
 1. **The mode** :math:`\hat\eta` of :math:`h`: the Poisson's in closed form up to the Lambert-type equation
@@ -92,6 +95,9 @@ _STIRLING = (1.0 / 12.0, -1.0 / 360.0, 1.0 / 1260.0, -1.0 / 1680.0, 1.0 / 1188.0
 
 class CountModelOn(Protocol):
     """What :func:`count_log_z_on` asks of a count likelihood, in the namespace ``xp`` (elementwise)."""
+
+    tilted_on_device: bool
+    curved_right: bool
 
     def _log_kernel_on(self, xp: ModuleType, count: Array, eta: Array) -> Array:
         r""":math:`l_0(\eta) = \log p(y | \eta) - \log C_y`, the part that depends on :math:`\eta`."""
@@ -196,9 +202,7 @@ def _reaches_on(
     return hi
 
 
-def count_log_z_on(
-    xp: ModuleType, model: CountModelOn, count: Array, mean: Array, var: Array, power: float, right_curved: bool
-) -> TiltedLogZ:
+def count_log_z_on(xp: ModuleType, model: CountModelOn, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
     r""":math:`\log Z` of :math:`p(y | \eta)^u N(\eta | \mu, s^2)` and its derivatives in :math:`\mu` by the
     fixed-size rule of the module docstring, in ``xp`` on the arrays' device.
 
@@ -207,17 +211,20 @@ def count_log_z_on(
     xp : module
         The arrays' namespace.
     model : CountModelOn
-        The likelihood (its methods in ``xp``).
-    count : array
-        The counts :math:`y`.
+        The likelihood (its methods in ``xp``; where its ``curved_right``, :math:`-l''` grows right of every
+        point, the Poisson's :math:`e^\eta`, and the right reach starts from :math:`\sqrt{2T}\ell`).
+    y : array
+        The counts, or rows ``[count, log exposure]`` on a last axis of two (:func:`split_targets_on`).
     mean, var : array
-        The cavities, in :math:`\eta = f + o` (the log exposure added to the mean).
+        The cavities of the latent :math:`f` (the log exposure :math:`o` added here: :math:`\eta = f + o`).
     power : float
         :math:`u \in (0, 1]`.
-    right_curved : bool
-        Whether :math:`-l''` grows right of every point (the Poisson's :math:`e^\eta`): the right reach then
-        starts from :math:`\sqrt{2T}\ell`.
     """
+    if not model.tilted_on_device:
+        raise NotImplementedError(f"{type(model).__name__} has no tilted log Z on a device")
+    count, offset = split_targets_on(xp, y, mean)
+    count, offset, mean, var = xp.broadcast_arrays(count, offset, mean, var)
+    mean, right_curved = mean + offset, model.curved_right
     mode = model._mode_on(xp, count, mean, var, power)
     _, mode_d2 = model._dlog_pmf_on(xp, count, mode)
     ell = 1.0 / xp.sqrt(1.0 / var - power * xp.minimum(mode_d2, 0.0))

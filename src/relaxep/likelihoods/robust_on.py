@@ -6,7 +6,9 @@ it has converged, then the two-centre rule of :mod:`relaxep.likelihoods._panels`
 the widest site of a group needs (12 to 160).  Both decisions read the data.  The rule here makes neither: the
 same geometry, with :data:`NEWTON_STEPS` Newton steps and :data:`PANEL_NODES` Gauss-Legendre nodes on each of
 the four panels for every site, so a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without
-reading anything back.  Every branch is an ``xp.where`` whose unused side is kept finite.
+reading anything back.  A different algorithm by design, not a copy: the Student-t's one tilted integral
+(``StudentT._log_z_in``) takes numpy's adaptive rule on the host and this one on another array library
+(:func:`relaxep._xp.adaptive_or_fixed`).  Every branch is an ``xp.where`` whose unused side is kept finite.
 
 With :math:`x = f - y` in the frame where the residual :math:`r = |\mu - y| \ge 0` (the sign flipped back at
 the end), :math:`a = \nu\sigma^2` and :math:`p = u(\nu + 1)`:
