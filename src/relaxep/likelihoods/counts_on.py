@@ -59,8 +59,9 @@ from typing import Protocol
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep.likelihoods._panels import split_gap
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.panels_on import split_gap_on, two_centre_rule_on
+from relaxep.likelihoods.panels_on import two_centre_rule_on
 
 __all__ = [
     "ERROR_BOUND",
@@ -241,7 +242,7 @@ def count_log_z_on(xp: ModuleType, model: CountModelOn, y: Array, mean: Array, v
     width_b = xp.minimum(ell, 1.0)
     w1, w2 = xp.where(below, width_b, ell), xp.where(below, ell, width_b)
     o1, o2 = xp.minimum(offset, 0.0), xp.maximum(offset, 0.0)  # the centres' offsets from the mode
-    gap1, gap2 = split_gap_on(xp, w1, w2, o2 - o1)
+    gap1, gap2 = split_gap(w1, w2, o2 - o1, xp)
     nodes = two_centre_rule_on(xp, w1, w2, gap1, gap2, left + o1, right - o2, PANEL_NODES)
     d = xp.concat([o1[..., None] + nodes.disp1, o2[..., None] + nodes.disp2], axis=-1)
     jac = xp.concat([nodes.weights1, nodes.weights2], axis=-1)

@@ -55,8 +55,9 @@ from types import ModuleType
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep.likelihoods._panels import split_gap
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.panels_on import split_gap_on, two_centre_rule_on
+from relaxep.likelihoods.panels_on import two_centre_rule_on
 
 __all__ = ["ERROR_BOUND", "NEWTON_STEPS", "PANEL_NODES", "student_t_log_z_on"]
 
@@ -147,7 +148,7 @@ def student_t_log_z_on(
         return 1.0 / xp.sqrt(xp.maximum(xp.abs(curv), 1.0 / var))
 
     w1, w2 = width(c1), width(c2)
-    gap1, gap2 = split_gap_on(xp, w1, w2, xp.maximum(c2 - c1, 0.0))
+    gap1, gap2 = split_gap(w1, w2, xp.maximum(c2 - c1, 0.0), xp)
     reach1 = s * xp.sqrt(2.0 * (_TAIL + 0.5 * p * xp.log1p(c1 * c1 / a)))
     reach2 = (r - c2) + xp.sqrt((r - c2) ** 2 + 2.0 * _TAIL * var)
     nodes = two_centre_rule_on(xp, w1, w2, gap1, gap2, reach1, reach2, PANEL_NODES)
