@@ -101,7 +101,7 @@ class CountLikelihood(Likelihood):
     r"""Shared by :class:`Poisson` and :class:`~relaxep.likelihoods.NegativeBinomial`: targets, tilted integrals
     and predictive of a count likelihood :math:`p(y | \eta)`, :math:`\eta = f + o`, log-concave in :math:`\eta`.
 
-    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf`, :meth:`_bend` and :meth:`_count_cdf`.
+    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf_in`, :meth:`_bend` and :meth:`_count_cdf`.
     """
 
     target_width: ClassVar[int] = 2  # a count, or a row [count, log exposure]
@@ -111,7 +111,11 @@ class CountLikelihood(Likelihood):
         raise NotImplementedError
 
     def _dlog_pmf(self, count: Array, eta: Array) -> tuple[Array, Array]:
-        """First and second derivative of ``log p`` in ``eta``."""
+        """First and second derivative of ``log p`` in ``eta`` (numpy: the namespaced form's)."""
+        return self._dlog_pmf_in(np, count, eta)
+
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+        """:meth:`_dlog_pmf` in the array namespace ``xp``, written once."""
         raise NotImplementedError
 
     def _bend(self, count: Array, power: float) -> tuple[Array, Array]:
@@ -295,10 +299,7 @@ class CountLikelihood(Likelihood):
     def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         """The tilted integral: on numpy the adaptive rule (module docstring), elsewhere the fixed-size one of
         :mod:`~relaxep.likelihoods.counts_on` (where :attr:`tilted_on_device`); ``y`` as :func:`split_targets`."""
-
-        def reduce(nodes: _Nodes) -> tuple[Array, ...]:
-            return (nodes.log_z, *self._derivatives(nodes, power)[:2])
-
+        reduce = lambda nodes: (nodes.log_z, *self._derivatives(nodes, power)[:2])  # noqa: E731
         fixed = partial(count_log_z_on, xp, self, y, mean, var, power)
         return adaptive_or_fixed(xp, lambda: TiltedLogZ(*self._tilted_sums(y, mean, var, power, reduce)), fixed)
 

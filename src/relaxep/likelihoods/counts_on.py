@@ -106,7 +106,7 @@ class CountModelOn(Protocol):
     def _log_norm_on(self, xp: ModuleType, count: Array) -> Array:
         r""":math:`\log C_y`."""
 
-    def _dlog_pmf_on(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
         r""":math:`l'(\eta)` and :math:`l''(\eta)`."""
 
     def _mode_on(self, xp: ModuleType, count: Array, mean: Array, var: Array, power: float) -> Array:
@@ -157,7 +157,7 @@ def bracketed_mode_on(
 ) -> Array:
     r"""The mode (step 1) by safeguarded Newton on numpy's bracket, for a likelihood whose slope :math:`l'` is
     bounded (the negative binomial's), so that the bracket is finite."""
-    d1, _ = model._dlog_pmf_on(xp, count, mean)
+    d1, _ = model._dlog_pmf_in(xp, count, mean)
     g0 = power * d1
     peak = xp.where(count > 0.0, xp.log(xp.where(count > 0.0, count, 1.0)), -float("inf"))
     up = g0 > 0.0  # (g0 = 0: the bracket is the cavity mean)
@@ -166,7 +166,7 @@ def bracketed_mode_on(
     lo = xp.minimum(lo, hi)
     eta, last = hi, hi - lo
     for _ in range(MODE_STEPS):
-        d1, d2 = model._dlog_pmf_on(xp, count, eta)
+        d1, d2 = model._dlog_pmf_in(xp, count, eta)
         grad = power * d1 - (eta - mean) / var
         step = eta - grad / (power * d2 - 1.0 / var)  # (the curvature is below -1/s^2)
         rising = grad > 0.0
@@ -193,7 +193,7 @@ def _reaches_on(
     for _ in range(REACH_STEPS):
         e = m + side * d
         fall = -power * (model._log_kernel_on(xp, k, e) - l0) + d * (2.0 * side * sh + d) / (2.0 * v)
-        slope = -side * power * model._dlog_pmf_on(xp, k, e)[0] + (side * sh + d) / v
+        slope = -side * power * model._dlog_pmf_in(xp, k, e)[0] + (side * sh + d) / v
         above = fall >= _TAIL
         lo, hi = xp.where(above, lo, d), xp.where(above, d, hi)
         step = d - (fall - _TAIL) / xp.where(slope > 0.0, slope, 1.0)
@@ -227,7 +227,7 @@ def count_log_z_on(xp: ModuleType, model: CountModelOn, y: Array, mean: Array, v
     count, offset, mean, var = xp.broadcast_arrays(count, offset, mean, var)
     mean, right_curved = mean + offset, model.curved_right
     mode = model._mode_on(xp, count, mean, var, power)
-    _, mode_d2 = model._dlog_pmf_on(xp, count, mode)
+    _, mode_d2 = model._dlog_pmf_in(xp, count, mode)
     ell = 1.0 / xp.sqrt(1.0 / var - power * xp.minimum(mode_d2, 0.0))
     shift = mode - mean
     bound = float(np.sqrt(2.0 * _TAIL)) * xp.sqrt(var)
@@ -256,7 +256,7 @@ def count_log_z_on(xp: ModuleType, model: CountModelOn, y: Array, mean: Array, v
     w = terms / total[..., None]
     d_mean = xp.sum(w * d, axis=-1)
     t_var = xp.sum(w * (d - d_mean[..., None]) ** 2, axis=-1)
-    d1, d2 = model._dlog_pmf_on(xp, k, eta)
+    d1, d2 = model._dlog_pmf_in(xp, k, eta)
     used = w > 0.0  # (where the likelihood underflowed its derivatives may be huge)
     d1, d2 = xp.where(used, d1, 0.0), xp.where(used, d2, 0.0)
     g1 = power * xp.sum(w * d1, axis=-1)
