@@ -38,7 +38,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval
-from relaxep._xp import namespace, to_numpy
+from relaxep._xp import HOST, namespace, to_numpy
 from relaxep.likelihoods._hyperparameters import check_bounds, check_hyperparameter
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.tilted import TiltedLogZ, refuse_off_host
@@ -49,6 +49,7 @@ __all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter", "
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_LOG_WEIGHTS = np.log(_GH_WEIGHTS / np.sqrt(2.0 * np.pi))
 _PREDICTIVE_ITERATIONS = 100
+_HOST_TYPES = (np.ndarray, np.generic, float, int, list, tuple)  # (numpy's, whatever the array libraries)
 _REACH_SD = 40.0  # standard deviations of the latent covered by the predictive's rule
 
 
@@ -192,7 +193,7 @@ class Likelihood(ParamsMixin, ABC):
             The power :math:`u \in (0, 1]` (Power EP); ``1`` for EP.
         """
         power = check_unit_interval(power, "power u")
-        space = namespace(mean, var)
+        space = HOST if isinstance(mean, _HOST_TYPES) and isinstance(var, _HOST_TYPES) else namespace(mean, var)
         if space.on_host:
             return self._log_z(*_as_floats(y, mean, var), power)
         if self.on_device(power):
