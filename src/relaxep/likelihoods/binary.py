@@ -153,9 +153,9 @@ class Logistic(QuadratureLikelihood):
     r"""Logistic likelihood :math:`t(g) = \sigma(g) = 1 / (1 + e^{-g})`.
 
     All quantities by the mode-centred sinh quadrature rule;
-    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.  On another
-    array library, :math:`\log\sigma(g) = \min(g, 0) - \log(1 + e^{-|g|})` and
-    :math:`\sigma(\pm g)` from :math:`e^{-|g|}` (no overflow), its Newton search starting at :math:`g = 0`.
+    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`, each once in the
+    array namespace (:func:`relaxep._xp.log_expit`, :func:`relaxep._xp.expit`: SciPy's on numpy); the device
+    rule's Newton search starts at :math:`g = 0`.
     """
 
     _newton_start = 0.0  # (the inflection point of sigma(-g): Newton approaches the mode from one side)
