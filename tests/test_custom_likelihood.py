@@ -12,8 +12,10 @@ from scipy import linalg
 from scipy.stats import multivariate_normal
 from sklearn.gaussian_process.kernels import RBF
 
+import relaxep._xp as rxp
 from custom_gaussian import Gaussian
 from relaxep import EP, ConvergentEP, DoubleLoopEP, FractionalEP, PowerEP, RelaxedEP, SparsePrior, infer
+from relaxep.likelihoods import BinaryLikelihood, Probit, TiltedLogZ
 from relaxep.mcmc import elliptical_slice
 
 NOISE = 0.3
@@ -111,3 +113,62 @@ def test_regression_targets_are_checked():
         infer(K, np.array([0.1, np.nan]), Gaussian())
     with pytest.raises(ValueError, match="length"):
         infer(K, np.array([0.1, 0.2, 0.3]), Gaussian())
+
+
+# ------------------------------------------------------------ one formula for numpy and the device
+class _MyProbit(BinaryLikelihood):
+    """The device example of docs/user_guide/custom_likelihood.md, as written there."""
+
+    closed_form_on_device = True
+
+    def _folded_log_lik(self, g):
+        return rxp.log_ndtr(np, g)
+
+    def _folded_log_z_in(self, xp, mean, var, power):
+        if power != 1.0:
+            raise NotImplementedError("u = 1 only")
+        scale = xp.sqrt(1.0 + var)
+        z = mean / scale
+        log_cdf, r = rxp.normal_tail(xp, z)
+        return TiltedLogZ(log_cdf, r / scale, -r * (z + r) / scale**2)
+
+
+def _cavities():
+    rng = np.random.default_rng(3)
+    return np.resize([-1.0, 1.0], 50), rng.normal(0.0, 5.0, 50), np.exp(rng.uniform(-4.0, 4.0, 50))
+
+
+def test_one_formula_is_numpys_and_the_devices(dispatch, monkeypatch):
+    """The guide's example: numpy's digits are the library's probit's, and ``log_z`` on array-api-strict arrays
+    answers there, by the same formula (to rounding), without a host copy."""
+    xs = pytest.importorskip("array_api_strict")
+    y, mean, var = _cavities()
+    lik, ref = _MyProbit(), Probit().log_z(y, mean, var)
+    out = lik.log_z(y, mean, var)
+
+    def no_host(*_):
+        raise AssertionError("the host's form was called for device arrays")
+
+    monkeypatch.setattr(_MyProbit, "_log_z", no_host)
+    on = lik.log_z(xs.asarray(y), xs.asarray(mean), xs.asarray(var))
+    for field in ("log_z", "dlog_z", "d2log_z"):
+        np.testing.assert_array_equal(getattr(out, field), getattr(ref, field))
+        got = getattr(on, field)
+        assert isinstance(got, type(xs.asarray(0.0)))
+        np.testing.assert_allclose(np.from_dlpack(got), getattr(ref, field), rtol=1e-12, atol=0.0)
+
+
+def test_a_numpy_only_likelihood_answers_device_arrays_from_the_host(dispatch, monkeypatch):
+    """A likelihood with a numpy form only (the user's Gaussian) or none at that power (the example at u = 0.5):
+    ``log_z`` computes on the host and puts the answer back on the arrays' library."""
+    xs = pytest.importorskip("array_api_strict")
+    y, mean, var = _cavities()
+    for lik, power in ((Gaussian(NOISE), 1.0), (_MyProbit(), 0.5)):
+        if power != 1.0:  # (no numpy rule below u = 1 either: the host's answer is the library probit's)
+            monkeypatch.setattr(_MyProbit, "_folded_log_z", lambda self, m, v, u: Probit()._folded_log_z(m, v, u))
+        ref = lik.log_z(y, mean, var, power)
+        out = lik.log_z(xs.asarray(y), xs.asarray(mean), xs.asarray(var), power)
+        for field in ("log_z", "dlog_z", "d2log_z"):
+            got = getattr(out, field)
+            assert isinstance(got, type(xs.asarray(0.0)))
+            np.testing.assert_array_equal(np.from_dlpack(got), getattr(ref, field))

@@ -27,7 +27,7 @@ KERNEL = C(2.0) * RBF(1.0)
 
 def _device_rule(likelihood, xp, mean, var, power):
     """The device rule itself, also at ``u = 1`` where the probit's closed form would answer."""
-    return QuadratureLikelihood._folded_log_z_on(likelihood, xp, mean, var, power)
+    return QuadratureLikelihood._fixed_log_z(likelihood, xp, mean, var, power)
 
 
 def _errors(out, mean, var, log_z, t_mean, t_var):

@@ -20,9 +20,10 @@ from __future__ import annotations
 
 import importlib
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import scipy.special
@@ -33,13 +34,17 @@ from relaxep import _special_xp
 __all__ = [
     "HOST",
     "ArraySpace",
+    "adaptive_or_fixed",
     "add_to_diagonal",
     "check_device_memory",
     "cholesky_flagged",
     "cholesky_lower",
     "device_free_memory",
     "erfcx",
+    "expit",
+    "inverse_mills",
     "is_numpy",
+    "log_expit",
     "log_ndtr",
     "namespace",
     "normal_tail",
@@ -108,6 +113,17 @@ def namespace(*arrays: Any) -> ArraySpace:
 def is_numpy(xp: ModuleType) -> bool:
     """Whether ``xp`` is numpy (or array-api-compat's wrapper of it)."""
     return xp is np or getattr(xp, "__name__", "") in ("numpy", "array_api_compat.numpy")  # (not jax.numpy)
+
+
+_T = TypeVar("_T")
+
+
+def adaptive_or_fixed(xp: ModuleType, adaptive: Callable[[], _T], fixed: Callable[[], _T]) -> _T:
+    """A quadrature likelihood's tilted integral in ``xp``: numpy's ``adaptive`` rule (its sizes read from the data,
+    free on the host), else the ``fixed``-size rule (every size known before the arrays are: nothing read back from
+    a device).  The two are different algorithms by design, agreeing within their stated bounds; this is the one
+    place a likelihood chooses between them."""
+    return adaptive() if is_numpy(xp) else fixed()
 
 
 def _dispatch() -> bool:
@@ -260,12 +276,47 @@ def erfcx(xp: ModuleType, x: Any) -> Any:
     return _special(xp, x, "erfcx")
 
 
+def log_expit(xp: ModuleType, x: Any) -> Any:
+    r""":math:`\log\sigma(x) = -\log(1 + e^{-x})`: SciPy's on numpy, PyTorch's ``logsigmoid``; elsewhere
+    :math:`\min(x, 0) - \operatorname{log1p}(e^{-|x|})` (no overflow, no cancellation)."""
+    library = _library(xp)
+    if library == "numpy":
+        return scipy.special.log_expit(x)
+    if library == "torch":
+        import torch
+
+        return torch.nn.functional.logsigmoid(x)
+    return xp.minimum(x, xp.zeros_like(x)) - xp.log1p(xp.exp(-xp.abs(x)))
+
+
+def expit(xp: ModuleType, x: Any) -> Any:
+    r""":math:`\sigma(x) = 1/(1 + e^{-x})`: SciPy's on numpy, PyTorch's ``sigmoid``; elsewhere from
+    :math:`e^{-|x|}`, :math:`1/(1 + e^{-|x|})` or :math:`e^{-|x|}/(1 + e^{-|x|})` by the sign (no overflow, and
+    :math:`\sigma(-x)` for large :math:`x` to full relative precision)."""
+    library = _library(xp)
+    if library == "numpy":
+        return scipy.special.expit(x)
+    if library == "torch":
+        import torch
+
+        return torch.special.expit(x)
+    small = xp.exp(-xp.abs(x))
+    big = 1.0 / (1.0 + small)
+    return xp.where(x >= 0.0, big, small * big)
+
+
 def normal_tail(xp: ModuleType, z: Any) -> tuple[Any, Any]:
     r""":math:`\log\Phi(z)` and the inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}/\operatorname{erfcx}
     (-z/\sqrt2)` (:func:`relaxep._numerics.normal_cdf_ratio`), the pair every probit-type tilted moment needs.
     numpy: SciPy's functions, the host formulas exactly; PyTorch and CuPy: their own, on the device; another
     library: :mod:`relaxep._special_xp`'s where it has none, on the device too (no host round trip)."""
-    return log_ndtr(xp, z), _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
+    return log_ndtr(xp, z), inverse_mills(xp, z)
+
+
+def inverse_mills(xp: ModuleType, z: Any) -> Any:
+    r"""The inverse Mills ratio :math:`N(z)/\Phi(z) = \sqrt{2/\pi}/\operatorname{erfcx}(-z/\sqrt2)` alone
+    (numpy: :func:`relaxep._numerics.normal_cdf_ratio`'s digits)."""
+    return _SQRT_2_OVER_PI / erfcx(xp, -z / _SQRT_2)
 
 
 _SQRT_2_OVER_PI = float(np.sqrt(2.0 / np.pi))

@@ -24,12 +24,13 @@ whichever frame (offset from :math:`y`, or from :math:`\mu`) keeps full relative
 from __future__ import annotations
 
 from functools import lru_cache
+from types import ModuleType
 
 import numpy as np
 
 from relaxep._typing import Array
 
-__all__ = ["NODES_PER_UNIT", "node_levels", "split_gap", "two_centre_rule"]
+__all__ = ["NODES_PER_UNIT", "node_levels", "panel", "split_gap", "two_centre_rule"]
 
 #: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
 NODES_PER_UNIT = 10.0
@@ -42,11 +43,12 @@ def _legendre(n: int) -> tuple[Array, Array]:
     return nodes, weights
 
 
-def _panel(width: Array, x_lo: Array, x_hi: Array, n: int) -> tuple[Array, Array]:
-    """Displacements ``w sinh x`` and weights ``GL weight * w cosh x`` of one panel (zero if empty)."""
-    xi, omega = _legendre(n)
+def panel(xp: ModuleType, width: Array, x_lo: Array, x_hi: Array, n: int) -> tuple[Array, Array]:
+    """Displacements ``w sinh x`` and weights ``GL weight * w cosh x`` of one ``n``-node panel on
+    ``[x_lo, x_hi]`` (zero if empty), in the array namespace ``xp``."""
+    xi, omega = (xp.asarray(v, dtype=width.dtype, device=getattr(width, "device", None)) for v in _legendre(n))
     half = 0.5 * (x_hi - x_lo)[..., None]
-    grow = np.exp(0.5 * (x_hi + x_lo)[..., None] + half * xi)
+    grow = xp.exp(0.5 * (x_hi + x_lo)[..., None] + half * xi)
     shrink = 1.0 / grow
     w = 0.5 * width[..., None]
     return w * (grow - shrink), (half * omega) * w * (grow + shrink)
@@ -57,15 +59,15 @@ def _count(extent: Array) -> int:
     return int(np.clip(np.ceil(NODES_PER_UNIT * top), _MIN_NODES, _MAX_NODES))
 
 
-def split_gap(width1: Array, width2: Array, gap: Array) -> tuple[Array, Array]:
+def split_gap(width1: Array, width2: Array, gap: Array, xp: ModuleType = np) -> tuple[Array, Array]:
     r"""Where the gap :math:`c_2 - c_1 \ge 0` between the centres is split: the distances :math:`g_1, g_2`
     from each centre to the point where both maps place nodes equally densely (spacing
     :math:`\approx \sqrt{w^2 + d^2}` at distance :math:`d`), :math:`g_1 = (g + (w_2^2 - w_1^2)/g)/2`
-    clipped to :math:`[0, g]`; both zero where the centres coincide."""
-    with np.errstate(divide="ignore", invalid="ignore"):
-        gap1 = np.clip(0.5 * (gap + (width2 - width1) * (width2 + width1) / gap), 0.0, gap)
-    gap1 = np.where(gap > 0.0, gap1, 0.0)
-    return gap1, np.maximum(gap - gap1, 0.0)
+    clipped to :math:`[0, g]`; both zero where the centres coincide.  In the array namespace ``xp``."""
+    some = gap > 0.0
+    gap1 = 0.5 * (gap + (width2 - width1) * (width2 + width1) / xp.where(some, gap, 1.0))
+    gap1 = xp.where(some, xp.minimum(xp.maximum(gap1, 0.0), gap), 0.0)
+    return gap1, xp.maximum(gap - gap1, 0.0)
 
 
 #: the node counts sites are grouped by (:func:`node_levels`)
@@ -115,10 +117,10 @@ def two_centre_rule(
     ]
     zero = np.zeros_like(ext[0])
     parts = [
-        _panel(width1, -ext[0], zero, _count(ext[0])),
-        _panel(width1, zero, ext[1], _count(ext[1])),
-        _panel(width2, -ext[2], zero, _count(ext[2])),
-        _panel(width2, zero, ext[3], _count(ext[3])),
+        panel(np, width1, -ext[0], zero, _count(ext[0])),
+        panel(np, width1, zero, ext[1], _count(ext[1])),
+        panel(np, width2, -ext[2], zero, _count(ext[2])),
+        panel(np, width2, zero, ext[3], _count(ext[3])),
     ]
     disp = np.concatenate([p[0] for p in parts], axis=-1)
     weights = np.concatenate([p[1] for p in parts], axis=-1)

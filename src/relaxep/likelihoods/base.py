@@ -27,9 +27,8 @@ into :math:`g = y f` once, inside.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
 from types import ModuleType
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -38,34 +37,20 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
-from relaxep._validation import check_positive_number, check_target_vector, check_unit_interval
+from relaxep._validation import check_target_vector, check_unit_interval
+from relaxep._xp import HOST, namespace, to_numpy
+from relaxep.likelihoods._hyperparameters import check_bounds, check_hyperparameter
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
+from relaxep.likelihoods.tilted import TiltedLogZ, refuse_off_host
 
-__all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter"]
-
-_Bounds = TypeVar("_Bounds")
+__all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter", "refuse_off_host"]
 
 # probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_LOG_WEIGHTS = np.log(_GH_WEIGHTS / np.sqrt(2.0 * np.pi))
 _PREDICTIVE_ITERATIONS = 100
+_HOST_TYPES = (np.ndarray, np.generic, float, int, list, tuple)  # (numpy's, whatever the array libraries)
 _REACH_SD = 40.0  # standard deviations of the latent covered by the predictive's rule
-
-
-@dataclass(frozen=True)
-class TiltedLogZ:
-    r"""``log Z`` of a tilted distribution and its first two derivatives in the cavity mean."""
-
-    log_z: Array
-    dlog_z: Array
-    d2log_z: Array
-
-    def moments(self, cavity_mean: Array, cavity_var: Array) -> tuple[Array, Array]:
-        r"""Tilted mean and variance, :math:`\mu + s^2 d_1` and :math:`s^2 + s^4 d_2`."""
-        return (
-            cavity_mean + cavity_var * self.dlog_z,
-            cavity_var + cavity_var**2 * self.d2log_z,
-        )
 
 
 class Likelihood(ParamsMixin, ABC):
@@ -75,6 +60,22 @@ class Likelihood(ParamsMixin, ABC):
     them.  Optional hooks, with their defaults: :meth:`check_targets` (finite reals),
     :meth:`_expected_log_lik` and :meth:`_tilted_cumulants` (a Gauss-Hermite rule on the tilted
     distribution, centred on its moments), :meth:`predict` (the predictive).
+
+    **One formula for every array library.**  A closed form is written once, against the array namespace
+    ``xp`` (:meth:`_log_z_in`, :meth:`_expected_log_lik_in`; the per-library special functions from
+    :mod:`relaxep._xp`: ``log_ndtr``, ``erfcx``, ``normal_tail``, ``expit``, ``log_expit``), and :meth:`_log_z`
+    calls it with numpy: the host's digits and the device's are one code.  A data-dependent shortcut of numpy's
+    (``if np.any(...)``, boolean indexing) becomes an ``xp.where`` whose unused side is evaluated on a finite
+    stand-in.  :meth:`log_z` is the one entry: numpy arrays take :meth:`_log_z`, another library's arrays the
+    namespaced form on their device where the likelihood has one at that power, else the host's form on a copy.
+    Three class flags say where the namespaced form answers off the host, and the device loops read them:
+    :attr:`closed_form_on_device` (EP's closed form, ``u = 1``), :attr:`tilted_on_device` (every power) and
+    :attr:`relaxed_on_device` (Relaxed EP's :math:`E[\log p]` too).  A likelihood with a numpy form only sets
+    none and still fits on a device: its sites are computed on the host.  A second algorithm is written only where
+    the host's rule is adaptive (a Newton search run to convergence, node counts read from the data): the
+    fixed-size rules of :mod:`~relaxep.likelihoods.quadrature_on`, :mod:`~relaxep.likelihoods.robust_on` and
+    :mod:`~relaxep.likelihoods.counts_on`, each family's behind one tilted integral (its :meth:`_log_z_in`) whose
+    numpy branch is the adaptive rule (:func:`relaxep._xp.adaptive_or_fixed`).
 
     Attributes
     ----------
@@ -103,7 +104,8 @@ class Likelihood(ParamsMixin, ABC):
     heavy_tailed: ClassVar[bool] = False
     #: whether :meth:`log_z_on` answers in any array library, on its device (EP's closed form at ``u = 1``)
     closed_form_on_device: ClassVar[bool] = False
-    #: whether :meth:`log_z_on` answers there at every power :math:`u \in (0, 1]`: closed forms, the fixed-size sinh
+    #: whether :meth:`log_z_on` answers there at every power :math:`u \in (0, 1]` (within 1e-8 of numpy's, 2e-6 for
+    #: ``NoisyProbit`` at ``u < 1``): closed forms, the fixed-size sinh
     #: rule (:mod:`relaxep.likelihoods.quadrature_on`) of the quadrature likelihoods, or the fixed-size two-centre
     #: rules of the Student-t (:mod:`~relaxep.likelihoods.robust_on`) and the counts
     #: (:mod:`~relaxep.likelihoods.counts_on`)
@@ -176,6 +178,11 @@ class Likelihood(ParamsMixin, ABC):
     def log_z(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, power: float = 1.0) -> TiltedLogZ:
         r"""``log Z``, ``d log Z / d mu`` and ``d2 log Z / d mu2`` of :math:`p(y|f)^u N(f | \mu, s^2)`.
 
+        One entry for every array library: numpy arrays (and lists, scalars) take the host's form
+        (:meth:`_log_z`); another library's arrays, with scikit-learn's ``array_api_dispatch`` on, the
+        likelihood's namespaced form on their device (:meth:`_log_z_in`, where :meth:`on_device` at ``power``),
+        else the host's form on a copy, its answer put back on their device.
+
         Parameters
         ----------
         y : array_like
@@ -185,32 +192,52 @@ class Likelihood(ParamsMixin, ABC):
         power : float
             The power :math:`u \in (0, 1]` (Power EP); ``1`` for EP.
         """
-        return self._log_z(*_as_floats(y, mean, var), check_unit_interval(power, "power u"))
+        power = check_unit_interval(power, "power u")
+        space = HOST if isinstance(mean, _HOST_TYPES) and isinstance(var, _HOST_TYPES) else namespace(mean, var)
+        if space.on_host:
+            return self._log_z(*_as_floats(y, mean, var), power)
+        if self.on_device(power):
+            return self._log_z_in(space.xp, y, mean, var, power)
+        lz = self._log_z(*_as_floats(*(to_numpy(a) for a in (y, mean, var))), power)
+        return TiltedLogZ(*(space.put(np.asarray(a)) for a in (lz.log_z, lz.dlog_z, lz.d2log_z)))
+
+    def on_device(self, power: float = 1.0) -> bool:
+        """Whether :meth:`log_z` answers on another library's device at ``power``: every power where
+        :attr:`tilted_on_device`, ``u = 1`` where :attr:`closed_form_on_device`."""
+        return self.tilted_on_device or (self.closed_form_on_device and power == 1.0)
+
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r""":meth:`log_z` in the array namespace ``xp`` (numpy included), on the arrays' device: the likelihood's one
+        formula, which the closed forms' :meth:`_log_z` calls with numpy (their digits), or for a quadrature
+        likelihood its one tilted integral, whose numpy branch is the host's adaptive rule
+        (:func:`relaxep._xp.adaptive_or_fixed`).  Not defined for a likelihood with a numpy form only (the
+        default): a device fit then computes its sites on the host."""
+        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z in an array namespace")
 
     def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        r""":meth:`log_z` computed in the array namespace ``xp``, on the arrays' device: at ``u = 1`` where
-        :attr:`closed_form_on_device` (the same closed form: with numpy, :meth:`log_z`'s digits), at every power
-        where :attr:`tilted_on_device` (a closed form, or the fixed-size sinh rule of
-        :mod:`relaxep.likelihoods.quadrature_on`, within 1e-8 of numpy's adaptive one for the log-concave
-        likelihoods, 2e-6 for ``NoisyProbit`` at ``u < 1``; the fixed-size two-centre rules of
-        :mod:`relaxep.likelihoods.robust_on` for ``StudentT``, at both modes of its tilted, and of
-        :mod:`relaxep.likelihoods.counts_on` for ``Poisson`` and ``NegativeBinomial``, within 1e-8 of numpy's
-        adaptive ones).  The sites of a fit on another array library then never leave its device
+        r""":meth:`log_z` in the array namespace ``xp``, on the arrays' device (:meth:`_log_z_in`): at ``u = 1``
+        where :attr:`closed_form_on_device`, at every power where :attr:`tilted_on_device`; with numpy,
+        :meth:`log_z`'s digits.  The sites of a fit on another array library then never leave its device
         (:mod:`relaxep.inference.device_ep`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
+        return self._log_z_in(xp, y, mean, var, power)
 
-    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
-        r""":meth:`expected_log_lik` computed in the array namespace ``xp``, on the arrays' device, where
-        :attr:`relaxed_on_device`: the tilted expectation
+    def _expected_log_lik_in(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        r""":meth:`expected_log_lik` in the array namespace ``xp``, where :attr:`relaxed_on_device`: the tilted
+        expectation
 
         .. math:: E_{\hat p}[\log p(y | f)],\qquad \hat p(f) \propto p(y | f)\, N(f | \mu, s^2),
 
-        by the likelihood's closed form (the Gaussian, the Laplace, the noisy step) or from the nodes and weights
-        of the fixed-size sinh rule (:func:`relaxep.likelihoods.quadrature_on.tilted_log_t_on`; the probits and
-        the logistic), within 1e-8 of numpy's (measured: 5e-12 for :math:`|\mu| \le 20`, :math:`s^2 \le 10^2`; out
-        to :math:`|\mu| \le 50`, :math:`s^2 \le 10^3` 1e-8, numpy's own error against ``quad`` there, for the
-        logistic; the label-noise probit, not log-concave, up to 2e-6 that far out, where the nodes miss its kink).
-        Relaxed EP's objective needs it at every point of its line search (:mod:`relaxep.sites.relaxed_on`).
+        by the likelihood's closed form (the Gaussian, the Laplace, the noisy step), or from the nodes and weights
+        of its tilted integral (the probits and the logistic: numpy's adaptive rule, elsewhere the fixed-size
+        sinh rule of :mod:`relaxep.likelihoods.quadrature_on`, within 1e-8 of numpy's; the label-noise probit,
+        not log-concave, up to 2e-6 far out, where the nodes miss its kink).  Relaxed EP's objective needs it at
+        every point of its line search (:mod:`relaxep.sites.relaxed_on`).
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no tilted E[log p(y|f)] in an array namespace")
+
+    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        r""":meth:`expected_log_lik` in the array namespace ``xp`` (:meth:`_expected_log_lik_in`), on the arrays'
+        device, where :attr:`relaxed_on_device`.
 
         Parameters
         ----------
@@ -221,12 +248,12 @@ class Likelihood(ParamsMixin, ABC):
         mean, var : array
             Cavity mean :math:`\mu` and variance :math:`s^2 > 0` of the latent.
         """
-        raise NotImplementedError(f"{type(self).__name__} has no tilted E[log p(y|f)] on a device")
+        return self._expected_log_lik_in(xp, y, mean, var)
 
     def log_z_and_expected_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
         r""":meth:`log_z_on` at ``u = 1`` and :meth:`expected_log_lik_on` at one cavity, the pair Relaxed EP's
         :math:`\mathrm{KL}(\hat p \| \mathrm{proj}\,\hat p)` takes (:func:`relaxep.sites.relaxed_kl`); a likelihood
-        that integrates both on the same nodes computes them once (the logistic)."""
+        that has both from one computation overrides it (the Laplace's sides, the logistic's nodes)."""
         return self.log_z_on(xp, y, mean, var, 1.0), self.expected_log_lik_on(xp, y, mean, var)
 
     def log_lik(self, y: ArrayLike, f: ArrayLike) -> Array:
@@ -374,29 +401,6 @@ class Likelihood(ParamsMixin, ABC):
             + 0.5 * np.log(v_hat / var)[..., None]
         )
         return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
-
-
-def check_hyperparameter(value: float, bounds: _Bounds, name: str) -> tuple[float, _Bounds]:
-    """A positive hyperparameter ``name`` and its ``<name>_bounds``, checked and returned as given (a constructor
-    stores the very objects it was passed, for scikit-learn's ``clone``)."""
-    check_positive_number(value, name)
-    check_bounds(bounds, f"{name}_bounds")
-    return value, bounds
-
-
-def check_bounds(value: object, name: str) -> tuple[float, float] | str:
-    """A hyperparameter's bounds: ``"fixed"`` or a pair ``0 < low <= high`` (``ValueError`` naming ``name``)."""
-    if isinstance(value, str):
-        if value != "fixed":
-            raise ValueError(f"{name} must be 'fixed' or a pair (low, high), got {value!r}")
-        return value
-    try:
-        low, high = (float(v) for v in value)  # type: ignore[union-attr]
-    except (TypeError, ValueError):
-        raise ValueError(f"{name} must be 'fixed' or a pair (low, high), got {value!r}") from None
-    if not (0.0 < low <= high < np.inf):
-        raise ValueError(f"{name} must satisfy 0 < low <= high < inf, got {value!r}")
-    return (low, high)
 
 
 def _as_floats(*arrays: ArrayLike) -> tuple[Array, ...]:

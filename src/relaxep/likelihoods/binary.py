@@ -12,12 +12,12 @@ import numbers
 from types import ModuleType
 
 import numpy as np
-from scipy.special import expit, log_expit, log_ndtr, xlogy
+from scipy.special import xlogy
 
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
-from relaxep._xp import log_ndtr as log_ndtr_on
-from relaxep._xp import normal_tail
+from relaxep._xp import expit, inverse_mills, log_expit, normal_tail
+from relaxep._xp import log_ndtr as log_ndtr_in
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
@@ -80,13 +80,7 @@ class NoisyStep(BinaryLikelihood):
     tilted_on_device = True
     relaxed_on_device = True
 
-    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        return self._step_log_z(np, mean, var, power)
-
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        return self._step_log_z(xp, mean, var, power)
-
-    def _step_log_z(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _folded_log_z_in(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
         eps = float(self.eps)
         sd = xp.sqrt(var)
         z = mean / sd
@@ -109,18 +103,13 @@ class NoisyStep(BinaryLikelihood):
         return np.where(g > 0, np.log1p(-eps), np.where(g < 0, self._log_eps, np.log(0.5)))
 
     def _folded_expected_log_lik(self, mean: Array, var: Array) -> Array:
-        # E[log t] = [(1-eps) log(1-eps) Phi(z) + eps log(eps) (1 - Phi(z))] / Z
-        z = mean / np.sqrt(var)
-        log_cdf = log_ndtr(z)
-        log_z = np.logaddexp(self._log_eps, self._log1m2eps + log_cdf)
-        hi, lo = self._xlogx
-        upper = np.exp(log_cdf - log_z) * hi
-        return upper + np.exp(log_ndtr(-z) - log_z) * lo if lo != 0.0 else upper
+        return self._folded_expected_log_lik_in(np, mean, var)
 
-    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
-        r""":meth:`_folded_expected_log_lik` in ``xp``: :math:`\log\Phi(\pm z)` from one :func:`log_ndtr` call."""
+    def _folded_expected_log_lik_in(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+        r""":math:`E[\log t] = [(1-\epsilon)\log(1-\epsilon)\Phi(z) + \epsilon\log\epsilon\,(1 - \Phi(z))]/Z`,
+        :math:`\log\Phi(\pm z)` from one :func:`~relaxep._xp.log_ndtr` call."""
         z = mean / xp.sqrt(var)
-        both = log_ndtr_on(xp, xp.stack([z, -z]))
+        both = log_ndtr_in(xp, xp.stack([z, -z]))
         log_cdf = both[0, ...]
         log_z = xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log1m2eps + log_cdf)
         hi, lo = self._xlogx
@@ -137,30 +126,18 @@ class Probit(QuadratureLikelihood):
     Other powers use the mode-centred sinh quadrature rule.
     """
 
-    def _folded_log_lik(self, g: Array) -> Array:
-        return log_ndtr(g)
-
-    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
-        r = normal_cdf_ratio(g)
-        return r, -r * (g + r)
-
-    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
-        return log_ndtr_on(xp, g)
-
-    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
-        _, r = normal_tail(xp, g)
-        return r, -r * (g + r)
-
     closed_form_on_device = True
 
-    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        if power != 1.0:
-            return super()._folded_log_z(mean, var, power)
-        return self._folded_log_z_on(np, mean, var)
+    def _folded_log_lik_in(self, xp: ModuleType, g: Array) -> Array:
+        return log_ndtr_in(xp, g)
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
+    def _folded_dlog_lik_in(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        r = inverse_mills(xp, g)
+        return r, -r * (g + r)
+
+    def _folded_log_z_in(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
         if power != 1.0:
-            return super()._folded_log_z_on(xp, mean, var, power)
+            return super()._folded_log_z_in(xp, mean, var, power)
         scale = xp.sqrt(1.0 + var)
         z = mean / scale
         log_cdf, r = normal_tail(xp, z)
@@ -176,30 +153,19 @@ class Logistic(QuadratureLikelihood):
     r"""Logistic likelihood :math:`t(g) = \sigma(g) = 1 / (1 + e^{-g})`.
 
     All quantities by the mode-centred sinh quadrature rule;
-    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`.  On another
-    array library, :math:`\log\sigma(g) = \min(g, 0) - \log(1 + e^{-|g|})` and
-    :math:`\sigma(\pm g)` from :math:`e^{-|g|}` (no overflow), its Newton search starting at :math:`g = 0`.
+    :math:`(\log\sigma)' = \sigma(-g)` and :math:`(\log\sigma)'' = -\sigma(g)\sigma(-g)`, each once in the
+    array namespace (:func:`relaxep._xp.log_expit`, :func:`relaxep._xp.expit`: SciPy's on numpy); the device
+    rule's Newton search starts at :math:`g = 0`.
     """
 
     _newton_start = 0.0  # (the inflection point of sigma(-g): Newton approaches the mode from one side)
 
-    def _folded_log_lik(self, g: Array) -> Array:
-        return log_expit(g)
+    def _folded_log_lik_in(self, xp: ModuleType, g: Array) -> Array:
+        return log_expit(xp, g)
 
-    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
-        s_neg = expit(-g)
-        return s_neg, -expit(g) * s_neg
-
-    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
-        return xp.minimum(g, xp.zeros_like(g)) - xp.log1p(xp.exp(-xp.abs(g)))
-
-    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
-        e = xp.exp(-xp.abs(g))
-        big = 1.0 / (1.0 + e)  # sigma(|g|)
-        small = e * big  # sigma(-|g|)
-        positive = g >= 0.0
-        s_neg, s_pos = xp.where(positive, small, big), xp.where(positive, big, small)
-        return s_neg, -s_pos * s_neg
+    def _folded_dlog_lik_in(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        s_neg = expit(xp, -g)
+        return s_neg, -expit(xp, g) * s_neg
 
 
 class NoisyProbit(QuadratureLikelihood):
@@ -237,51 +203,33 @@ class NoisyProbit(QuadratureLikelihood):
     def _transition_width(self) -> float:
         return float(self.scale)
 
-    def _folded_log_lik(self, g: Array) -> Array:
-        return np.logaddexp(self._log_eps, self._log_jump + log_ndtr(g / float(self.scale)))
-
-    def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
-        sigma = float(self.scale)
-        z = g / sigma
-        log_cdf = log_ndtr(z)
-        weight = np.exp(self._log_jump + log_cdf - np.logaddexp(self._log_eps, self._log_jump + log_cdf))
-        d1 = weight * normal_cdf_ratio(z) / sigma
-        return d1, -d1 * (d1 + z / sigma)
-
-    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
-        log_cdf = log_ndtr_on(xp, g / float(self.scale))
+    def _folded_log_lik_in(self, xp: ModuleType, g: Array) -> Array:
+        log_cdf = log_ndtr_in(xp, g / float(self.scale))
         return xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log_jump + log_cdf)
 
-    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
-        sigma = float(self.scale)
-        z = g / sigma
+    def _folded_dlog_lik_in(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        return self._step(xp, g / float(self.scale), float(self.scale))[1:]
+
+    def _step(self, xp: ModuleType, z: Array, sigma: Array | float) -> tuple[Array, Array, Array]:
+        r""":math:`\log t`, :math:`(\log t)'` and :math:`(\log t)''` of :math:`t = \epsilon + (1 - 2\epsilon)
+        \Phi(g/\sigma)` at :math:`z = g/\sigma`: :math:`w N(z)/(\sigma\Phi(z))` with the weight
+        :math:`w = (1 - 2\epsilon)\Phi(z)/t` in log space, and :math:`-d_1(d_1 + z/\sigma)`."""
         log_cdf, ratio = normal_tail(xp, z)
-        weight = xp.exp(self._log_jump + log_cdf - xp.logaddexp(xp.full_like(log_cdf, self._log_eps),
-                                                                 self._log_jump + log_cdf))  # fmt: skip
-        d1 = weight * ratio / sigma
-        return d1, -d1 * (d1 + z / sigma)
+        log_t = xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log_jump + log_cdf)
+        d1 = xp.exp(self._log_jump + log_cdf - log_t) * ratio / sigma
+        return log_t, d1, -d1 * (d1 + z / sigma)
 
     closed_form_on_device = True
 
-    def _closed_form(self, mean: Array, var: Array, xp: ModuleType = np) -> TiltedLogZ:
+    def _folded_log_z_in(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r"""At ``u = 1`` the closed form, :math:`Z = t(\mu)` with :math:`\sigma` replaced by
+        :math:`\varsigma = \sqrt{\sigma^2 + s^2}` (:meth:`_step`); the sinh rule at other powers."""
+        if power != 1.0:
+            return super()._folded_log_z_in(xp, mean, var, power)
         sigma = xp.sqrt(float(self.scale) ** 2 + var)
-        z = mean / sigma
-        log_cdf, ratio = normal_tail(xp, z)
-        log_z = xp.logaddexp(xp.full_like(log_cdf, self._log_eps), self._log_jump + log_cdf)
-        dlog_z = xp.exp(self._log_jump + log_cdf - log_z) * ratio / sigma
-        return TiltedLogZ(log_z, dlog_z, -dlog_z * (dlog_z + z / sigma))
-
-    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        if power != 1.0:
-            return super()._folded_log_z(mean, var, power)
-        return self._closed_form(mean, var)
-
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        if power != 1.0:
-            return super()._folded_log_z_on(xp, mean, var, power)
-        return self._closed_form(mean, var, xp)
+        return TiltedLogZ(*self._step(xp, mean / sigma, sigma))
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / varsigma): the step's form with sigma^2 = scale^2 + s^2
         sigma = np.sqrt(float(self.scale) ** 2 + var)
-        return _step_cumulants(mean, var, sigma, self._closed_form(mean, var).dlog_z)
+        return _step_cumulants(mean, var, sigma, self._folded_log_z_in(np, mean, var, 1.0).dlog_z)

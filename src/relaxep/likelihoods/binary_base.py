@@ -30,9 +30,10 @@ __all__ = ["BinaryLikelihood"]
 class BinaryLikelihood(Likelihood):
     r"""A binary likelihood :math:`p(y | f) = t(y f)`, labels :math:`y \in \{-1, +1\}`.
 
-    Subclasses implement :meth:`_folded_log_z` (``log Z`` of :math:`t(g)^u N(g | \mu, s^2)` and its
-    derivatives in :math:`\mu`) and :meth:`_folded_log_lik` (:math:`\log t(g)`); closed forms of
-    :meth:`_folded_expected_log_lik` and :meth:`_folded_cumulants` override the quadrature
+    Subclasses implement :meth:`_folded_log_lik` (:math:`\log t(g)`) and ``log Z`` of
+    :math:`t(g)^u N(g | \mu, s^2)` with its derivatives in :math:`\mu`: once, in the array namespace
+    (:meth:`_folded_log_z_in`, called with numpy on the host), or on numpy only (:meth:`_folded_log_z`);
+    closed forms of :meth:`_folded_expected_log_lik` and :meth:`_folded_cumulants` override the quadrature
     defaults where they exist.
     """
 
@@ -60,33 +61,36 @@ class BinaryLikelihood(Likelihood):
         return self._folded_log_z(mean, var, 1.0).log_z - self._folded_log_z(-mean, var, 1.0).log_z
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        lz = self._folded_log_z(y * mean, var, power)
-        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
+        return _unfold(y, self._folded_log_z(y * mean, var, power))
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        lz = self._folded_log_z_on(xp, y * mean, var, power)
-        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return _unfold(y, self._folded_log_z_in(xp, y * mean, var, power))
 
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        r""":meth:`_folded_log_z` in ``xp`` (where :attr:`closed_form_on_device` at ``u = 1``, where
-        :attr:`tilted_on_device` at every power)."""
-        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
+    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r"""``log Z`` of :math:`t(g)^u N(g | \mu, s^2)` and its derivatives in :math:`\mu`, on numpy: by default the
+        namespaced form (:meth:`_folded_log_z_in`) with numpy; a likelihood with a numpy form only overrides this."""
+        return self._folded_log_z_in(np, mean, var, power)
 
-    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
-        return self._folded_expected_log_lik_on(xp, y * mean, var)
+    def _folded_log_z_in(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r""":meth:`_folded_log_z` in the array namespace ``xp`` (where :attr:`closed_form_on_device` at ``u = 1``,
+        where :attr:`tilted_on_device` at every power)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tilted log Z in an array namespace")
+
+    def _expected_log_lik_in(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        return self._folded_expected_log_lik_in(xp, y * mean, var)
 
     def log_z_and_expected_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
-        lz, expected = self._folded_log_z_and_expected_on(xp, y * mean, var)
-        return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z), expected
+        lz, expected = self._folded_log_z_and_expected_in(xp, y * mean, var)
+        return _unfold(y, lz), expected
 
-    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+    def _folded_expected_log_lik_in(self, xp: ModuleType, mean: Array, var: Array) -> Array:
         r""":math:`E[\log t(g)]` under :math:`\hat p(g) \propto t(g) N(g | \mu, s^2)`, in ``xp`` (where
         :attr:`relaxed_on_device`)."""
-        raise NotImplementedError(f"{type(self).__name__} has no tilted E[log t] on a device")
+        raise NotImplementedError(f"{type(self).__name__} has no tilted E[log t] in an array namespace")
 
-    def _folded_log_z_and_expected_on(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
-        r""":meth:`_folded_log_z_on` at ``u = 1`` and :meth:`_folded_expected_log_lik_on`, together."""
-        return self._folded_log_z_on(xp, mean, var, 1.0), self._folded_expected_log_lik_on(xp, mean, var)
+    def _folded_log_z_and_expected_in(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        r""":meth:`_folded_log_z_in` at ``u = 1`` and :meth:`_folded_expected_log_lik_in`, together."""
+        return self._folded_log_z_in(xp, mean, var, 1.0), self._folded_expected_log_lik_in(xp, mean, var)
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         return self._folded_log_lik(y * f)
@@ -99,10 +103,6 @@ class BinaryLikelihood(Likelihood):
         return y * k1, k2, y * k3, k4
 
     @abstractmethod
-    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        r"""``log Z`` of :math:`t(g)^u N(g | \mu, s^2)` and its derivatives in :math:`\mu`."""
-
-    @abstractmethod
     def _folded_log_lik(self, g: Array) -> Array:
         r""":math:`\log t(g)`."""
 
@@ -111,3 +111,8 @@ class BinaryLikelihood(Likelihood):
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         return Likelihood._tilted_cumulants(self, np.ones_like(mean), mean, var)
+
+
+def _unfold(y: Array, lz: TiltedLogZ) -> TiltedLogZ:
+    r"""``log Z`` in :math:`f` from the folded one at :math:`y\mu`: the first derivative times :math:`y`."""
+    return TiltedLogZ(lz.log_z, y * lz.dlog_z, lz.d2log_z)

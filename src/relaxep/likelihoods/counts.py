@@ -33,6 +33,7 @@ come from the tilted moments, or, for a cavity narrower than the likelihood
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import ClassVar, NamedTuple
 
@@ -43,9 +44,10 @@ from scipy.special import logsumexp, ndtri
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
+from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, _as_floats
-from relaxep.likelihoods.counts_on import count_log_z_on, split_targets_on
+from relaxep.likelihoods.counts_on import count_log_z_on
 
 __all__ = ["BEND_CURVATURE", "CountLikelihood", "split_targets"]
 
@@ -99,7 +101,7 @@ class CountLikelihood(Likelihood):
     r"""Shared by :class:`Poisson` and :class:`~relaxep.likelihoods.NegativeBinomial`: targets, tilted integrals
     and predictive of a count likelihood :math:`p(y | \eta)`, :math:`\eta = f + o`, log-concave in :math:`\eta`.
 
-    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf`, :meth:`_bend` and :meth:`_count_cdf`.
+    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf_in`, :meth:`_bend` and :meth:`_count_cdf`.
     """
 
     target_width: ClassVar[int] = 2  # a count, or a row [count, log exposure]
@@ -109,7 +111,11 @@ class CountLikelihood(Likelihood):
         raise NotImplementedError
 
     def _dlog_pmf(self, count: Array, eta: Array) -> tuple[Array, Array]:
-        """First and second derivative of ``log p`` in ``eta``."""
+        """First and second derivative of ``log p`` in ``eta`` (numpy: the namespaced form's)."""
+        return self._dlog_pmf_in(np, count, eta)
+
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+        """:meth:`_dlog_pmf` in the array namespace ``xp``, written once."""
         raise NotImplementedError
 
     def _bend(self, count: Array, power: float) -> tuple[Array, Array]:
@@ -284,24 +290,18 @@ class CountLikelihood(Likelihood):
         d2log_z = np.where(narrow, g2, (t_var - var) / var**2)
         return dlog_z, d2log_z, d_mean, t_var
 
-    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        def reduce(nodes: _Nodes) -> tuple[Array, ...]:
-            return (nodes.log_z, *self._derivatives(nodes, power)[:2])
-
-        return TiltedLogZ(*self._tilted_sums(y, mean, var, power, reduce))
-
     #: whether -d2 log p / d eta2 grows to the right (the Poisson's e^eta; counts_on's reach)
     curved_right: ClassVar[bool] = False
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        """:meth:`log_z` in ``xp`` on the arrays' device, by the fixed-size rule of
-        :mod:`~relaxep.likelihoods.counts_on` (where :attr:`tilted_on_device`); ``y`` counts, or
-        ``[count, log exposure]`` rows on a last axis of two."""
-        if not self.tilted_on_device:
-            raise NotImplementedError(f"{type(self).__name__} has no tilted log Z on a device")
-        count, offset = split_targets_on(xp, y, mean)
-        count, offset, mean, var = xp.broadcast_arrays(count, offset, mean, var)
-        return count_log_z_on(xp, self, count, mean + offset, var, power, self.curved_right)
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return self._log_z_in(np, y, mean, var, power)
+
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """The tilted integral: on numpy the adaptive rule (module docstring), elsewhere the fixed-size one of
+        :mod:`~relaxep.likelihoods.counts_on` (where :attr:`tilted_on_device`); ``y`` as :func:`split_targets`."""
+        reduce = lambda nodes: (nodes.log_z, *self._derivatives(nodes, power)[:2])  # noqa: E731
+        fixed = partial(count_log_z_on, xp, self, y, mean, var, power)
+        return adaptive_or_fixed(xp, lambda: TiltedLogZ(*self._tilted_sums(y, mean, var, power, reduce)), fixed)
 
     def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
         def reduce(nodes: _Nodes) -> tuple[Array]:

@@ -3,7 +3,10 @@ r"""The count likelihoods' tilted integrals with fixed sizes, in any array libra
 :class:`~relaxep.likelihoods.counts.CountLikelihood` integrates :math:`p(y | \eta)^u N(\eta | \mu, s^2)`,
 :math:`\eta = f + o`, on numpy by a mode-centred sinh rule whose Newton searches stop when they have converged
 and whose node count (64 to 8192) is set by the widest site of a group: reads of the data.  The rule here makes
-none, so that a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without reading anything back.  With
+none, so that a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without reading anything back.  A
+different algorithm by design, not a copy: the family's one tilted integral,
+:meth:`CountLikelihood._log_z_in <relaxep.likelihoods.counts.CountLikelihood._log_z_in>`, takes numpy's adaptive rule
+on the host and this one on another array library (:func:`relaxep._xp.adaptive_or_fixed`).  With
 :math:`l(\eta) = \log p(y | \eta)` (log-concave) and :math:`h(\eta) = u\,l(\eta) - (\eta - \mu)^2/(2s^2)`:
 
 1. **The mode** :math:`\hat\eta` of :math:`h`: the Poisson's in closed form up to the Lambert-type equation
@@ -56,8 +59,9 @@ from typing import Protocol
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep.likelihoods._panels import split_gap
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.panels_on import split_gap_on, two_centre_rule_on
+from relaxep.likelihoods.panels_on import two_centre_rule_on
 
 __all__ = [
     "ERROR_BOUND",
@@ -93,13 +97,16 @@ _STIRLING = (1.0 / 12.0, -1.0 / 360.0, 1.0 / 1260.0, -1.0 / 1680.0, 1.0 / 1188.0
 class CountModelOn(Protocol):
     """What :func:`count_log_z_on` asks of a count likelihood, in the namespace ``xp`` (elementwise)."""
 
+    tilted_on_device: bool
+    curved_right: bool
+
     def _log_kernel_on(self, xp: ModuleType, count: Array, eta: Array) -> Array:
         r""":math:`l_0(\eta) = \log p(y | \eta) - \log C_y`, the part that depends on :math:`\eta`."""
 
     def _log_norm_on(self, xp: ModuleType, count: Array) -> Array:
         r""":math:`\log C_y`."""
 
-    def _dlog_pmf_on(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
         r""":math:`l'(\eta)` and :math:`l''(\eta)`."""
 
     def _mode_on(self, xp: ModuleType, count: Array, mean: Array, var: Array, power: float) -> Array:
@@ -150,7 +157,7 @@ def bracketed_mode_on(
 ) -> Array:
     r"""The mode (step 1) by safeguarded Newton on numpy's bracket, for a likelihood whose slope :math:`l'` is
     bounded (the negative binomial's), so that the bracket is finite."""
-    d1, _ = model._dlog_pmf_on(xp, count, mean)
+    d1, _ = model._dlog_pmf_in(xp, count, mean)
     g0 = power * d1
     peak = xp.where(count > 0.0, xp.log(xp.where(count > 0.0, count, 1.0)), -float("inf"))
     up = g0 > 0.0  # (g0 = 0: the bracket is the cavity mean)
@@ -159,7 +166,7 @@ def bracketed_mode_on(
     lo = xp.minimum(lo, hi)
     eta, last = hi, hi - lo
     for _ in range(MODE_STEPS):
-        d1, d2 = model._dlog_pmf_on(xp, count, eta)
+        d1, d2 = model._dlog_pmf_in(xp, count, eta)
         grad = power * d1 - (eta - mean) / var
         step = eta - grad / (power * d2 - 1.0 / var)  # (the curvature is below -1/s^2)
         rising = grad > 0.0
@@ -186,7 +193,7 @@ def _reaches_on(
     for _ in range(REACH_STEPS):
         e = m + side * d
         fall = -power * (model._log_kernel_on(xp, k, e) - l0) + d * (2.0 * side * sh + d) / (2.0 * v)
-        slope = -side * power * model._dlog_pmf_on(xp, k, e)[0] + (side * sh + d) / v
+        slope = -side * power * model._dlog_pmf_in(xp, k, e)[0] + (side * sh + d) / v
         above = fall >= _TAIL
         lo, hi = xp.where(above, lo, d), xp.where(above, d, hi)
         step = d - (fall - _TAIL) / xp.where(slope > 0.0, slope, 1.0)
@@ -196,9 +203,7 @@ def _reaches_on(
     return hi
 
 
-def count_log_z_on(
-    xp: ModuleType, model: CountModelOn, count: Array, mean: Array, var: Array, power: float, right_curved: bool
-) -> TiltedLogZ:
+def count_log_z_on(xp: ModuleType, model: CountModelOn, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
     r""":math:`\log Z` of :math:`p(y | \eta)^u N(\eta | \mu, s^2)` and its derivatives in :math:`\mu` by the
     fixed-size rule of the module docstring, in ``xp`` on the arrays' device.
 
@@ -207,19 +212,22 @@ def count_log_z_on(
     xp : module
         The arrays' namespace.
     model : CountModelOn
-        The likelihood (its methods in ``xp``).
-    count : array
-        The counts :math:`y`.
+        The likelihood (its methods in ``xp``; where its ``curved_right``, :math:`-l''` grows right of every
+        point, the Poisson's :math:`e^\eta`, and the right reach starts from :math:`\sqrt{2T}\ell`).
+    y : array
+        The counts, or rows ``[count, log exposure]`` on a last axis of two (:func:`split_targets_on`).
     mean, var : array
-        The cavities, in :math:`\eta = f + o` (the log exposure added to the mean).
+        The cavities of the latent :math:`f` (the log exposure :math:`o` added here: :math:`\eta = f + o`).
     power : float
         :math:`u \in (0, 1]`.
-    right_curved : bool
-        Whether :math:`-l''` grows right of every point (the Poisson's :math:`e^\eta`): the right reach then
-        starts from :math:`\sqrt{2T}\ell`.
     """
+    if not model.tilted_on_device:
+        raise NotImplementedError(f"{type(model).__name__} has no tilted log Z on a device")
+    count, offset = split_targets_on(xp, y, mean)
+    count, offset, mean, var = xp.broadcast_arrays(count, offset, mean, var)
+    mean, right_curved = mean + offset, model.curved_right
     mode = model._mode_on(xp, count, mean, var, power)
-    _, mode_d2 = model._dlog_pmf_on(xp, count, mode)
+    _, mode_d2 = model._dlog_pmf_in(xp, count, mode)
     ell = 1.0 / xp.sqrt(1.0 / var - power * xp.minimum(mode_d2, 0.0))
     shift = mode - mean
     bound = float(np.sqrt(2.0 * _TAIL)) * xp.sqrt(var)
@@ -234,7 +242,7 @@ def count_log_z_on(
     width_b = xp.minimum(ell, 1.0)
     w1, w2 = xp.where(below, width_b, ell), xp.where(below, ell, width_b)
     o1, o2 = xp.minimum(offset, 0.0), xp.maximum(offset, 0.0)  # the centres' offsets from the mode
-    gap1, gap2 = split_gap_on(xp, w1, w2, o2 - o1)
+    gap1, gap2 = split_gap(w1, w2, o2 - o1, xp)
     nodes = two_centre_rule_on(xp, w1, w2, gap1, gap2, left + o1, right - o2, PANEL_NODES)
     d = xp.concat([o1[..., None] + nodes.disp1, o2[..., None] + nodes.disp2], axis=-1)
     jac = xp.concat([nodes.weights1, nodes.weights2], axis=-1)
@@ -248,7 +256,7 @@ def count_log_z_on(
     w = terms / total[..., None]
     d_mean = xp.sum(w * d, axis=-1)
     t_var = xp.sum(w * (d - d_mean[..., None]) ** 2, axis=-1)
-    d1, d2 = model._dlog_pmf_on(xp, k, eta)
+    d1, d2 = model._dlog_pmf_in(xp, k, eta)
     used = w > 0.0  # (where the likelihood underflowed its derivatives may be huge)
     d1, d2 = xp.where(used, d1, 0.0), xp.where(used, d2, 0.0)
     g1 = power * xp.sum(w * d1, axis=-1)

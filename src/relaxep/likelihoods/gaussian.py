@@ -53,12 +53,9 @@ class Gaussian(Likelihood):
     relaxed_on_device = True
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        return self._gaussian_log_z(np, y, mean, var, power)
+        return self._log_z_in(np, y, mean, var, power)
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        return self._gaussian_log_z(xp, y, mean, var, power)
-
-    def _gaussian_log_z(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         noise = float(self.noise)
         total = var + noise / power
         resid = y - mean
@@ -78,10 +75,10 @@ class Gaussian(Likelihood):
         return mean + var * resid / total, var * noise / total, resid * noise / total
 
     def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
-        return self.expected_log_lik_on(np, y, mean, var)  # (one closed form for numpy and the device)
+        return self._expected_log_lik_in(np, y, mean, var)
 
-    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
-        r""":meth:`expected_log_lik` in ``xp`` (the same closed form, numpy's digits):
+    def _expected_log_lik_in(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        r""":meth:`expected_log_lik` in ``xp`` (one closed form; with numpy, the host's):
         :math:`E[\log N(y | f, \sigma^2)] = -\tfrac12\log(2\pi\sigma^2) - ((y - \hat m)^2 + \hat v)/(2\sigma^2)`,
         :math:`\hat m, \hat v` the tilted mean and variance."""
         _, t_var, t_resid = self._tilted(y, mean, var)

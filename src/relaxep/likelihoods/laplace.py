@@ -25,8 +25,9 @@ derivatives come from the truncated Gaussians' moments instead,
 :math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(z)(\rho(z) - z)`, both by the
 continued fraction of Mills' ratio (Laplace 1805; Abramowitz & Stegun 26.2.14) for :math:`z < -30`.
 
-On another array library (:meth:`Laplace.log_z_on`, every power) the same formulas run in its namespace, with
-:math:`\log\Phi(z_\pm)` and :math:`N(z_\pm)/\Phi(z_\pm)` from one call of :func:`relaxep._xp.normal_tail`:
+The formulas are written once, in the array namespace (:meth:`Laplace._log_z_in`: numpy on the host, another
+array library on its device, every power), with :math:`\log\Phi(z_\pm)` and :math:`N(z_\pm)/\Phi(z_\pm)` from one
+call of :func:`relaxep._xp.normal_tail`:
 :math:`\log(\tfrac12\operatorname{erfcx}(-z/\sqrt2)) = -\tfrac12\log(2\pi) - \log(N(z)/\Phi(z))`, and both
 branches of each choice evaluated, the unused one on a harmless stand-in.
 """
@@ -38,61 +39,23 @@ from typing import Any
 
 import numpy as np
 from scipy import stats
-from scipy.special import erfcx, log_ndtr
 
-from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
-from relaxep._xp import is_numpy, normal_tail
+from relaxep._xp import normal_tail
 from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 
 __all__ = ["Laplace"]
 
-_SQRT_HALF = np.sqrt(0.5)
 _CF_FROM = -30.0  # below this z the continued fraction replaces z + N(z)/Phi(z)
 _CF_TERMS = 40
 _TAIL = 40.0
 _LOG_SQRT_2PI = float(0.5 * np.log(2.0 * np.pi))
 
 
-def _log_side(r: Array, lam: Array, s: Array, z: Array) -> Array:
-    r""":math:`\log(e^{-\lambda r + \lambda^2 s^2/2}\Phi(z))`, :math:`z = (r - \lambda s^2)/s`."""
-    neg = z < 0.0
-    zn, zp = np.where(neg, z, 0.0), np.where(neg, 0.0, z)
-    tail = -0.5 * (r / s) ** 2 + np.log(0.5 * erfcx(-zn * _SQRT_HALF))
-    body = -lam * r + 0.5 * (lam * s) ** 2 + log_ndtr(zp)
-    return np.where(neg, tail, body)
-
-
-def _continued_fraction(t: Array) -> tuple[Array, Array, Array]:
-    """``d_k = t + (k+1)/d_{k+1}`` for ``k = 1, 2, 3`` (``t > 0`` large), truncated after ``_CF_TERMS``."""
-    d = t.copy()
-    for k in range(_CF_TERMS, 3, -1):
-        d = t + k / d
-    d2 = t + 3.0 / d
-    return t + 2.0 / d2, d2, d
-
-
-def _rho_and_v(z: Array) -> tuple[Array, Array]:
-    r""":math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(\rho - z)`, stable for every ``z``.
-
-    Mills' ratio :math:`M(t) = 1/(t + 1/(t + 2/(t + \dots)))` at :math:`t = -z` gives
-    :math:`\rho = 1/d_1` and :math:`V = (d_2(t - 3/d_3) + 4)/(d_1 d_2)^2` without cancellation,
-    :math:`d_k = t + (k+1)/d_{k+1}`.
-    """
-    far = z < _CF_FROM
-    near_z = np.where(far, 0.0, z)
-    rho_near = near_z + normal_cdf_ratio(near_z)
-    v_near = 1.0 - rho_near * (rho_near - near_z)
-    t = np.where(far, -z, 100.0)
-    d1, d2, d3 = _continued_fraction(t)
-    rho_far = 1.0 / d1
-    v_far = (d2 * (t - 3.0 / d3) + 4.0) / (d1 * d2) ** 2
-    return np.where(far, rho_far, rho_near), np.where(far, v_far, v_near)
-
-
-def _log_side_on(xp: ModuleType, r: Array, lam: float, s: Array, z: Array, log_cdf: Array, ratio: Array) -> Array:
-    r""":func:`_log_side` in ``xp``, given :math:`\log\Phi(z)` and :math:`N(z)/\Phi(z)`.
+def _log_side(xp: ModuleType, r: Array, lam: float, s: Array, z: Array, log_cdf: Array, ratio: Array) -> Array:
+    r""":math:`\log(e^{-\lambda r + \lambda^2 s^2/2}\Phi(z))`, :math:`z = (r - \lambda s^2)/s`, given
+    :math:`\log\Phi(z)` and :math:`N(z)/\Phi(z)`:
 
     .. math::
         \log\big(e^{-\lambda r + \lambda^2 s^2/2}\Phi(z)\big) =
@@ -109,9 +72,14 @@ def _log_side_on(xp: ModuleType, r: Array, lam: float, s: Array, z: Array, log_c
     return xp.where(neg, tail, body)
 
 
-def _rho_and_v_on(xp: ModuleType, z: Array, ratio: Array) -> tuple[Array, Array]:
-    r""":func:`_rho_and_v` in ``xp``, given :math:`N(z)/\Phi(z)`: :math:`\rho = z + N/\Phi` and
-    :math:`V = 1 - \rho(\rho - z)` for :math:`z \ge -30`, the continued fraction below."""
+def _rho_and_v(xp: ModuleType, z: Array, ratio: Array) -> tuple[Array, Array]:
+    r""":math:`\rho(z) = z + N(z)/\Phi(z)` and :math:`V(z) = 1 - \rho(\rho - z)`, stable for every ``z``, given
+    :math:`N(z)/\Phi(z)`.
+
+    Below :math:`z = -30` Mills' ratio :math:`M(t) = 1/(t + 1/(t + 2/(t + \dots)))` at :math:`t = -z` gives
+    :math:`\rho = 1/d_1` and :math:`V = (d_2(t - 3/d_3) + 4)/(d_1 d_2)^2` without cancellation,
+    :math:`d_k = t + (k+1)/d_{k+1}`, truncated after ``_CF_TERMS``.
+    """
     far = z < _CF_FROM
     rho_near = z + ratio
     v_near = 1.0 - rho_near * (rho_near - z)
@@ -152,121 +120,77 @@ class Laplace(Likelihood):
     def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
         return (np.abs(y - f) / float(self.scale) - 1.0)[..., None]
 
-    def _sides(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, ...]:
-        """``log Z``, the two sides' shares and ``z``, ``s`` and ``lambda`` (``+``: ``f > y``)."""
-        y, mean, var = np.broadcast_arrays(y, mean, var)
-        b = float(self.scale)
-        lam = power / b
-        r, s = mean - y, np.sqrt(var)
-        z_up, z_down = (r - lam * var) / s, (-r - lam * var) / s
-        log_up, log_down = _log_side(r, lam, s, z_up), _log_side(-r, lam, s, z_down)
-        log_sum = np.logaddexp(log_up, log_down)
-        log_z = -power * np.log(2.0 * b) + log_sum
-        return log_z, np.exp(log_up - log_sum), np.exp(log_down - log_sum), z_up, z_down, r, s, lam, log_sum
-
-    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        log_z, pi_up, pi_down, z_up, z_down, r, s, lam, log_sum = self._sides(y, mean, var, power)
-        s2 = s * s
-        # the formulas in lambda (a narrow cavity) ...
-        log_density_y = -0.5 * (r / s) ** 2 - 0.5 * np.log(2.0 * np.pi * s2) - log_sum  # p_hat(y) (2b)^u
-        d1_lam = lam * (pi_down - pi_up)
-        d2_lam = 4.0 * lam**2 * pi_up * pi_down - 2.0 * lam * np.exp(log_density_y)
-        # ... and the moments of the two truncated Gaussians (a wide one)
-        rho_up, v_up = _rho_and_v(z_up)
-        rho_down, v_down = _rho_and_v(z_down)
-        mean_from_y = s * (pi_up * rho_up - pi_down * rho_down)  # E[f] - y
-        t_var = s2 * (pi_up * v_up + pi_down * v_down + pi_up * pi_down * (rho_up + rho_down) ** 2)
-        wide = lam * s > 1.0
-        dlog_z = np.where(wide, (mean_from_y - r) / s2, d1_lam)
-        d2log_z = np.where(wide, (t_var - s2) / s2**2, d2_lam)
-        return TiltedLogZ(log_z, dlog_z, d2log_z)
-
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        r""":meth:`log_z` in the namespace ``xp`` at any power :math:`u` (module docstring), on the arrays' device.
-
-        With :math:`\lambda = u/b`, :math:`r = \mu - y`, :math:`z_\pm = (\pm r - \lambda s^2)/s` and the sides'
-        logarithms :math:`\ell_\pm` (:func:`_log_side_on`),
-
-        .. math::
-            \log Z = -u\log(2b) + \operatorname{logaddexp}(\ell_+, \ell_-),\qquad
-            \pi_\pm = e^{\ell_\pm - (\log Z + u\log 2b)},
-
-        and the derivatives :math:`\lambda(\pi_- - \pi_+)`, :math:`4\lambda^2\pi_+\pi_- - 2\lambda\hat p(y)` where
-        :math:`\lambda s \le 1`, else :math:`(E[f] - \mu)/s^2` and :math:`(\operatorname{Var}[f] - s^2)/s^4` from
-        the truncated Gaussians' :math:`\rho(z_\pm)`, :math:`V(z_\pm)`: both evaluated, one kept (``xp.where``).
-        With numpy, :meth:`log_z` itself (its digits); elsewhere equal to it to rounding.
-        """
-        if is_numpy(xp):
-            return self.log_z(y, mean, var, power)
-        return self._log_z_on(xp, self._sides_on(xp, y, mean, var, power))
-
-    def expected_log_lik_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
-        r""":meth:`expected_log_lik` in ``xp``: :math:`E[\log p(y|f)] = -\log(2b) - E|f - y|/b`,
-        :math:`E|f - y| = s(\pi_+\rho(z_+) + \pi_-\rho(z_-))` at ``u = 1`` (:meth:`_mean_abs`'s closed form).
-        With numpy, :meth:`expected_log_lik` itself; elsewhere equal to it to rounding."""
-        if is_numpy(xp):
-            return self.expected_log_lik(y, mean, var)
-        return self._expected_on(xp, self._sides_on(xp, y, mean, var, 1.0))
-
-    def log_z_and_expected_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
-        """Both from one :meth:`_sides_on` at ``u = 1`` (one :func:`normal_tail` call)."""
-        if is_numpy(xp):
-            return self.log_z(y, mean, var), self.expected_log_lik(y, mean, var)
-        sides = self._sides_on(xp, y, mean, var, 1.0)
-        return self._log_z_on(xp, sides), self._expected_on(xp, sides)
-
-    def _sides_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> dict[str, Any]:
-        r""":meth:`_sides` in ``xp``, with the truncated Gaussians' :math:`\rho(z_\pm), V(z_\pm)` (one
-        :func:`normal_tail` call)."""
+    def _sides(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> dict[str, Any]:
+        r"""The two sides (``up``: :math:`f > y`): with :math:`\lambda = u/b`, :math:`r = \mu - y`,
+        :math:`z_\pm = (\pm r - \lambda s^2)/s` and the sides' logarithms :math:`\ell_\pm` (:func:`_log_side`),
+        :math:`\log Z = -u\log(2b) + \operatorname{logaddexp}(\ell_+, \ell_-)`, the shares
+        :math:`\pi_\pm = e^{\ell_\pm - (\log Z + u\log 2b)}` and the truncated Gaussians' :math:`\rho(z_\pm),
+        V(z_\pm)` (:func:`_rho_and_v`), from one :func:`~relaxep._xp.normal_tail` call."""
         y, mean, var = xp.broadcast_arrays(y, mean, var)
         b = float(self.scale)
         lam = power / b
         r, s = mean - y, xp.sqrt(var)
         z_up, z_down = (r - lam * var) / s, (-r - lam * var) / s
         log_cdf, ratio = normal_tail(xp, xp.stack([z_up, z_down]))  # (one call: one round trip where it takes one)
-        log_up = _log_side_on(xp, r, lam, s, z_up, log_cdf[0, ...], ratio[0, ...])
-        log_down = _log_side_on(xp, -r, lam, s, z_down, log_cdf[1, ...], ratio[1, ...])
+        log_up = _log_side(xp, r, lam, s, z_up, log_cdf[0, ...], ratio[0, ...])
+        log_down = _log_side(xp, -r, lam, s, z_down, log_cdf[1, ...], ratio[1, ...])
         log_sum = xp.logaddexp(log_up, log_down)
         log_z = float(-power * np.log(2.0 * b)) + log_sum
         pi_up, pi_down = xp.exp(log_up - log_sum), xp.exp(log_down - log_sum)
-        rho_up, v_up = _rho_and_v_on(xp, z_up, ratio[0, ...])
-        rho_down, v_down = _rho_and_v_on(xp, z_down, ratio[1, ...])
+        rho_up, v_up = _rho_and_v(xp, z_up, ratio[0, ...])
+        rho_down, v_down = _rho_and_v(xp, z_down, ratio[1, ...])
         return dict(log_z=log_z, pi_up=pi_up, pi_down=pi_down, r=r, s=s, lam=lam, log_sum=log_sum, rho_up=rho_up,
                     v_up=v_up, rho_down=rho_down, v_down=v_down)  # fmt: skip
 
-    def _log_z_on(self, xp: ModuleType, sides: dict[str, Any]) -> TiltedLogZ:
-        """:meth:`log_z_on` from :meth:`_sides_on`'s pieces."""
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return self._log_z_in(np, y, mean, var, power)
+
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r""":meth:`log_z` in ``xp`` at any power :math:`u` (module docstring): :meth:`_sides`, then the derivatives
+        :math:`\lambda(\pi_- - \pi_+)`, :math:`4\lambda^2\pi_+\pi_- - 2\lambda\hat p(y)` where
+        :math:`\lambda s \le 1`, else :math:`(E[f] - \mu)/s^2` and :math:`(\operatorname{Var}[f] - s^2)/s^4` from
+        the truncated Gaussians' :math:`\rho(z_\pm)`, :math:`V(z_\pm)`: both evaluated, one kept (``xp.where``)."""
+        return self._log_z_of(xp, self._sides(xp, y, mean, var, power))
+
+    def _log_z_of(self, xp: ModuleType, sides: dict[str, Any]) -> TiltedLogZ:
         pi_up, pi_down, r, s, lam = sides["pi_up"], sides["pi_down"], sides["r"], sides["s"], sides["lam"]
         s2 = s * s
-        log_density_y = -0.5 * (r / s) ** 2 - 0.5 * xp.log(2.0 * np.pi * s2) - sides["log_sum"]
+        # the formulas in lambda (a narrow cavity) ...
+        log_density_y = -0.5 * (r / s) ** 2 - 0.5 * xp.log(2.0 * np.pi * s2) - sides["log_sum"]  # p_hat(y) (2b)^u
         d1_lam = lam * (pi_down - pi_up)
         d2_lam = 4.0 * lam**2 * pi_up * pi_down - 2.0 * lam * xp.exp(log_density_y)
+        # ... and the moments of the two truncated Gaussians (a wide one)
         rho_up, v_up, rho_down, v_down = sides["rho_up"], sides["v_up"], sides["rho_down"], sides["v_down"]
-        mean_from_y = s * (pi_up * rho_up - pi_down * rho_down)
+        mean_from_y = s * (pi_up * rho_up - pi_down * rho_down)  # E[f] - y
         t_var = s2 * (pi_up * v_up + pi_down * v_down + pi_up * pi_down * (rho_up + rho_down) ** 2)
         wide = lam * s > 1.0
         dlog_z = xp.where(wide, (mean_from_y - r) / s2, d1_lam)
         d2log_z = xp.where(wide, (t_var - s2) / s2**2, d2_lam)
         return TiltedLogZ(sides["log_z"], dlog_z, d2log_z)
 
-    def _expected_on(self, xp: ModuleType, sides: dict[str, Any]) -> Array:
-        """:meth:`expected_log_lik_on` from :meth:`_sides_on`'s pieces at ``u = 1``."""
-        b = float(self.scale)
-        mean_abs = sides["s"] * (sides["pi_up"] * sides["rho_up"] + sides["pi_down"] * sides["rho_down"])
-        return float(-np.log(2.0 * b)) - mean_abs / b
-
-    def _mean_abs(self, y: Array, mean: Array, var: Array) -> Array:
-        r""":math:`E|f - y|` under the tilted at ``u = 1``: :math:`s(\pi_+\rho(z_+) + \pi_-\rho(z_-))`."""
-        _, pi_up, pi_down, z_up, z_down, _, s, _, _ = self._sides(y, mean, var, 1.0)
-        return s * (pi_up * _rho_and_v(z_up)[0] + pi_down * _rho_and_v(z_down)[0])
-
     def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        return self._expected_log_lik_in(np, y, mean, var)
+
+    def _expected_log_lik_in(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> Array:
+        r""":math:`E[\log p(y|f)] = -\log(2b) - E|f - y|/b` at ``u = 1`` (:meth:`_mean_abs`)."""
+        return float(-np.log(2.0 * float(self.scale))) - self._mean_abs(self._sides(xp, y, mean, var, 1.0)) / float(
+            self.scale
+        )
+
+    def log_z_and_expected_on(self, xp: ModuleType, y: Array, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        """Both from one :meth:`_sides` at ``u = 1`` (one :func:`~relaxep._xp.normal_tail` call)."""
+        sides = self._sides(xp, y, mean, var, 1.0)
         b = float(self.scale)
-        return -np.log(2.0 * b) - self._mean_abs(y, mean, var) / b
+        return self._log_z_of(xp, sides), float(-np.log(2.0 * b)) - self._mean_abs(sides) / b
+
+    @staticmethod
+    def _mean_abs(sides: dict[str, Any]) -> Array:
+        r""":math:`E|f - y|` under the tilted at ``u = 1``: :math:`s(\pi_+\rho(z_+) + \pi_-\rho(z_-))`."""
+        return sides["s"] * (sides["pi_up"] * sides["rho_up"] + sides["pi_down"] * sides["rho_down"])
 
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
         # d log p / d log b = |y - f| / b - 1
-        return (self._mean_abs(y, mean, var) / float(self.scale) - 1.0)[..., None]
+        return (self._mean_abs(self._sides(np, y, mean, var, 1.0)) / float(self.scale) - 1.0)[..., None]
 
     def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         r"""By the two-centre rule at :math:`y` (the kink) and the upper side's mode (flipped so :math:`\mu \ge y`)."""

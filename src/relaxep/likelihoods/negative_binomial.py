@@ -44,6 +44,8 @@ from scipy import stats
 from scipy.special import betainc, digamma, expit, gammaln
 
 from relaxep._typing import Array
+from relaxep._xp import expit as expit_in
+from relaxep._xp import log_expit
 from relaxep.likelihoods.base import check_hyperparameter
 from relaxep.likelihoods.counts import BEND_CURVATURE, CountLikelihood
 from relaxep.likelihoods.counts_on import bracketed_mode_on, lgamma_on
@@ -92,10 +94,11 @@ class NegativeBinomial(CountLikelihood):
         norm = gammaln(count + r) - gammaln(r) - gammaln(count + 1.0)
         return norm - r * _softplus(eta - log_r) - count * _softplus(log_r - eta)
 
-    def _dlog_pmf(self, count: Array, eta: Array) -> tuple[Array, Array]:
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
         r = float(self.dispersion)
-        sigma = expit(eta - np.log(r))  # mu / (r + mu)
-        rest = expit(np.log(r) - eta)  # r / (r + mu), without 1 - sigma's cancellation
+        log_r = float(np.log(r))
+        sigma = expit_in(xp, eta - log_r)  # mu / (r + mu)
+        rest = expit_in(xp, log_r - eta)  # r / (r + mu), without 1 - sigma's cancellation
         return count * rest - r * sigma, -(count + r) * sigma * rest
 
     def _dlog_pmf_dtheta(self, count: Array, eta: Array) -> Array:
@@ -133,18 +136,14 @@ class NegativeBinomial(CountLikelihood):
 
     # ------------------------------------------------------------ in an array namespace (counts_on)
     def _log_kernel_on(self, xp: ModuleType, count: Array, eta: Array) -> Array:
-        r""":math:`-r\,\operatorname{sp}(\eta - \log r) - y\,\operatorname{sp}(\log r - \eta)`."""
+        r""":math:`-r\,\operatorname{sp}(\eta - \log r) - y\,\operatorname{sp}(\log r - \eta)`, the softplus
+        :math:`\operatorname{sp}(z) = -\log\sigma(-z)`."""
         log_r = float(np.log(float(self.dispersion)))
-        return -float(self.dispersion) * _softplus_on(xp, eta - log_r) - count * _softplus_on(xp, log_r - eta)
+        return float(self.dispersion) * log_expit(xp, log_r - eta) + count * log_expit(xp, eta - log_r)
 
     def _log_norm_on(self, xp: ModuleType, count: Array) -> Array:
         r = float(self.dispersion)
         return lgamma_on(xp, count + r) - float(gammaln(r)) - lgamma_on(xp, count + 1.0)
-
-    def _dlog_pmf_on(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
-        r = float(self.dispersion)
-        sigma, rest = _expit_on(xp, eta - float(np.log(r)))  # mu / (r + mu), r / (r + mu)
-        return count * rest - r * sigma, -(count + r) * sigma * rest
 
     def _mode_on(self, xp: ModuleType, count: Array, mean: Array, var: Array, power: float) -> Array:
         return bracketed_mode_on(xp, self, count, mean, var, power)
@@ -159,14 +158,3 @@ class NegativeBinomial(CountLikelihood):
         log_r = float(np.log(r))
         # (where the curvature stays below 0.01, the point log r: its kink, slight, still bends a wide tilted)
         return xp.where(empty, log_r, log_r - width), xp.where(empty, log_r, log_r + width)
-
-
-def _softplus_on(xp: ModuleType, z: Array) -> Array:
-    return xp.maximum(z, 0.0) + xp.log1p(xp.exp(-xp.abs(z)))
-
-
-def _expit_on(xp: ModuleType, z: Array) -> tuple[Array, Array]:
-    r""":math:`\sigma(z)` and :math:`\sigma(-z) = 1 - \sigma(z)`, each without cancellation or overflow."""
-    small = xp.exp(-xp.abs(z))
-    big, tiny = 1.0 / (1.0 + small), small / (1.0 + small)
-    return xp.where(z >= 0.0, big, tiny), xp.where(z >= 0.0, tiny, big)

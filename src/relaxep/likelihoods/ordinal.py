@@ -19,7 +19,8 @@ Under a cavity :math:`N(f | \mu, v)` at power 1, with :math:`s = \sqrt{\sigma^2 
     \partial^2_\mu \log Z = \frac{z_{k-1} N(z_{k-1}) - z_k N(z_k)}{s^2 Z} - (\partial_\mu \log Z)^2,
 
 the moments of a truncated normal, each evaluated without cancellation by :mod:`relaxep.likelihoods.truncated_normal`
-(on another array library's device too: :meth:`OrdinalProbit.log_z_on`).  Other powers integrate the log-concave
+(written once in the array namespace: :meth:`OrdinalProbit._log_z_in`, numpy on the host and another array library
+on its device).  Other powers integrate the log-concave
 tilted :math:`p(y|f)^u N(f | \mu, v)` by the house's sinh-mapped Gauss-Legendre panels
 (:mod:`relaxep.likelihoods._panels`), centred on its mode and on the cut-points within its reach.
 """
@@ -27,6 +28,7 @@ tilted :math:`p(y|f)^u N(f | \mu, v)` by the house's sinh-mapped Gauss-Legendre 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from types import ModuleType
 from typing import Any, ClassVar
 
@@ -36,15 +38,16 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number, check_target_vector
-from relaxep._xp import is_numpy
+from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds
-from relaxep.likelihoods.truncated_normal import interval_terms, ordinal_log_z_on
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds, refuse_off_host
+from relaxep.likelihoods.truncated_normal import class_interval, interval_terms
 
 __all__ = ["OrdinalProbit"]
 
 _TAIL = 40.0  # the rule covers the tilted down to exp(-40) of its density at the mode
 _NEWTON_ITERATIONS = 60
+_AT_ONE_ONLY = "OrdinalProbit's tilted log Z on a device is its closed form at u = 1 only"
 _Reduce = Callable[..., tuple[Array, ...]]
 
 
@@ -231,7 +234,7 @@ class OrdinalProbit(Likelihood):
     def _pointwise(self, lo_b: Array, hi_b: Array, f: Array) -> tuple[Array, Array, Array]:
         r""":math:`\log p(y|f)` and its first two derivatives in :math:`f`."""
         sigma = float(self.noise)
-        log_p, _, _, diff, _, curv = interval_terms((lo_b - f) / sigma, (hi_b - f) / sigma)
+        log_p, _, _, diff, _, curv = interval_terms(np, (lo_b - f) / sigma, (hi_b - f) / sigma)
         return log_p, diff / sigma, curv / sigma**2
 
     def _log_lik(self, y: Array, f: Array) -> Array:
@@ -239,23 +242,21 @@ class OrdinalProbit(Likelihood):
         return self._pointwise(lo_b, hi_b, f)[0]
 
     # ------------------------------------------------------------ the tilted integrals
-    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        if power != 1.0:
-            return TiltedLogZ(*self._tilted_sums(y, mean, var, power, self._derivative_sums))
-        _, lo_b, hi_b = self._edges(y)
-        s = np.sqrt(float(self.noise) ** 2 + var)
-        log_p, _, _, diff, _, curv = interval_terms((lo_b - mean) / s, (hi_b - mean) / s)
-        return TiltedLogZ(log_p, diff / s, curv / s**2)
-
     closed_form_on_device: ClassVar[bool] = True
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        r""":meth:`log_z` at ``u = 1`` in ``xp``: :math:`\log(\Phi(z_k) - \Phi(z_{k-1}))` and derivatives (above)."""
-        if is_numpy(xp):
-            return self.log_z(y, mean, var, power)
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        self._edges(y)  # (the class indices checked)
+        return self._log_z_in(np, y, mean, var, power)
+
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r""":meth:`log_z` in ``xp``: the closed form at ``u = 1`` (module docstring), else the panels (numpy only)."""
         if power != 1.0:
-            raise NotImplementedError("OrdinalProbit's tilted log Z on a device is its closed form at u = 1 only")
-        return TiltedLogZ(*ordinal_log_z_on(xp, self._cuts(), float(self.noise), y, mean, var))
+            panels = partial(self._tilted_sums, y, mean, var, power, self._derivative_sums)
+            return TiltedLogZ(*adaptive_or_fixed(xp, panels, refuse_off_host(_AT_ONE_ONLY)))
+        lo_b, hi_b = class_interval(xp, self._cuts(), *xp.broadcast_arrays(y, mean))
+        s = xp.sqrt(float(self.noise) ** 2 + var)
+        log_p, _, _, diff, _, curv = interval_terms(xp, (lo_b - mean) / s, (hi_b - mean) / s)
+        return TiltedLogZ(log_p, diff / s, curv / s**2)
 
     def _derivative_sums(
         self, e: Array, w: Array, l0: Array, l1: Array, l2: Array, log_z: Array, var: Array, power: float
@@ -385,13 +386,13 @@ class OrdinalProbit(Likelihood):
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
         k, lo_b, hi_b = self._edges(y)
         s = np.sqrt(float(self.noise) ** 2 + var)
-        _, r_lo, r_hi, _, moment, _ = interval_terms((lo_b - mean) / s, (hi_b - mean) / s)
+        _, r_lo, r_hi, _, moment, _ = interval_terms(np, (lo_b - mean) / s, (hi_b - mean) / s)
         return self._theta_columns(*np.broadcast_arrays(k, r_lo, r_hi, moment, s))
 
     def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
         k, lo_b, hi_b = self._edges(y)
         sigma = np.full(np.shape(f), float(self.noise))
-        _, r_lo, r_hi, _, moment, _ = interval_terms((lo_b - f) / sigma, (hi_b - f) / sigma)
+        _, r_lo, r_hi, _, moment, _ = interval_terms(np, (lo_b - f) / sigma, (hi_b - f) / sigma)
         return self._theta_columns(*np.broadcast_arrays(k, r_lo, r_hi, moment, sigma))
 
     # ------------------------------------------------------------ predictive
@@ -405,7 +406,7 @@ class OrdinalProbit(Likelihood):
         mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
         ext = np.concatenate([[-np.inf], self._cuts(), [np.inf]])
         s = np.sqrt(float(self.noise) ** 2 + var)[..., None]
-        return np.exp(interval_terms((ext[:-1] - mean[..., None]) / s, (ext[1:] - mean[..., None]) / s)[0])
+        return np.exp(interval_terms(np, (ext[:-1] - mean[..., None]) / s, (ext[1:] - mean[..., None]) / s)[0])
 
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         """The predictive class probabilities, :meth:`class_probabilities`."""

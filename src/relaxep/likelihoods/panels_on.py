@@ -8,26 +8,20 @@ Two centres :math:`c_1 \le c_2` with widths :math:`w_1, w_2`, the gap between th
 each by ``n``-point Gauss-Legendre in :math:`t` after :math:`f = c_k + w_k\sinh t`.  numpy's rule sizes its panels
 by the widest site of a group (a read of the data); here every site gets ``n`` nodes a panel, so a batch is
 integrated with sizes known before the arrays are (:mod:`relaxep.likelihoods.robust_on`,
-:mod:`relaxep.likelihoods.counts_on`).
+:mod:`relaxep.likelihoods.counts_on`).  The panel itself and the split of the gap are numpy's functions
+(:func:`~relaxep.likelihoods._panels.panel`, :func:`~relaxep.likelihoods._panels.split_gap`), written once in the
+array namespace; only the fixed count is this module's.
 """
 
 from __future__ import annotations
 
-from functools import lru_cache
 from types import ModuleType
 from typing import NamedTuple
 
-import numpy as np
-
 from relaxep._typing import Array
+from relaxep.likelihoods._panels import panel
 
-__all__ = ["TwoCentreNodes", "split_gap_on", "two_centre_rule_on"]
-
-
-@lru_cache(maxsize=8)
-def _legendre(n: int) -> tuple[Array, Array]:
-    nodes, weights = np.polynomial.legendre.leggauss(n)
-    return nodes, weights
+__all__ = ["TwoCentreNodes", "two_centre_rule_on"]
 
 
 class TwoCentreNodes(NamedTuple):
@@ -40,28 +34,6 @@ class TwoCentreNodes(NamedTuple):
     weights1: Array
     disp2: Array
     weights2: Array
-
-
-def split_gap_on(xp: ModuleType, width1: Array, width2: Array, gap: Array) -> tuple[Array, Array]:
-    r""":func:`relaxep.likelihoods._panels.split_gap` in ``xp``: :math:`g_1 = (g + (w_2^2 - w_1^2)/g)/2` clipped
-    to :math:`[0, g]` (both maps then space their nodes equally at the split), :math:`g_2 = g - g_1`; both zero
-    where the centres coincide."""
-    some = gap > 0.0
-    gap1 = 0.5 * (gap + (width2 - width1) * (width2 + width1) / xp.where(some, gap, 1.0))
-    gap1 = xp.where(some, xp.minimum(xp.maximum(gap1, 0.0), gap), 0.0)
-    return gap1, xp.maximum(gap - gap1, 0.0)
-
-
-def _panel_on(xp: ModuleType, width: Array, t_lo: Array, t_hi: Array, n: int) -> tuple[Array, Array]:
-    xi, omega = _legendre(n)
-    device = getattr(width, "device", None)
-    xi_d = xp.asarray(xi, dtype=width.dtype, device=device)
-    omega_d = xp.asarray(omega, dtype=width.dtype, device=device)
-    half = 0.5 * (t_hi - t_lo)[..., None]
-    grow = xp.exp(0.5 * (t_hi + t_lo)[..., None] + half * xi_d)
-    shrink = 1.0 / grow
-    w = 0.5 * width[..., None]
-    return w * (grow - shrink), (half * omega_d) * w * (grow + shrink)
 
 
 def two_centre_rule_on(
@@ -83,10 +55,10 @@ def two_centre_rule_on(
         Gauss-Legendre nodes a panel.
     """
     zero = xp.zeros_like(width1)
-    below = _panel_on(xp, width1, -xp.asinh(reach1 / width1), zero, n)
-    right1 = _panel_on(xp, width1, zero, xp.asinh(gap1 / width1), n)
-    left2 = _panel_on(xp, width2, -xp.asinh(gap2 / width2), zero, n)
-    above = _panel_on(xp, width2, zero, xp.asinh(reach2 / width2), n)
+    below = panel(xp, width1, -xp.asinh(reach1 / width1), zero, n)
+    right1 = panel(xp, width1, zero, xp.asinh(gap1 / width1), n)
+    left2 = panel(xp, width2, -xp.asinh(gap2 / width2), zero, n)
+    above = panel(xp, width2, zero, xp.asinh(reach2 / width2), n)
     return TwoCentreNodes(
         xp.concat([below[0], right1[0]], axis=-1),
         xp.concat([below[1], right1[1]], axis=-1),

@@ -58,9 +58,9 @@ class Poisson(CountLikelihood):
         with np.errstate(over="ignore"):
             return count * eta - np.exp(eta) - gammaln(count + 1.0)
 
-    def _dlog_pmf(self, count: Array, eta: Array) -> tuple[Array, Array]:
-        with np.errstate(over="ignore"):
-            rate = np.exp(eta)
+    def _dlog_pmf_in(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
+        r""":math:`y - e^\eta` and :math:`-e^\eta`, the exponent held below :data:`_EXP_MAX` (no overflow)."""
+        rate = xp.exp(xp.minimum(eta, _EXP_MAX))
         return count - rate, -rate
 
     def _bend(self, count: Array, power: float) -> tuple[Array, Array]:
@@ -78,10 +78,6 @@ class Poisson(CountLikelihood):
 
     def _log_norm_on(self, xp: ModuleType, count: Array) -> Array:
         return -lgamma_on(xp, count + 1.0)
-
-    def _dlog_pmf_on(self, xp: ModuleType, count: Array, eta: Array) -> tuple[Array, Array]:
-        rate = xp.exp(xp.minimum(eta, _EXP_MAX))
-        return count - rate, -rate
 
     def _mode_on(self, xp: ModuleType, count: Array, mean: Array, var: Array, power: float) -> Array:
         return poisson_mode_on(xp, count, mean, var, power)

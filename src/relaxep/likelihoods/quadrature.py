@@ -3,6 +3,7 @@ r"""A tilted-moment integrator for smooth, increasing (log-concave) binary likel
 from __future__ import annotations
 
 from abc import abstractmethod
+from functools import partial
 from types import ModuleType
 from typing import ClassVar
 
@@ -10,6 +11,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from relaxep._typing import Array
+from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.quadrature_on import SinhNodes, sinh_nodes_on, tilted_log_t_on, tilted_log_z_on
@@ -33,11 +35,13 @@ class QuadratureLikelihood(BinaryLikelihood):
     quadrature the error stays below 1e-10 for :math:`|\mu| \le 200`,
     :math:`10^{-4} \le s^2 \le 10^4`, :math:`u \in [0.3, 1]` (see ``tests/test_likelihoods.py``).
 
-    On another array library (:meth:`log_z_on`) the same rule runs with fixed sizes, on the arrays' device
-    (:mod:`relaxep.likelihoods.quadrature_on`; within 1e-8 of this one in a smaller box), from
-    :meth:`_folded_log_lik_on` and :meth:`_folded_dlog_lik_on`, :math:`\log t` and its derivatives in ``xp``; Relaxed
-    EP's :math:`E[\log t]` there (:meth:`expected_log_lik_on`) is the sum of :math:`\log t` over the same nodes'
-    normalised weights at ``u = 1``, as numpy's :meth:`_folded_expected_log_lik` is over its own.
+    A subclass writes :math:`\log t` and its two derivatives once, in the array namespace
+    (:meth:`_folded_log_lik_in`, :meth:`_folded_dlog_lik_in`; numpy calls them with numpy).  The tilted integral
+    is one method, :meth:`_folded_log_z_in`, with two algorithms by design: on numpy this adaptive rule (its Newton
+    search stops when converged, its node count read from the batch), on another array library the same rule
+    with fixed sizes, on the arrays' device (:mod:`relaxep.likelihoods.quadrature_on`; within 1e-8 of this one in
+    a smaller box).  Relaxed EP's :math:`E[\log t]` (:meth:`_folded_expected_log_lik_in`) is the sum of
+    :math:`\log t` over the same rule's normalised weights at ``u = 1``, on either.
     """
 
     _newton_iterations: int = 60
@@ -53,51 +57,58 @@ class QuadratureLikelihood(BinaryLikelihood):
         return 1.0
 
     @abstractmethod
-    def _folded_log_lik(self, g: Array) -> Array: ...
+    def _folded_log_lik_in(self, xp: ModuleType, g: Array) -> Array:
+        r""":math:`\log t(g)`, elementwise in the array namespace ``xp``."""
 
     @abstractmethod
+    def _folded_dlog_lik_in(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
+        r""":math:`(\log t)'` and :math:`(\log t)''`, elementwise in ``xp``."""
+
+    def _folded_log_lik(self, g: Array) -> Array:
+        return self._folded_log_lik_in(np, g)
+
     def _folded_dlog_lik(self, g: Array) -> tuple[Array, Array]:
-        """First and second derivative of ``log t``."""
+        """First and second derivative of ``log t`` (numpy)."""
+        return self._folded_dlog_lik_in(np, g)
 
-    def _folded_log_lik_on(self, xp: ModuleType, g: Array) -> Array:
-        r""":math:`\log t(g)` in ``xp``."""
-        raise NotImplementedError(f"{type(self).__name__} has no log t in an array namespace")
+    def _folded_log_z_in(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """The family's tilted integral: numpy's adaptive sinh rule on the host (:meth:`_adaptive_log_z`), the
+        fixed-size one of :mod:`~relaxep.likelihoods.quadrature_on` elsewhere (:meth:`_fixed_log_z`)."""
+        return adaptive_or_fixed(
+            xp, lambda: self._adaptive_log_z(mean, var, power), lambda: self._fixed_log_z(xp, mean, var, power)
+        )
 
-    def _folded_dlog_lik_on(self, xp: ModuleType, g: Array) -> tuple[Array, Array]:
-        r""":math:`(\log t)'` and :math:`(\log t)''` in ``xp``."""
-        raise NotImplementedError(f"{type(self).__name__} has no log t in an array namespace")
-
-    def _folded_log_z_on(self, xp: ModuleType, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        """:func:`~relaxep.likelihoods.quadrature_on.sinh_rule_on`'s answer, from :meth:`_sinh_nodes_on`."""
+    def _fixed_log_z(self, xp: ModuleType, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """The fixed-size rule's answer (:func:`~relaxep.likelihoods.quadrature_on.tilted_log_z_on`), in any ``xp``."""
         return tilted_log_z_on(xp, self._sinh_nodes_on(xp, mean, var, power), mean, var)
 
     def _sinh_nodes_on(self, xp: ModuleType, mean: Array, var: Array, power: float) -> SinhNodes:
-        """The device rule's nodes and weights (:func:`~relaxep.likelihoods.quadrature_on.sinh_nodes_on`)."""
-        return sinh_nodes_on(
+        """The fixed-size rule's nodes and weights (:func:`~relaxep.likelihoods.quadrature_on.sinh_nodes_on`)."""
+        log_t, dlog_t = partial(self._folded_log_lik_in, xp), partial(self._folded_dlog_lik_in, xp)
+        return sinh_nodes_on(xp, log_t, dlog_t, mean, var, power, self._transition_width, self._newton_start)
+
+    def _folded_expected_log_lik_in(self, xp: ModuleType, mean: Array, var: Array) -> Array:
+        r""":math:`E[\log t(g)] = \sum_k w_k \log t(g_k)` on the tilted integral's nodes at ``u = 1``: numpy's
+        adaptive rule's, elsewhere the fixed-size one's."""
+        return adaptive_or_fixed(
             xp,
-            lambda g: self._folded_log_lik_on(xp, g),
-            lambda g: self._folded_dlog_lik_on(xp, g),
-            mean,
-            var,
-            power,
-            self._transition_width,
-            self._newton_start,
+            lambda: self._folded_expected_log_lik(mean, var),
+            lambda: tilted_log_t_on(xp, self._sinh_nodes_on(xp, mean, var, 1.0)),
         )
 
-    def _folded_expected_log_lik_on(self, xp: ModuleType, mean: Array, var: Array) -> Array:
-        r""":math:`E[\log t(g)] = \sum_k w_k \log t(g_k)` on the device rule's nodes at ``u = 1`` (numpy: the same
-        sum on its adaptive rule's, :meth:`_folded_expected_log_lik`)."""
-        return tilted_log_t_on(xp, self._sinh_nodes_on(xp, mean, var, 1.0))
+    def _folded_log_z_and_expected_in(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
+        r"""Both; off the host from one set of nodes, ``log Z`` from the closed form where
+        :attr:`closed_form_on_device` (as numpy's :meth:`log_z` at ``u = 1`` takes it)."""
 
-    def _folded_log_z_and_expected_on(self, xp: ModuleType, mean: Array, var: Array) -> tuple[TiltedLogZ, Array]:
-        r"""Both from one set of nodes; ``log Z`` from the closed form where :attr:`closed_form_on_device` (as
-        numpy's :meth:`log_z` at ``u = 1`` takes it)."""
-        nodes = self._sinh_nodes_on(xp, mean, var, 1.0)
-        if self.closed_form_on_device:
-            lz = self._folded_log_z_on(xp, mean, var, 1.0)
-        else:
-            lz = tilted_log_z_on(xp, nodes, mean, var)
-        return lz, tilted_log_t_on(xp, nodes)
+        def fixed() -> tuple[TiltedLogZ, Array]:
+            nodes = self._sinh_nodes_on(xp, mean, var, 1.0)
+            closed = self.closed_form_on_device
+            lz = self._folded_log_z_in(xp, mean, var, 1.0) if closed else tilted_log_z_on(xp, nodes, mean, var)
+            return lz, tilted_log_t_on(xp, nodes)
+
+        return adaptive_or_fixed(
+            xp, lambda: (self._folded_log_z(mean, var, 1.0), self._folded_expected_log_lik(mean, var)), fixed
+        )
 
     def _laplace(self, mean: Array, var: Array, power: float) -> tuple[Array, Array]:
         """Mode of the tilted density and the inverse curvature there."""
@@ -146,7 +157,8 @@ class QuadratureLikelihood(BinaryLikelihood):
         weights = np.exp(log_terms - log_z[..., None])
         return g, weights, log_z
 
-    def _folded_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+    def _adaptive_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """The adaptive sinh rule's ``log Z`` and derivatives (numpy)."""
         g, weights, log_z = self._sinh_nodes(mean, var, power)
         mean_b, var_b = np.broadcast_arrays(mean, var)
         tilted_mean = np.sum(weights * g, axis=-1)

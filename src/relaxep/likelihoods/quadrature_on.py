@@ -5,7 +5,9 @@ Newton search for the tilted mode that stops when it has converged, then as many
 the batch needs (64 to 4096).  Both decisions read the data, which on another array library's device is a
 host round trip each.  The rule here makes none: a fixed number of Newton steps, then a fixed number of nodes
 per site, every size known before the arrays are, so a parallel EP sweep (:mod:`relaxep.inference.device_ep`)
-runs without reading anything back.
+runs without reading anything back.  A different algorithm by design, not a copy: the family's one tilted integral
+(``QuadratureLikelihood._folded_log_z_in``) takes numpy's adaptive rule on the host and this one on another array
+library (:func:`relaxep._xp.adaptive_or_fixed`).
 
 For the folded likelihood :math:`t(g)` at a power :math:`u` and a cavity :math:`N(g | \mu, s^2)` it computes
 

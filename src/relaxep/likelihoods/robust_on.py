@@ -6,7 +6,9 @@ it has converged, then the two-centre rule of :mod:`relaxep.likelihoods._panels`
 the widest site of a group needs (12 to 160).  Both decisions read the data.  The rule here makes neither: the
 same geometry, with :data:`NEWTON_STEPS` Newton steps and :data:`PANEL_NODES` Gauss-Legendre nodes on each of
 the four panels for every site, so a parallel EP sweep (:mod:`relaxep.inference.device_ep`) runs without
-reading anything back.  Every branch is an ``xp.where`` whose unused side is kept finite.
+reading anything back.  A different algorithm by design, not a copy: the Student-t's one tilted integral
+(``StudentT._log_z_in``) takes numpy's adaptive rule on the host and this one on another array library
+(:func:`relaxep._xp.adaptive_or_fixed`).  Every branch is an ``xp.where`` whose unused side is kept finite.
 
 With :math:`x = f - y` in the frame where the residual :math:`r = |\mu - y| \ge 0` (the sign flipped back at
 the end), :math:`a = \nu\sigma^2` and :math:`p = u(\nu + 1)`:
@@ -53,8 +55,9 @@ from types import ModuleType
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep.likelihoods._panels import split_gap
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.panels_on import split_gap_on, two_centre_rule_on
+from relaxep.likelihoods.panels_on import two_centre_rule_on
 
 __all__ = ["ERROR_BOUND", "NEWTON_STEPS", "PANEL_NODES", "student_t_log_z_on"]
 
@@ -145,7 +148,7 @@ def student_t_log_z_on(
         return 1.0 / xp.sqrt(xp.maximum(xp.abs(curv), 1.0 / var))
 
     w1, w2 = width(c1), width(c2)
-    gap1, gap2 = split_gap_on(xp, w1, w2, xp.maximum(c2 - c1, 0.0))
+    gap1, gap2 = split_gap(w1, w2, xp.maximum(c2 - c1, 0.0), xp)
     reach1 = s * xp.sqrt(2.0 * (_TAIL + 0.5 * p * xp.log1p(c1 * c1 / a)))
     reach2 = (r - c2) + xp.sqrt((r - c2) ** 2 + 2.0 * _TAIL * var)
     nodes = two_centre_rule_on(xp, w1, w2, gap1, gap2, reach1, reach2, PANEL_NODES)

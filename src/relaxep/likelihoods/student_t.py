@@ -35,6 +35,7 @@ from scipy import stats
 from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
+from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 from relaxep.likelihoods.robust_on import student_t_log_z_on
@@ -137,8 +138,8 @@ class StudentT(Likelihood):
     or, where the cavity is narrower than the likelihood (:math:`s^2 < \nu\sigma^2`, and those
     differences would cancel), from :math:`E[u\,l']` and :math:`E[u l'' + u^2 l'^2] - (E[u l'])^2`,
     :math:`l = \log p(y|f)`.  Against ``scipy.integrate.quad`` the rule agrees to 1e-8 (see
-    ``tests/test_regression_likelihoods.py``).  On another array library's device (:meth:`log_z_on`, every power)
-    the same two-centre geometry runs with fixed sizes (:mod:`relaxep.likelihoods.robust_on`).
+    ``tests/test_regression_likelihoods.py``).  One tilted integral (:meth:`_log_z_in`): on another array
+    library's device, every power, the same two-centre geometry with fixed sizes (:mod:`relaxep.likelihoods.robust_on`).
     """
 
     hyperparameter_names = ("df", "scale")
@@ -257,14 +258,18 @@ class StudentT(Likelihood):
         return tuple(np.reshape(out, shape + np.shape(out)[1:]) for out in outs)
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        log_z, dlog_z, d2log_z = self._tilted_sums(y, mean, var, power, partial(self._log_z_sums, power=power))
-        return TiltedLogZ(log_z, dlog_z, d2log_z)
+        return self._log_z_in(np, y, mean, var, power)
 
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        """:meth:`log_z` in ``xp`` on the arrays' device, by the fixed-size two-centre rule of
-        :mod:`~relaxep.likelihoods.robust_on` (both modes of the tilted, every power)."""
-        y, mean, var = xp.broadcast_arrays(y, mean, var)
-        return student_t_log_z_on(xp, mean - y, var, float(self.df), float(self.scale), self._log_norm, power)
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        """The tilted integral, around both modes of the tilted at every power: on numpy the adaptive two-centre
+        rule (module docstring), elsewhere the fixed-size one of :mod:`~relaxep.likelihoods.robust_on`."""
+
+        def fixed() -> TiltedLogZ:
+            y_b, mean_b, var_b = xp.broadcast_arrays(y, mean, var)
+            return student_t_log_z_on(xp, mean_b - y_b, var_b, float(self.df), float(self.scale), self._log_norm, power)
+
+        sums = partial(self._tilted_sums, y, mean, var, power, partial(self._log_z_sums, power=power))
+        return adaptive_or_fixed(xp, lambda: TiltedLogZ(*sums()), fixed)
 
     def _log_z_sums(
         self, sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array, power: float

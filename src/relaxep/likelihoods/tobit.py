@@ -24,9 +24,10 @@ The noise's gradient at :math:`u = 1`, for the evidence: the Gaussian's on obser
 :math:`\partial\log Z/\partial\log\sigma^2 = -\sigma^2 r z / (2S)` on censored ones.  The likelihood is
 log-concave, so EP's site precisions stay positive.
 
-On another array library (:meth:`Tobit.log_z_on`, at :math:`u = 1`: EP's closed form) the two kinds of row are
-those two likelihoods' own device forms, chosen per row by ``xp.where``.  Other powers stay on the host: the
-censored rows' fixed-size device rule (:mod:`relaxep.likelihoods.quadrature_on`) is within 1e-8 of numpy's
+The two kinds of row are those two likelihoods' own forms, written once in the array namespace and chosen per row
+by ``xp.where`` (:meth:`Tobit._log_z_in`: numpy on the host; on another array library's device EP's closed form at
+:math:`u = 1`).  Other powers stay on the host: the censored rows' fixed-size device rule
+(:mod:`relaxep.likelihoods.quadrature_on`) is within 1e-8 of numpy's
 adaptive one only while :math:`s^2 \lesssim 10^3\sigma^2`, and a learned noise can be far smaller than the
 cavity (1e-4 off at :math:`s^2 = 10^6\sigma^2`), so :attr:`tilted_on_device` is false.
 """
@@ -44,12 +45,14 @@ from scipy.special import log_ndtr
 from relaxep._numerics import normal_cdf_ratio
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector
-from relaxep._xp import is_numpy
-from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
+from relaxep._xp import adaptive_or_fixed
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter, refuse_off_host
 from relaxep.likelihoods.binary import NoisyProbit
 from relaxep.likelihoods.gaussian import Gaussian
 
 __all__ = ["Tobit"]
+
+_AT_ONE_ONLY = "Tobit's tilted log Z on a device is its closed form at power u = 1 only"
 
 
 class Tobit(Likelihood):
@@ -127,69 +130,14 @@ class Tobit(Likelihood):
     def _probit(self) -> NoisyProbit:
         return NoisyProbit(0.0, float(np.sqrt(float(self.noise))))
 
-    def _split(self, y: Array, like: Array) -> tuple[Array, Array]:
-        """``(values, codes)`` of targets given as values aligned with ``like`` (the mean's or the latent's shape,
-        or its trailing dimensions), whose codes the limits give, or else as rows ``[value, code]`` on a last
-        axis of two (:meth:`check_targets`)."""
-        y, shape = np.asarray(y, dtype=float), np.shape(like)
-        values = y.shape == shape[len(shape) - y.ndim :] if y.ndim <= len(shape) else False
-        rows = not values and y.shape[-1:] == (2,) and y.shape[:-1] == shape[len(shape) - y.ndim + 1 :]
-        if not rows:
-            checked = self.check_targets(y.reshape(-1))
-            return checked[:, 0].reshape(y.shape), checked[:, 1].reshape(y.shape)
-        return y[..., 0], y[..., 1]
-
-    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
-        value, code = self._split(y, mean)
-        value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
-        gauss = self._gaussian()._log_z(value, mean, var, power)
-        sign = np.where(code == 0.0, 1.0, code)
-        folded = self._probit()._folded_log_z(sign * (mean - value), var, power)
-        observed = code == 0.0
-        return TiltedLogZ(
-            np.where(observed, gauss.log_z, folded.log_z),
-            np.where(observed, gauss.dlog_z, sign * folded.dlog_z),
-            np.where(observed, gauss.d2log_z, folded.d2log_z),
-        )
-
-    def log_z_on(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float = 1.0) -> TiltedLogZ:
-        r""":meth:`log_z` in the namespace ``xp``, on the arrays' device (module docstring).
-
-        ``y`` as the device loop holds the checked targets, rows ``[value, code]`` on a last axis of two, or
-        values aligned with ``mean`` whose codes the limits give (``-1`` at ``lower``, ``+1`` at ``upper``; not
-        validated here).  With :math:`c` the code (1 where observed) and :math:`t` the value,
-
-        .. math::
-            \log Z = \begin{cases} \log\int N(t | f, \sigma^2)^u N(f | \mu, s^2)\,df & c = 0,\\
-            \log\int \Phi(c(f - t)/\sigma)^u N(f | \mu, s^2)\,df & c = \pm 1, \end{cases}
-
-        the latter the folded probit's at the cavity mean :math:`c(\mu - t)`, its derivatives times :math:`c`
-        and :math:`c^2 = 1`: :math:`\log\Phi(z)`, :math:`c\,r/\sqrt S`, :math:`-r(z + r)/S` with
-        :math:`S = \sigma^2 + s^2`, :math:`z = c(\mu - t)/\sqrt S`, :math:`r = N(z)/\Phi(z)`.  With numpy,
-        :meth:`log_z` itself; ``power`` must be 1 elsewhere (module docstring).
-        """
-        if is_numpy(xp):
-            return self.log_z(y, mean, var, power)
-        if power != 1.0:
-            raise NotImplementedError("Tobit's tilted log Z on a device is its closed form at power u = 1 only")
-        value, code = self._split_on(xp, y, mean)
-        value, code, mean, var = xp.broadcast_arrays(value, code, mean, var)
-        observed = code == 0.0
-        gauss = self._gaussian().log_z_on(xp, value, mean, var, power)
-        sign = xp.where(observed, 1.0, code)
-        folded = self._probit()._folded_log_z_on(xp, sign * (mean - value), var, power)
-        return TiltedLogZ(
-            xp.where(observed, gauss.log_z, folded.log_z),
-            xp.where(observed, gauss.dlog_z, sign * folded.dlog_z),
-            xp.where(observed, gauss.d2log_z, folded.d2log_z),
-        )
-
-    def _split_on(self, xp: ModuleType, y: Array, like: Array) -> tuple[Array, Array]:
-        """:meth:`_split` in ``xp``: rows ``[value, code]`` where ``y`` has a last axis of two beyond ``like``'s
-        shape, else values whose codes the limits give."""
+    def _split(self, xp: ModuleType, y: Array, like: Array) -> tuple[Array, Array]:
+        """``(values, codes)`` in ``xp``: rows ``[value, code]`` where ``y`` has a last axis of two beyond ``like``'s
+        shape (the mean's or the latent's, or its trailing dimensions; as a fit holds the checked targets), else
+        values aligned with ``like`` whose codes the limits give (``-1`` at ``lower``, ``+1`` at ``upper``; not
+        validated here: :meth:`check_targets` does)."""
         shape = tuple(like.shape)
         values = y.ndim <= len(shape) and tuple(y.shape) == shape[len(shape) - y.ndim :]
-        if not values and y.shape[-1] == 2:
+        if not values and tuple(y.shape[-1:]) == (2,):
             return y[..., 0], y[..., 1]
         code = xp.zeros_like(y)
         if self.lower is not None:
@@ -198,9 +146,38 @@ class Tobit(Likelihood):
             code = xp.where(y == float(self.upper), 1.0, code)
         return y, code
 
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        return self._log_z_in(np, y, mean, var, power)
+
+    def _log_z_in(self, xp: ModuleType, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        r""":meth:`log_z` in the namespace ``xp`` (module docstring), ``y`` as :meth:`_split` reads it.  With
+        :math:`c` the code (1 where observed) and :math:`t` the value,
+
+        .. math::
+            \log Z = \begin{cases} \log\int N(t | f, \sigma^2)^u N(f | \mu, s^2)\,df & c = 0,\\
+            \log\int \Phi(c(f - t)/\sigma)^u N(f | \mu, s^2)\,df & c = \pm 1, \end{cases}
+
+        the latter the folded probit's at the cavity mean :math:`c(\mu - t)`, its derivatives times :math:`c`
+        and :math:`c^2 = 1`; each kind of row by its own likelihood's form, chosen per row by ``xp.where``.  Off
+        the host at ``u = 1`` only (module docstring).
+        """
+        if power != 1.0:
+            adaptive_or_fixed(xp, lambda: None, refuse_off_host(_AT_ONE_ONLY))
+        value, code = self._split(xp, y, mean)
+        value, code, mean, var = xp.broadcast_arrays(value, code, mean, var)
+        observed = code == 0.0
+        gauss = self._gaussian()._log_z_in(xp, value, mean, var, power)
+        sign = xp.where(observed, 1.0, code)
+        folded = self._probit()._folded_log_z_in(xp, sign * (mean - value), var, power)
+        return TiltedLogZ(
+            xp.where(observed, gauss.log_z, folded.log_z),
+            xp.where(observed, gauss.dlog_z, sign * folded.dlog_z),
+            xp.where(observed, gauss.d2log_z, folded.d2log_z),
+        )
+
     def _log_lik(self, y: Array, f: Array) -> Array:
         f = np.asarray(f, dtype=float)
-        value, code = self._split(y, f)
+        value, code = self._split(np, y, f)
         return self._row_log_lik(value, code, f)
 
     def _row_log_lik(self, value: Array, code: Array, f: Array) -> Array:
@@ -218,7 +195,7 @@ class Tobit(Likelihood):
         return self._dlog_z_dtheta(np.asarray(y, dtype=float), mean, var)
 
     def _dlog_z_dtheta(self, y: Array, mean: Array, var: Array) -> Array:
-        value, code = self._split(y, mean)
+        value, code = self._split(np, y, mean)
         value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
         noise = float(self.noise)
         total = var + noise
@@ -229,7 +206,7 @@ class Tobit(Likelihood):
 
     def _folded(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array, Array]:
         r"""Values, codes, signs :math:`c` (1 where observed), the folded cavity mean :math:`c(\mu - t)`, variances."""
-        value, code = self._split(y, mean)
+        value, code = self._split(np, y, mean)
         value, code, mean, var = np.broadcast_arrays(value, code, mean, var)
         sign = np.where(code == 0.0, 1.0, code)
         return value, code, sign, sign * (mean - value), var
