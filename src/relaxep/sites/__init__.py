@@ -1,8 +1,17 @@
 """Site-update rules: EP, Power EP, fractional EP and Relaxed EP, representation-free and vectorised."""
 
-from relaxep.sites.base import Cavity, Site, SiteProposal, SiteRule, propose_sites, relaxed_cavity, site_from_tilted
+from relaxep.sites.base import (
+    Cavity,
+    Site,
+    SiteProposal,
+    SiteRule,
+    damped,
+    propose_sites,
+    relaxed_cavity,
+    site_from_tilted,
+)
 from relaxep.sites.paper import paper_relaxed_objective
-from relaxep.sites.power import EP, FractionalEP, PowerEP
+from relaxep.sites.power import EP, FractionalEP, PowerEP, moment_match
 from relaxep.sites.relaxed import RelaxedEP, relaxed_kl, relaxed_objective
 
 __all__ = [
@@ -14,6 +23,8 @@ __all__ = [
     "Site",
     "SiteProposal",
     "SiteRule",
+    "damped",
+    "moment_match",
     "paper_relaxed_objective",
     "propose_sites",
     "relaxed_cavity",
