@@ -140,8 +140,8 @@ class DeviceArrays:
         return moved
 
     @staticmethod
-    def swept(sweep: int) -> None:
-        return None
+    def swept(sweep: int, mean: Array, var: Array) -> tuple[Array, Array]:
+        return mean, var
 
 
 def proper_cavities(xp: Any, state: tuple[Array, ...], fraction: float) -> tuple[Array, Array, Array]:

@@ -69,8 +69,8 @@ class SweepArrays(Protocol):
     def statistic(self, moved: float) -> float:
         """The run's convergence statistic, given the ``"marginals"`` one ``moved``."""
 
-    def swept(self, sweep: int) -> None:
-        """After a sweep's step (the caller's callback)."""
+    def swept(self, sweep: int, mean: Array, var: Array) -> tuple[Array, Array]:
+        """After a sweep's step (the caller's callback): the marginals the next sweep starts from."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +177,7 @@ def parallel_sweeps(
             break
         tau, nu, mean, var, log_det = new_tau, new_nu, new_mean, new_var, new_log_det
         relaxation = xp.where(taken.take, taken.relaxation, relaxation)
-        arrays.swept(sweep)
+        mean, var = arrays.swept(sweep, mean, var)
         ledger.next_coarse(moved)
         props = following
         if following is not None:
@@ -238,11 +238,14 @@ class HostArrays:
         return bool(np.all(is_proper(cavity(mean, var, tau, nu, self.updater.fraction)[1])))
 
     def statistic(self, moved: float) -> float:
-        if self.ledger.options.criterion == "marginals":
+        options = self.ledger.options
+        if options.criterion == "marginals" and options.callback is None:
             return moved
-        return self.ledger.statistic(self.post)
+        return self.ledger.statistic(self.post)  # (where a callback may have refreshed it: the post's own)
 
-    def swept(self, sweep: int) -> None:
+    def swept(self, sweep: int, mean: Array, var: Array) -> tuple[Array, Array]:
         callback = self.ledger.options.callback
-        if callback is not None:
-            callback(sweep, self.post)
+        if callback is None:
+            return mean, var
+        callback(sweep, self.post)  # (which may refresh the post in double precision: the sweeps go on from it)
+        return self.post.mean.copy(), self.post.marginal_var.copy()
