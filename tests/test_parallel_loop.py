@@ -20,7 +20,7 @@ from relaxep.inference.method import (
     marginal_change,
 )
 from relaxep.posterior import DensePrior
-from relaxep.sites import Cavity, Site, moment_match
+from relaxep.sites import Cavity, Site, moment_match, site_from_moments
 
 
 def test_the_ledger_converges_only_on_a_fine_sweep_with_every_site_taken_and_every_cavity_proper():
@@ -126,3 +126,15 @@ def test_the_device_loop_raises_on_an_improper_cavity_in_numpys_sweep(device_run
               on_improper="raise")  # fmt: skip
     assert str(device.value) == str(host.value) and "improper cavities in sweep" in str(host.value)
     assert device_runs == [EP()]
+
+
+def test_the_site_from_the_tilted_moments_is_moment_matchings():
+    """The two-latent model's form (tilted mean and variance) and the derivatives' form give one site."""
+    rng = np.random.default_rng(5)
+    y, h, lam = np.sign(rng.normal(size=30)), rng.normal(size=30), rng.uniform(0.1, 3.0, size=30)
+    lz = Probit().log_z(y, h, lam, power=0.6)
+    tilted_mean, tilted_var = h + lam * lz.dlog_z, lam * (1.0 + lam * lz.d2log_z)
+    tau, nu = site_from_moments(tilted_mean, tilted_var, h, lam, 0.6)
+    expected_tau, expected_nu, _ = moment_match(np, Probit(), y, h, lam, 0.6)
+    np.testing.assert_allclose(tau, expected_tau, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(nu, expected_nu, rtol=1e-9, atol=1e-12)

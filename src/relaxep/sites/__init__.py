@@ -11,7 +11,7 @@ from relaxep.sites.base import (
     site_from_tilted,
 )
 from relaxep.sites.paper import paper_relaxed_objective
-from relaxep.sites.power import EP, FractionalEP, PowerEP, moment_match
+from relaxep.sites.power import EP, FractionalEP, PowerEP, moment_match, site_from_moments
 from relaxep.sites.relaxed import RelaxedEP, relaxed_kl, relaxed_objective
 
 __all__ = [
@@ -30,5 +30,6 @@ __all__ = [
     "relaxed_cavity",
     "relaxed_kl",
     "relaxed_objective",
+    "site_from_moments",
     "site_from_tilted",
 ]

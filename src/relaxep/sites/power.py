@@ -18,7 +18,7 @@ from relaxep._xp import is_numpy
 from relaxep.likelihoods import Likelihood
 from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, site_from_tilted
 
-__all__ = ["EP", "FractionalEP", "PowerEP", "moment_match"]
+__all__ = ["EP", "FractionalEP", "PowerEP", "moment_match", "site_from_moments"]
 
 
 def moment_match(
@@ -42,6 +42,19 @@ def moment_match(
         lz = likelihood.log_z_on(xp, y, cavity_mean, cavity_var, power)
     tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity_mean, cavity_var)
     return tau_u / power, nu_u / power, lz.log_z
+
+
+def site_from_moments(
+    tilted_mean: Array, tilted_var: Array, cavity_mean: Array, cavity_var: Array, power: float = 1.0
+) -> tuple[Array, Array]:
+    r""":func:`moment_match`'s site from the tilted moments themselves (a tilted distribution known by its mean
+    :math:`\hat m` and variance :math:`\hat v`, as a two-latent site's is), any array library:
+
+    .. math::
+        \tau = \frac{1}{u}\Big(\frac{1}{\hat v} - \frac{1}{\lambda}\Big),\qquad
+        \nu = \frac{1}{u}\Big(\frac{\hat m}{\hat v} - \frac{h}{\lambda}\Big).
+    """
+    return (1.0 / tilted_var - 1.0 / cavity_var) / power, (tilted_mean / tilted_var - cavity_mean / cavity_var) / power
 
 
 class _MomentMatching(SiteRule):
