@@ -108,7 +108,7 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
 def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool) -> tuple[Any, ...]:
     r"""The positive sites' part of a refresh, ``(L, ok, V, A_+ diagonal, mu_+, log|I + KT_+|)`` (the last a 0-d
     array): :math:`S = \operatorname{diag}(\max(\tau, 0))`, :math:`LL^\top = I + S^{1/2}KS^{1/2}`,
-    :math:`V = L^{-1}S^{1/2}K`, :math:`A_{+,ii} = K_{ii} - \|v_i\|^2`, :math:`\mu_+ = K\nu - V^\top V\nu`.
+    :math:`V = L^{-1}S^{1/2}K`, :math:`A_{+,ii}` and :math:`\mu_+` by numpy's formulas (:func:`_accurate_marginals`).
     ``flagged``: the factor's flag ``ok`` a 0-d array, not read (:func:`~relaxep._xp.cholesky_flagged`); else read
     (``ok`` True).  :class:`~relaxep.errors.KernelNotPositiveDefiniteError` where there is no factor (then ``K`` is
     not positive semi-definite)."""
@@ -125,21 +125,22 @@ def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool)
         raise KernelNotPositiveDefiniteError(
             "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
         )
-    v = solve_lower(xp, chol, sw[:, None] * K)
-    var, mean = _accurate_marginals(xp, K, chol, v, sw, nu)
+    linv = solve_lower(xp, chol, xp.eye(K.shape[0], dtype=K.dtype, device=getattr(K, "device", None)))
+    v = linv @ (sw[:, None] * K)  # (L^-1 S^1/2 K: numpy's direct columns, trmm with L^-1)
+    var, mean = _accurate_marginals(xp, K, linv, v, sw, nu)
     return chol, chol_ok, v, var, mean, 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
 
 
-def _accurate_marginals(xp: Any, K: Any, chol: Any, v: Any, sw: Any, nu: Any) -> tuple[Any, Any]:
+def _accurate_marginals(xp: Any, K: Any, linv: Any, v: Any, sw: Any, nu: Any) -> tuple[Any, Any]:
     r"""The positive sites' marginals by numpy's formulas (:func:`~relaxep.posterior._dense_linalg.
     marginals_from_inverse`, :func:`~relaxep.posterior._dense_linalg.marginal_mean`), elementwise choices as
-    ``xp.where``: with :math:`L^{-1}` and the share :math:`\tau_i A_{ii} = 1 - \|L^{-1}e_i\|^2`,
-    :math:`A_{ii} = (1 - \|L^{-1}e_i\|^2)/\tau_i` where the share is at least
+    ``xp.where``: with :math:`L^{-1}` (``linv``), :math:`v = L^{-1}S^{1/2}K` and the share
+    :math:`\tau_i A_{ii} = 1 - \|L^{-1}e_i\|^2`, :math:`A_{ii} = (1 - \|L^{-1}e_i\|^2)/\tau_i` where the share is
+    at least
     :data:`~relaxep.posterior._dense_linalg.DIRECT_BELOW_MARGINALS`, else :math:`K_{ii} - \|v_i\|^2`; the mean
     :math:`(z_i - u_i + v'_i)/\sqrt{\tau_i}` on those sites, :math:`(K(S^{1/2}u + \nu_w - S^{1/2}v'))_i`
     elsewhere.  GPML's :math:`K_{ii} - \|v_i\|^2` alone loses the digits of a strong site (the noise-free step:
     1e-8 relative, the convergence statistic's floor above a tolerance of 1e-8, where numpy's converged)."""
-    linv = solve_lower(xp, chol, xp.eye(K.shape[0], dtype=K.dtype, device=getattr(K, "device", None)))
     share = 1.0 - xp.sum(linv * linv, axis=0)
     tau_plus = sw * sw
     by_share = (share >= DIRECT_BELOW_MARGINALS) & (sw != 0.0)
