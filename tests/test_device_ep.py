@@ -165,3 +165,31 @@ def test_a_dense_sweep_without_negative_sites_reads_back_once(dispatch, problem,
     assert result.converged and result.n_sweeps >= 5
     np.testing.assert_allclose(result.site_precision, reference.site_precision, rtol=1e-8, atol=1e-12)
     assert len(reads) <= result.n_sweeps + 16, (len(reads), result.n_sweeps)
+
+
+def _noise_free_step_problem():
+    """300 rows of a two-blob mixture, 10% of the labels flipped: the noise-free step's sites grow to 5e6 times the
+    smallest (the marginals of strong sites are where GPML's :math:`K_{ii} - \\|v_i\\|^2` loses its digits)."""
+    rng = np.random.default_rng(0)
+    X = np.r_[rng.normal(0, 0.8, (150, 2)), rng.normal((2.5, -1), 0.8, (150, 2))]
+    y = np.r_[np.ones(150), -np.ones(150)]
+    y[rng.random(300) < 0.1] *= -1
+    return (C(1.0) * RBF(1.0))(X) + 1e-6 * np.eye(300), y
+
+
+def test_the_noise_free_step_converges_on_the_device_where_numpy_does(dispatch):
+    """``rule="auto"`` on the noise-free step at tol 1e-8: numpy's EP converged where the device's was abandoned
+    (its marginal variances 1e-8 off numpy's at strong sites, the statistic's floor) and convergent EP stalled.
+    Now the device's refresh takes numpy's formulas: the same status, and its marginals numpy's to rounding."""
+    K, y = _noise_free_step_problem()
+    host = infer(DensePrior(K), y, NoisyStep(0.0), "auto", tol=1e-8, schedule="parallel")
+    device_prior = DensePrior(xs.asarray(K))
+    device = infer(device_prior, y, NoisyStep(0.0), "auto", tol=1e-8, schedule="parallel")
+    assert host.status == device.status == "converged"
+    assert [(type(a.method), a.status) for a in device.attempts] == [(type(a.method), a.status) for a in host.attempts]
+    np.testing.assert_allclose(device.mean, host.mean, rtol=0, atol=1e-7)
+    tau, nu = host.site_precision, host.site_mean_precision
+    numpys = DensePrior(K).posterior(tau, nu, marginals_only=True)  # (the sweeps' refresh)
+    mean, var, _, _ = device_prior.device_pass(xs.asarray(tau), xs.asarray(nu))
+    np.testing.assert_allclose(np.asarray(var), numpys.marginal_var, rtol=1e-11)  # (1e-8 before)
+    np.testing.assert_allclose(np.asarray(mean), numpys.mean, rtol=1e-11, atol=1e-11)

@@ -61,13 +61,15 @@ POWERS = [1.0, 0.8, 0.5]
 
 def test_every_likelihood_is_tested():
     """Every concrete scalar likelihood the package exports has a row in LIKELIHOODS (GPflow's meta-test);
-    the multi-class ones (one latent per class) are checked in tests/test_multiclass.py."""
+    the multi-class ones (one latent per class) are checked in tests/test_multiclass.py, the two-latent ones
+    in tests/test_heteroscedastic.py and tests/test_two_latent_model.py."""
     classes = {
         obj
         for obj in vars(likmod).values()
         if isinstance(obj, type)
         and issubclass(obj, likmod.Likelihood)
         and not issubclass(obj, likmod.MulticlassLikelihood)
+        and not issubclass(obj, likmod.TwoLatentLikelihood)
         and not inspect.isabstract(obj)
     }
     tested = {type(lik) for lik, _ in LIKELIHOODS.values()}

@@ -7,6 +7,7 @@ posterior covariance (dense priors) and :math:`\partial K / \partial\theta`.
 
 from __future__ import annotations
 
+from types import ModuleType
 from typing import Protocol
 
 import numpy as np
@@ -49,6 +50,7 @@ def site_evidence_terms(
     site_precision: Array,
     mean: Array,
     marginal_var: Array,
+    xp: ModuleType | None = None,
 ) -> Array:
     r"""The per-site terms of :func:`log_evidence`, for proper full cavities :math:`(h_i, \lambda_i)`:
 
@@ -56,12 +58,18 @@ def site_evidence_terms(
         \log\hat Z_i + \tfrac12\log(1 + \lambda_i\tau_i)
         + \tfrac12\Big(\frac{h_i^2}{\lambda_i} - \frac{\mu_i^2}{A_{ii}}\Big).
 
-    Elementwise, so a block of sites (a Dask shard) sums its own share.
+    Elementwise, so a block of sites (a Dask shard) sums its own share.  ``xp``: the namespace of the arrays where
+    they are another library's (:math:`\log\hat Z_i` from :meth:`Likelihood.log_z_on
+    <relaxep.likelihoods.Likelihood.log_z_on>` there, the device loop's); ``None``, numpy's
+    (:meth:`~relaxep.likelihoods.Likelihood.log_z`).
     """
-    log_zhat = likelihood.log_z(y, cavity_mean, cavity_var).log_z
+    if xp is None:
+        xp, log_zhat = np, likelihood.log_z(y, cavity_mean, cavity_var).log_z
+    else:
+        log_zhat = likelihood.log_z_on(xp, y, cavity_mean, cavity_var, 1.0).log_z
     return (
         log_zhat
-        + 0.5 * np.log1p(cavity_var * site_precision)
+        + 0.5 * xp.log1p(cavity_var * site_precision)
         + 0.5 * (cavity_mean**2 / cavity_var - mean**2 / marginal_var)
     )
 

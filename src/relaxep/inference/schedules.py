@@ -12,7 +12,6 @@ Sequential sweeps do not refresh the posterior; the caller refreshes once per sw
 
 from __future__ import annotations
 
-import copy
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import ClassVar
@@ -22,13 +21,14 @@ import numpy as np
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_unit_interval
-from relaxep.errors import ImproperPosteriorError
-from relaxep.inference.method import marginal_change
+from relaxep.inference.method import COARSE_ABOVE, COARSE_SWEEPS
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.base import Posterior, SweepStats, cavity, is_proper
 from relaxep.sites import SiteProposal, SiteRule, propose_sites
 
 __all__ = [
+    "COARSE_ABOVE",
+    "COARSE_SWEEPS",
     "AdaptiveStep",
     "Blocked",
     "Parallel",
@@ -227,7 +227,7 @@ class Parallel(Schedule):
     The proposals :math:`(\tau^*, \nu^*)` (:func:`parallel_proposals`) are applied with step :math:`s`:
     :math:`\tau \leftarrow \tau + s (\tau^* - \tau)` (likewise :math:`\nu`); if the resulting
     posterior is improper or not finite, :math:`s` is halved and the step retried, down to
-    ``min_step`` (then :class:`~relaxep.ImproperPosteriorError`); a halved step stays so until
+    ``min_step`` (then the run ends ``"diverged"``); a halved step stays so until
     :class:`AdaptiveStep` doubles it back (with ``damp_oscillation`` only).  Sites
     with improper cavities keep their parameters.  Only the marginals are refreshed each sweep;
     until a sweep first moves them by less than :data:`COARSE_ABOVE` (and for at most
@@ -241,6 +241,9 @@ class Parallel(Schedule):
     the period-two oscillation parallel EP falls into where it overshoots (one reversal alone is
     the ordinary first overshoot of a converging run).  Damping removes the oscillation without
     moving the fixed points (Minka 2001).  The step control is :class:`AdaptiveStep`.
+
+    The sweeps run as :func:`~relaxep.inference.parallel_loop.parallel_sweeps`, one loop for numpy's arrays and
+    another library's; this object holds the options.
     """
 
     refreshes: ClassVar[bool] = True
@@ -253,56 +256,12 @@ class Parallel(Schedule):
         self.step = step
         self.min_step = min_step
         self.damp_oscillation = damp_oscillation
-        self._step = AdaptiveStep(step, min_step)
-        self._last_direction: Array | None = None
-        self._coarse_left = COARSE_SWEEPS  # sweeps that may still be coarse (0 once one moved less than COARSE_ABOVE)
-
-    def start(self) -> Parallel:
-        run = copy.copy(self)
-        run._step = AdaptiveStep(self.step, self.min_step)
-        run._last_direction = None
-        run._coarse_left = COARSE_SWEEPS
-        return run
 
     def sweep(self, post: Posterior, updater: SiteUpdater, order: Array) -> SweepStats:
-        a = post.marginal_var.copy()
-        tau, nu = post.site_precision.copy(), post.site_mean_precision.copy()
-        props = parallel_proposals(updater, post.mean, a, tau, nu, self._last_direction)
-        idx, prop_tau, prop_nu = props.index, props.precision, props.mean_precision
-        step = self._step
-        if self.damp_oscillation:
-            self._last_direction = props.direction
-            step.observe(props.dot, props.norm_sq, props.last_norm_sq)
-        mean = post.mean.copy()
-        while True:
-            s = step.size
-            post.set_sites(idx, tau[idx] + s * (prop_tau - tau[idx]), nu[idx] + s * (prop_nu - nu[idx]))
-            try:
-                post.coarse = self._coarse_left > 0
-                post.refresh(marginals_only=True)
-                if np.all(np.isfinite(post.mean)):
-                    break
-            except ImproperPosteriorError:
-                pass
-            post.set_sites(slice(None), tau, nu)
-            if not step.halve():
-                post.refresh()
-                raise ImproperPosteriorError("the parallel step fell below its minimum without a proper posterior")
-        coarse, post.coarse = post.coarse, False
-        with np.errstate(divide="ignore", invalid="ignore"):
-            moved = marginal_change(mean, a, post.mean, post.marginal_var)
-        # one way: near the fixed point, or after COARSE_SWEEPS sweeps (a run that cycles), double precision
-        self._coarse_left = self._coarse_left - 1 if moved > COARSE_ABOVE else 0
-        skipped = np.sort(np.concatenate([props.improper, props.nonfinite]))
-        return SweepStats(skipped, props.n_improper, props.n_nonfinite, step=s, coarse=coarse)
+        """Not one sweep alone: the parallel schedule keeps a step, a last change and the coarse rule across
+        sweeps, and runs as :func:`relaxep.inference.parallel_loop.parallel_sweeps` (numpy's or a device's)."""
+        raise TypeError("the parallel schedule runs through relaxep.inference.parallel_loop.parallel_sweeps")
 
-
-#: the last sweep moved a marginal mean by over 1% of its standard deviation, or a variance by over 1%:
-#: far from the fixed point, the next refresh may be coarse (:attr:`Posterior.coarse`).  Single precision
-#: moves the statistic by 1-2e-4 (measured at the fixed point, n = 1000-2000): 50-100 times below this
-COARSE_ABOVE = 1e-2
-#: at most this many sweeps of a run may be coarse (converging runs cross COARSE_ABOVE in 5-8)
-COARSE_SWEEPS = 10
 
 _NAMED = {"sequential": Sequential, "blocked": Blocked, "parallel": Parallel}
 

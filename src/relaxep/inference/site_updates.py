@@ -13,15 +13,16 @@ from typing import Any, Literal
 import numpy as np
 from scipy import linalg
 
-from relaxep._typing import Array, Status
+from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.inference.device_ep import on_device, run_on_device
-from relaxep.inference.method import STUCK_SWEEPS, ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.parallel_loop import HostArrays, parallel_sweeps
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
-from relaxep.inference.schedules import Schedule, SiteUpdater, as_schedule
+from relaxep.inference.schedules import Parallel, Schedule, SiteUpdater, as_schedule
 from relaxep.inference.warm import Sites
 from relaxep.likelihoods import Likelihood
-from relaxep.posterior import Prior
+from relaxep.posterior import Posterior, Prior
 from relaxep.posterior.base import is_proper
 from relaxep.sites import EP, SiteRule
 
@@ -112,24 +113,34 @@ class SiteUpdates(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
-        device = self.on_improper == "skip" and on_device(
-            prior, likelihood, self.site_rule, as_schedule(self.schedule), options
-        )
-        if device:
+        schedule = as_schedule(self.schedule)
+        if on_device(prior, likelihood, self.site_rule, schedule, options):
             return run_on_device(self, prior, y, likelihood, options, init)  # the sites where the rows are
-        n = prior.n
-        rng = np.random.default_rng(self.random_state)
         post = warm_posterior(prior, init)
-        relaxation = init.relaxation.copy() if post is not None else np.zeros(n)
+        relaxation = init.relaxation.copy() if post is not None else np.zeros(prior.n)
         post = prior.posterior() if post is None else post
-        schedule = as_schedule(self.schedule).start()
         updater = SiteUpdater(self.site_rule, likelihood, y)
-        monitor = ConvergenceMonitor(options, post)
-        skipped: list[int] = []
-        steps: list[float] = []
-        status: Status = "max_sweeps"
-        stuck_for = 0
-        last_skipped: Array | None = None
+        ledger = ConvergenceMonitor(options, post)
+        if isinstance(schedule, Parallel):  # (the one parallel loop, on numpy's arrays)
+            state = (post.mean.copy(), post.marginal_var.copy(), post.site_precision.copy(),
+                     post.site_mean_precision.copy(), None)  # fmt: skip
+            end = parallel_sweeps(HostArrays(post, updater, ledger), schedule, ledger, state, relaxation,
+                                  self.on_improper)  # fmt: skip
+            relaxation = end.relaxation
+            if ledger.status == "diverged":
+                post = prior.posterior(end.tau, end.nu)
+        else:
+            post, relaxation = self._sequential(prior, post, updater, ledger, relaxation)
+        status = ledger.status
+        return make_result(self, post, y, likelihood, status, ledger.trace, ledger.skipped, relaxation, ledger.steps)
+
+    def _sequential(
+        self, prior: Prior, post: Posterior, updater: SiteUpdater, ledger: ConvergenceMonitor, relaxation: Array
+    ) -> tuple[Posterior, Array]:
+        """The sequential schedules' host loop (one site after another, a refresh a sweep), into ``ledger``."""
+        n, options = prior.n, ledger.options
+        rng = np.random.default_rng(self.random_state)
+        schedule = as_schedule(self.schedule).start()
         for sweep in range(options.max_sweeps):
             saved = (post.site_precision.copy(), post.site_mean_precision.copy(), relaxation.copy())
             order = rng.permutation(n) if self.order == "random" else np.arange(n)
@@ -137,11 +148,12 @@ class SiteUpdates(InferenceMethod):
             try:
                 stats = schedule.sweep(post, updater, order)
             except _FAILURES:
-                pass  # the parallel step found no proper posterior: diverged below, every site counted
+                pass  # no proper posterior: diverged below, every site counted
             if stats is not None and stats.n_improper_cavities and self.on_improper == "raise":
                 raise ImproperPosteriorError(f"{stats.n_improper_cavities} improper cavities in sweep {sweep + 1}")
             if stats is not None and options.callback is not None:
                 options.callback(sweep, post)  # outside the try: an error in the caller's code is the caller's
+            healthy = False
             if stats is not None and not stats.n_nonfinite:
                 try:
                     if not schedule.refreshes:
@@ -149,38 +161,18 @@ class SiteUpdates(InferenceMethod):
                     healthy = bool(np.all(np.isfinite(post.mean)))
                 except _FAILURES:
                     healthy = False
-            else:
-                healthy = False
             if not healthy:
-                status = "diverged"
-                monitor.trace.append(float("inf"))
-                skipped.append(n if stats is None else stats.n_skipped)
-                steps.append(0.0)
-                post = prior.posterior(saved[0], saved[1])
-                relaxation = saved[2]
-                break
+                ledger.diverge(n if stats is None else stats.n_skipped)
+                return prior.posterior(saved[0], saved[1]), saved[2]
             accepted = np.ones(n, dtype=bool)
             accepted[stats.skipped] = False
             relaxation[accepted] = updater.proposed_relaxation[accepted]
-            skipped.append(stats.n_skipped)
-            steps.append(stats.step)
-            monitor.record(post)
-            if monitor.below_tol() and not stats.coarse:  # (never on single-precision marginals)
-                if stats.n_skipped == 0 and np.all(is_proper(post.cavities(slice(None), updater.fraction)[1])):
-                    status = "converged"
-                    break
-                same = last_skipped is not None and np.array_equal(stats.skipped, last_skipped)
-                stuck_for = stuck_for + 1 if same and stats.n_skipped else 0
-                if stuck_for >= STUCK_SWEEPS:
-                    status = "stuck"
-                    break
-            else:
-                stuck_for = 0
-            last_skipped = stats.skipped
-            if monitor.stalled():
-                status = "abandoned"
+            proper = lambda: bool(np.all(is_proper(post.cavities(slice(None), updater.fraction)[1])))  # noqa: E731
+            r = ledger.statistic(post)
+            if ledger.sweep(r, stats.n_skipped, stats.step, skipped_sites=stats.skipped, coarse=stats.coarse,
+                            proper=proper):  # fmt: skip
                 break
-        return make_result(self, post, y, likelihood, status, monitor.trace, skipped, relaxation, steps)
+        return post, relaxation
 
 
 _DEFAULT_SWEEPS = SweepOptions().as_kwargs()

@@ -42,7 +42,13 @@ from relaxep._xp import (
     to_numpy,
 )
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.posterior._dense_linalg import TINY, b_matrix, evidence_r, negative_sites_correction
+from relaxep.posterior._dense_linalg import (
+    DIRECT_BELOW_MARGINALS,
+    TINY,
+    b_matrix,
+    evidence_r,
+    negative_sites_correction,
+)
 from relaxep.posterior.base import MatrixPrior, RefreshedPosterior, SiteProposer, SweepStats
 from relaxep.posterior.dense_posterior import DensePredictions
 from relaxep.posterior.rbf import as_scaled_rbf, rbf
@@ -98,7 +104,7 @@ def device_dense_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any
 def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool) -> tuple[Any, ...]:
     r"""The positive sites' part of a refresh, ``(L, ok, V, A_+ diagonal, mu_+, log|I + KT_+|)`` (the last a 0-d
     array): :math:`S = \operatorname{diag}(\max(\tau, 0))`, :math:`LL^\top = I + S^{1/2}KS^{1/2}`,
-    :math:`V = L^{-1}S^{1/2}K`, :math:`A_{+,ii} = K_{ii} - \|v_i\|^2`, :math:`\mu_+ = K\nu - V^\top V\nu`.
+    :math:`V = L^{-1}S^{1/2}K`, :math:`A_{+,ii}` and :math:`\mu_+` by numpy's formulas (:func:`_accurate_marginals`).
     ``flagged``: the factor's flag ``ok`` a 0-d array, not read (:func:`~relaxep._xp.cholesky_flagged`); else read
     (``ok`` True).  :class:`~relaxep.errors.KernelNotPositiveDefiniteError` where there is no factor (then ``K`` is
     not positive semi-definite)."""
@@ -111,10 +117,40 @@ def _positive_sites(space: ArraySpace, K: Any, tau: Any, nu: Any, flagged: bool)
         raise KernelNotPositiveDefiniteError(
             "the kernel matrix K is not positive semi-definite (B = I + S^1/2 K S^1/2 has no Cholesky factor)"
         )
-    v = solve_lower(xp, chol, sw[:, None] * K)
-    var = xp.linalg.diagonal(K) - xp.sum(v * v, axis=0)
-    mean = K @ nu - v.T @ (v @ nu)
+    linv = solve_lower(xp, chol, xp.eye(K.shape[0], dtype=K.dtype, device=getattr(K, "device", None)))
+    v = linv @ (sw[:, None] * K)  # (L^-1 S^1/2 K: numpy's direct columns, trmm with L^-1)
+    var, mean = _accurate_marginals(xp, K, linv, v, sw, nu)
     return chol, chol_ok, v, var, mean, 2.0 * xp.sum(xp.log(xp.linalg.diagonal(chol)))
+
+
+def _accurate_marginals(xp: Any, K: Any, linv: Any, v: Any, sw: Any, nu: Any) -> tuple[Any, Any]:
+    r"""The positive sites' marginals by numpy's formulas (:func:`~relaxep.posterior._dense_linalg.
+    marginals_from_inverse`, :func:`~relaxep.posterior._dense_linalg.marginal_mean`), elementwise choices as
+    ``xp.where``: with :math:`L^{-1}` (``linv``), :math:`v = L^{-1}S^{1/2}K` and the share
+    :math:`\tau_i A_{ii} = 1 - \|L^{-1}e_i\|^2`, :math:`A_{ii} = (1 - \|L^{-1}e_i\|^2)/\tau_i` where the share is
+    at least
+    :data:`~relaxep.posterior._dense_linalg.DIRECT_BELOW_MARGINALS`, else :math:`K_{ii} - \|v_i\|^2`; the mean
+    :math:`(z_i - u_i + v'_i)/\sqrt{\tau_i}` on those sites, :math:`(K(S^{1/2}u + \nu_w - S^{1/2}v'))_i`
+    elsewhere.  GPML's :math:`K_{ii} - \|v_i\|^2` alone loses the digits of a strong site (the noise-free step:
+    1e-8 relative, the convergence statistic's floor above a tolerance of 1e-8, where numpy's converged)."""
+    share = 1.0 - xp.sum(linv * linv, axis=0)
+    tau_plus = sw * sw
+    by_share = (share >= DIRECT_BELOW_MARGINALS) & (sw != 0.0)
+    one = xp.ones_like(share)
+    var = xp.where(by_share, share / xp.where(by_share, tau_plus, one), xp.linalg.diagonal(K) - xp.sum(v * v, axis=0))
+    strong = (share >= DIRECT_BELOW_MARGINALS) & (sw > 0.0)
+    zero = xp.zeros_like(nu)
+    safe_sw = xp.where(strong, sw, one)
+    z = xp.where(strong, nu / safe_sw, zero)
+    weak_nu = xp.where(strong, zero, nu)
+
+    def solve_b(b: Any) -> Any:
+        return linv.T @ (linv @ b)
+
+    u = solve_b(z)
+    w = solve_b(sw * (K @ weak_nu))
+    mean = xp.where(strong, (z - u + w) / safe_sw, K @ (sw * u + weak_nu - sw * w))
+    return var, mean
 
 
 def positive_sites_pass(space: ArraySpace, K: Any, tau: Any, nu: Any) -> tuple[Any, Any, Any, Any]:

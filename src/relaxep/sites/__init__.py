@@ -1,8 +1,17 @@
 """Site-update rules: EP, Power EP, fractional EP and Relaxed EP, representation-free and vectorised."""
 
-from relaxep.sites.base import Cavity, Site, SiteProposal, SiteRule, propose_sites, relaxed_cavity, site_from_tilted
+from relaxep.sites.base import (
+    Cavity,
+    Site,
+    SiteProposal,
+    SiteRule,
+    damped,
+    propose_sites,
+    relaxed_cavity,
+    site_from_tilted,
+)
 from relaxep.sites.paper import paper_relaxed_objective
-from relaxep.sites.power import EP, FractionalEP, PowerEP
+from relaxep.sites.power import EP, FractionalEP, PowerEP, moment_match, site_from_moments
 from relaxep.sites.relaxed import RelaxedEP, relaxed_kl, relaxed_objective
 
 __all__ = [
@@ -14,10 +23,13 @@ __all__ = [
     "Site",
     "SiteProposal",
     "SiteRule",
+    "damped",
+    "moment_match",
     "paper_relaxed_objective",
     "propose_sites",
     "relaxed_cavity",
     "relaxed_kl",
     "relaxed_objective",
+    "site_from_moments",
     "site_from_tilted",
 ]

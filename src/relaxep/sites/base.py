@@ -28,6 +28,7 @@ __all__ = [
     "Site",
     "SiteProposal",
     "SiteRule",
+    "damped",
     "propose_sites",
     "relaxed_cavity",
     "site_from_tilted",
@@ -113,18 +114,31 @@ class SiteRule(ParamsMixin):
     #: fraction of the site the cavity removes (1: the whole site, as EP, the paper's PEP and REP)
     cavity_fraction: float = 1.0
 
+    @property
+    def moment_powers(self) -> tuple[float, float] | None:
+        r"""``(u, eta)`` where the rule's proposal is moment matching alone
+        (:func:`~relaxep.sites.power.moment_match` of :math:`t^u` at the cavity that removes the fraction
+        :math:`\eta` of the site: EP, Power EP, fractional EP); ``None`` for a rule with its own search."""
+        return None
+
     def update(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> SiteProposal:
         """New (damped) site parameters for targets ``y`` at ``cavity``, given the ``site``'s current ones."""
         tau, nu, relaxation = self._propose(likelihood, np.asarray(y, dtype=float), cavity, site)
-        if self.damping != 1.0:
-            s = float(self.damping)
-            tau = (1.0 - s) * site.precision + s * tau
-            nu = (1.0 - s) * site.mean_precision + s * nu
+        tau, nu = damped(float(self.damping), site.precision, site.mean_precision, tau, nu)
         return SiteProposal(tau, nu, relaxation)
 
     def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
         """Undamped ``(tau, nu, b)``."""
         raise NotImplementedError
+
+
+def damped(damping: float, tau: Array, nu: Array, new_tau: Array, new_nu: Array) -> tuple[Array, Array]:
+    r"""A damped site update in natural parameters, any array library:
+    :math:`\tau \leftarrow (1-s)\tau + s\,\tau^*`, likewise :math:`\nu` (the proposal itself where
+    :math:`s = 1`)."""
+    if damping == 1.0:
+        return new_tau, new_nu
+    return (1.0 - damping) * tau + damping * new_tau, (1.0 - damping) * nu + damping * new_nu
 
 
 def check_damping(damping: float) -> float:

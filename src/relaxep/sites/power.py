@@ -8,14 +8,53 @@ site the cavity removes (:attr:`~relaxep.sites.SiteRule.cavity_fraction`).
 
 from __future__ import annotations
 
+from types import ModuleType
+
 import numpy as np
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
+from relaxep._xp import is_numpy
 from relaxep.likelihoods import Likelihood
 from relaxep.sites.base import Cavity, Site, SiteRule, check_damping, site_from_tilted
 
-__all__ = ["EP", "FractionalEP", "PowerEP"]
+__all__ = ["EP", "FractionalEP", "PowerEP", "moment_match", "site_from_moments"]
+
+
+def moment_match(
+    xp: ModuleType, likelihood: Likelihood, y: Array, cavity_mean: Array, cavity_var: Array, power: float = 1.0
+) -> tuple[Array, Array, Array]:
+    r"""The site that moment-matches :math:`p(y|f)^u N(f | h, \lambda)`, divided by :math:`u`, and
+    :math:`\log\hat Z`: from the derivatives :math:`d_1, d_2` of :math:`\log\hat Z` in the cavity mean
+    (:func:`~relaxep.sites.site_from_tilted`, Rasmussen & Williams eq. 3.59),
+
+    .. math::
+        \tau = \frac{1}{u}\,\frac{-d_2}{1 + \lambda d_2},\qquad
+        \nu = \frac{1}{u}\,\frac{d_1 - h d_2}{1 + \lambda d_2}.
+
+    ``xp`` the arrays' namespace: numpy's takes :meth:`Likelihood.log_z
+    <relaxep.likelihoods.Likelihood.log_z>` (its adaptive rules), another library's :meth:`Likelihood.log_z_on
+    <relaxep.likelihoods.Likelihood.log_z_on>` on the arrays' device (its fixed-size rules); one formula after.
+    """
+    if is_numpy(xp):
+        lz = likelihood.log_z(y, cavity_mean, cavity_var, power=power)
+    else:
+        lz = likelihood.log_z_on(xp, y, cavity_mean, cavity_var, power)
+    tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity_mean, cavity_var)
+    return tau_u / power, nu_u / power, lz.log_z
+
+
+def site_from_moments(
+    tilted_mean: Array, tilted_var: Array, cavity_mean: Array, cavity_var: Array, power: float = 1.0
+) -> tuple[Array, Array]:
+    r""":func:`moment_match`'s site from the tilted moments themselves (a tilted distribution known by its mean
+    :math:`\hat m` and variance :math:`\hat v`, as a two-latent site's is), any array library:
+
+    .. math::
+        \tau = \frac{1}{u}\Big(\frac{1}{\hat v} - \frac{1}{\lambda}\Big),\qquad
+        \nu = \frac{1}{u}\Big(\frac{\hat m}{\hat v} - \frac{h}{\lambda}\Big).
+    """
+    return (1.0 / tilted_var - 1.0 / cavity_var) / power, (tilted_mean / tilted_var - cavity_mean / cavity_var) / power
 
 
 class _MomentMatching(SiteRule):
@@ -30,11 +69,17 @@ class _MomentMatching(SiteRule):
         r"""The power :math:`u` of :math:`p(y|f)^u` whose tilted moments the rule matches (1 for EP)."""
         return self._power
 
+    @property
+    def moment_powers(self) -> tuple[float, float] | None:
+        r"""``(u, eta)``: the power of the tilted moments matched (:func:`moment_match`) and the fraction of the
+        site the cavity removes; ``None`` for a subclass with a proposal of its own."""
+        if type(self)._propose is not _MomentMatching._propose:
+            return None
+        return self._power, float(self.cavity_fraction)
+
     def _propose(self, likelihood: Likelihood, y: Array, cavity: Cavity, site: Site) -> tuple[Array, Array, Array]:
-        u = self._power
-        lz = likelihood.log_z(y, cavity.mean, cavity.var, power=u)
-        tau_u, nu_u = site_from_tilted(lz.dlog_z, lz.d2log_z, cavity.mean, cavity.var)
-        return tau_u / u, nu_u / u, np.zeros_like(tau_u)
+        tau, nu, _ = moment_match(np, likelihood, y, cavity.mean, cavity.var, self._power)
+        return tau, nu, np.zeros_like(tau)
 
 
 class EP(_MomentMatching):
