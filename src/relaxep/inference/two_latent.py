@@ -50,13 +50,13 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
-from relaxep.inference.method import marginal_change
+from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
 from relaxep.inference.schedules import AdaptiveStep
 from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 from relaxep.posterior import DensePosterior, Posterior, Prior
 from relaxep.posterior.base import cavity, is_proper
 from relaxep.posterior.sparse_gradient import sparse_evidence_gradient
-from relaxep.sites import EP, FractionalEP, PowerEP, RelaxedEP, SiteRule
+from relaxep.sites import RelaxedEP, SiteRule, site_from_moments
 
 __all__ = [
     "TiltedRule",
@@ -127,12 +127,13 @@ class TwoLatentResult:
 
 
 def rule_powers(rule: SiteRule | None) -> tuple[float, float, float]:
-    r"""``(power, cavity fraction, damping)`` of a rule for two-latent sites (module docstring).
+    r"""``(power, cavity fraction, damping)`` of a rule for two-latent sites (module docstring): the rule's
+    :attr:`~relaxep.sites.SiteRule.moment_powers`, the one reading of a rule's powers that the sweep loops share.
 
     Raises
     ------
     TypeError
-        For :class:`~relaxep.sites.RelaxedEP` and any rule other than EP, PowerEP and FractionalEP.
+        For :class:`~relaxep.sites.RelaxedEP` and any rule that is not moment matching alone.
     """
     if rule is None:
         return 1.0, 1.0, 1.0
@@ -141,13 +142,10 @@ def rule_powers(rule: SiteRule | None) -> tuple[float, float, float]:
             "rule: RelaxedEP chooses its relaxation from a one-latent tilted distribution and does not apply to "
             "two-latent sites; use EP(), PowerEP(u) or FractionalEP(fraction)"
         )
-    if type(rule) is EP:
-        return 1.0, 1.0, float(rule.damping)
-    if type(rule) is PowerEP:
-        return float(rule.u), 1.0, float(rule.damping)
-    if type(rule) is FractionalEP:
-        return float(rule.fraction), float(rule.fraction), float(rule.damping)
-    raise TypeError(f"rule must be EP(), PowerEP(u) or FractionalEP(fraction) for two-latent sites, got {rule!r}")
+    powers = rule.moment_powers if isinstance(rule, SiteRule) else None
+    if powers is None:
+        raise TypeError(f"rule must be EP(), PowerEP(u) or FractionalEP(fraction) for two-latent sites, got {rule!r}")
+    return float(powers[0]), float(powers[1]), float(rule.damping)
 
 
 def _posteriors(prior_f: Prior, prior_g: Prior, sites: Any) -> tuple[Posterior, Posterior]:
@@ -168,8 +166,8 @@ def _proposals(
     with np.errstate(all="ignore"):
         mom = tilted(y[idx], hf, lf, hg + offset, lg, power)
         props = [
-            ((1.0 / mom.var_f - 1.0 / lf) / power, (mom.mean_f / mom.var_f - hf / lf) / power),
-            ((1.0 / mom.var_g - 1.0 / lg) / power, ((mom.mean_g - offset) / mom.var_g - hg / lg) / power),
+            site_from_moments(mom.mean_f, mom.var_f, hf, lf, power),
+            site_from_moments(mom.mean_g - offset, mom.var_g, hg, lg, power),
         ]
     finite = np.all([np.isfinite(a) for pair in props for a in pair], axis=0)
     n_skipped = int(y.size - np.count_nonzero(finite))
@@ -225,8 +223,10 @@ def two_latent_ep(
     except ImproperPosteriorError:
         posts = _posteriors(prior_f, prior_g, None)
     adaptive = AdaptiveStep(step * damping, min_step)
-    trace: list[float] = []
-    status, last_direction, skipped, n_sweeps = "max_sweeps", None, 0, 0
+    # the one ledger of the sweep loops (its rules with no site counted as skipped: a sweep converges on the
+    # sites it could update, as this loop always has)
+    ledger = ConvergenceMonitor(RunOptions(max_sweeps=max_sweeps, tol=tol, stall_window=stall_window))
+    last_direction, skipped, n_sweeps = None, 0, 0
     for n_sweeps in range(1, max_sweeps + 1):  # noqa: B007 (the count is the result's)
         old = [(p.mean.copy(), p.marginal_var.copy(), p.site_precision.copy(), p.site_mean_precision.copy())
                for p in posts]  # fmt: skip
@@ -240,14 +240,14 @@ def two_latent_ep(
             adaptive.observe(float(direction @ last_direction), float(direction @ direction),
                              float(last_direction @ last_direction))  # fmt: skip
         last_direction = direction
-        stepped = _step(posts, idx, props, old, adaptive)
-        if stepped:
-            with np.errstate(all="ignore"):
-                trace.append(max(marginal_change(o[0], o[1], p.mean, p.marginal_var)
-                                 for p, o in zip(posts, old, strict=True)))  # fmt: skip
-        status = _sweep_status(stepped, trace, tol, stall_window) or status
-        if status != "max_sweeps":
+        if not _step(posts, idx, props, old, adaptive):
+            ledger.diverge(n_skipped)
             break
+        with np.errstate(all="ignore"):
+            change = max(marginal_change(o[0], o[1], p.mean, p.marginal_var) for p, o in zip(posts, old, strict=True))
+        if ledger.sweep(change, 0, adaptive.size):
+            break
+    status, trace = ledger.status, ledger.trace
     log_z, d_offset = float("nan"), np.full(1, np.nan)  # (the EP formula away from a fixed point is no evidence)
     if status == "converged":
         log_z, d_offset = two_latent_evidence(posts[0], posts[1], y, tilted, offset)
@@ -275,20 +275,6 @@ def _step(posts: tuple[Posterior, Posterior], idx: Array, props: list[tuple[Arra
             for p in posts:
                 p.refresh(marginals_only=True)
             return False
-
-
-def _sweep_status(stepped: bool, trace: list[float], tol: float, stall_window: int | None) -> str | None:
-    """The run's status after a sweep, or ``None`` to go on: ``"diverged"`` where no step kept both posteriors
-    proper, ``"converged"`` where the sweep's change (``trace[-1]``) is below ``tol``, ``"abandoned"`` where the
-    last ``stall_window`` sweeps set no new smallest change."""
-    if not stepped:
-        return "diverged"
-    if trace[-1] < tol:
-        return "converged"
-    window = stall_window
-    if window is not None and len(trace) > window and min(trace[-window:]) >= min(trace[:-window]):
-        return "abandoned"
-    return None
 
 
 def _latent_terms(post: Posterior) -> tuple[Array, Array, Array]:
