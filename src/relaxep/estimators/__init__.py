@@ -1,9 +1,11 @@
 """The scikit-learn estimators: :class:`~relaxep.estimators.classifier.GPClassifier`,
 :class:`~relaxep.estimators.regressor.GPRegressor`,
 :class:`~relaxep.estimators.ordinal.GPOrdinalClassifier`,
-:class:`~relaxep.estimators.preference.GPPreferenceLearner` (and, in :mod:`relaxep.estimators.dask`,
-``DaskGPClassifier``, which needs the ``dask`` extra), thin layers over the fitted models of ``_models``,
-the plan of a fit (``_plan``), the hyperparameter vector (``_hyper``) and the evidence search of ``_search``."""
+:class:`~relaxep.estimators.preference.GPPreferenceLearner`,
+:class:`~relaxep.estimators.heteroscedastic.GPHeteroscedasticRegressor` (and, in :mod:`relaxep.estimators.dask`,
+``DaskGPClassifier`` and ``DaskGPRegressor``, which need the ``dask`` extra), thin layers on one base
+(``_base``) over the fitted models of ``_models``, ``_multiclass_models`` and ``_two_latent_model``, the plan of a
+fit (``_plan``), the hyperparameter vector (``_hyper``) and the evidence search of ``_search``."""
 
 from relaxep.estimators._search import SearchStep
 from relaxep.estimators.classifier import GPClassifier
