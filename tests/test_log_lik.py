@@ -19,6 +19,7 @@ import relaxep.likelihoods as likmod
 from oracles import multinomial_probit_log_lik
 from relaxep.likelihoods import (
     Gaussian,
+    Heteroscedastic,
     Laplace,
     Logistic,
     MultinomialProbit,
@@ -126,6 +127,25 @@ MULTICLASS = {
 }
 
 
+#: two-latent likelihoods: (instance, reference log p(y | f, g))
+TWO_LATENT = {
+    "heteroscedastic": (Heteroscedastic(), lambda y, f, g: stats.norm.logpdf(y, f, np.exp(0.5 * g))),
+}
+
+
+@pytest.mark.parametrize("key", TWO_LATENT)
+def test_two_latent_log_lik_equals_the_formula(key):
+    """log p(y | f, g) at a grid of both latents, with the latents apart or on a last axis of 2 (GPflow's F)."""
+    lik, ref = TWO_LATENT[key]
+    y = np.array([-3.0, 0.0, 0.4, 12.0])[:, None, None]
+    f = np.linspace(-5.0, 5.0, 11)[None, :, None]
+    g = np.linspace(-8.0, 6.0, 8)[None, None, :]
+    expected = ref(y, f, g)
+    np.testing.assert_allclose(lik.log_lik(y, f, g), expected, rtol=RTOL)
+    F = np.stack(np.broadcast_arrays(f, g), axis=-1)
+    np.testing.assert_allclose(lik.log_lik(y, F), expected, rtol=RTOL)
+
+
 def test_every_exported_likelihood_has_a_reference_formula():
     """GPflow's meta-test, for log_lik: a concrete likelihood class without a row fails here."""
     classes = {
@@ -133,7 +153,8 @@ def test_every_exported_likelihood_has_a_reference_formula():
         for obj in vars(likmod).values()
         if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not inspect.isabstract(obj)
     }
-    tested = {type(lik) for table in (BINARY, REGRESSION, DISCRETE, MULTICLASS) for lik, *_ in table.values()}
+    tables = (BINARY, REGRESSION, DISCRETE, MULTICLASS, TWO_LATENT)
+    tested = {type(lik) for table in tables for lik, *_ in table.values()}
     assert classes - tested == set(), "likelihoods without a log_lik formula in tests/test_log_lik.py"
     assert tested <= classes
 
