@@ -26,7 +26,7 @@ def brute_force_loo(estimator: Any, rows: Array | None = None, tol: float | None
     r""":math:`\log p(y_i | y_{-i})` by refitting without row :math:`i` (module docstring), in the model's units
     (a regressor's ``normalize_y`` not undone), for ``rows`` (default all); ``tol`` the refits' (default the
     estimator's).  One-latent models (``model_`` with ``priors``, ``rule``, ``X``, ``y``) only."""
-    check_is_fitted(estimator)
+    check_is_fitted(estimator, "model_")  # (a regressor predicts from its prior unfitted: model_ is the test)
     model = estimator.model_
     if not hasattr(model, "priors"):
         raise NotImplementedError(f"brute_force_loo: {type(model).__name__} is not a one-latent EP model")

@@ -140,13 +140,13 @@ class LooResult:
         is below ``threshold`` (default 0.01): observations the model, fitted without them, would not have
         predicted.  A robust fit names its outliers this way, having discounted them.
         ``criterion="influence"``: rows whose :attr:`p_loo_pointwise`, in-sample density minus leave-one-out
-        density, is above ``threshold`` (default 1 nat): the rows that bend the fit towards themselves (a
+        density, is above ``threshold`` (default 0.05 nats): the rows that bend the fit towards themselves (a
         Gaussian fit's outliers are of this kind; a robust fit's are not, it discounts them).
         """
         if criterion == "tail":
             return tail_outliers(self.tail_probability(), 0.01 if threshold is None else float(threshold))
         if criterion == "influence":
-            return influence_outliers(self.p_loo_pointwise, 1.0 if threshold is None else float(threshold))
+            return influence_outliers(self.p_loo_pointwise, 0.05 if threshold is None else float(threshold))
         raise ValueError(f"criterion must be 'tail' or 'influence', got {criterion!r}")
 
     def summary(self) -> str:

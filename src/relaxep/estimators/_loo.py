@@ -9,10 +9,11 @@ eq. 5.12):
     \mu_{-i} = y_i - \frac{[K_y^{-1}y]_i}{[K_y^{-1}]_{ii}},\qquad \sigma^2_{-i} = \frac{1}{[K_y^{-1}]_{ii}},\qquad
     \log p(y_i | y_{-i}) = -\tfrac12\log(2\pi\sigma^2_{-i}) - \frac{(y_i - \mu_{-i})^2}{2\sigma^2_{-i}},
 
-and the in-sample density :math:`N(y_i | y_i - \Sigma_i a_i,\ 2\Sigma_i - \Sigma_i^2 [K_y^{-1}]_{ii})`, the
-posterior of :math:`f_i` (mean :math:`y - \Sigma a`, variance :math:`\Sigma_i - \Sigma_i^2[K_y^{-1}]_{ii}`) plus
-the noise.  A regressor's values are in the units of ``y`` as passed: with ``normalize_y`` (scale :math:`s`)
-the densities are less :math:`\log s` and the latent's moments rescaled.
+and the in-sample density :math:`N(y_i | m_i, v_i + \Sigma_i)` at the model's latent predictive
+:math:`(m_i, v_i)` at :math:`x_i` (without a ``WhiteKernel``: the posterior of :math:`f_i`, mean
+:math:`y_i - \Sigma_i a_i` and variance :math:`\Sigma_i - \Sigma_i^2[K_y^{-1}]_{ii}`).  A regressor's values are
+in the units of ``y`` as passed: with ``normalize_y`` (scale :math:`s`) the densities are less :math:`\log s` and
+the latent's moments rescaled.
 """
 
 from __future__ import annotations
@@ -37,26 +38,35 @@ __all__ = ["estimator_loo", "estimator_loo_predict", "exact_loo"]
 _LOG_2PI = np.log(2.0 * np.pi)
 
 
-def exact_loo(L: Array, a: Array, y: Array, noise: Any) -> CavityLOO:
+def exact_loo(L: Array, a: Array, y: Array, noise: Any, latent: tuple[Array, Array] | None = None) -> CavityLOO:
     r"""Closed-form leave-one-out of exact GP regression (module docstring) from the lower Cholesky factor ``L``
     of :math:`K_y`, :math:`a = K_y^{-1} y` and the noise :math:`\Sigma` (scalar or per row); several outputs
     (columns of ``y``): the densities summed per row, the moments of the first column.  ``cavity_mean`` and
-    ``cavity_var`` are the leave-one-out predictive of :math:`y_i` (not of :math:`f_i`)."""
+    ``cavity_var`` are the leave-one-out predictive of :math:`y_i` (not of :math:`f_i`).  ``latent``: the model's
+    own predictive of the latent at the training inputs, for the in-sample densities (a ``WhiteKernel`` in the
+    kernel is noise there, as in scikit-learn's predictions); default the posterior of :math:`f = y - \Sigma a`."""
     L = np.asarray(to_numpy(L), dtype=float)
     Y = np.asarray(to_numpy(y), dtype=float).reshape(L.shape[0], -1)
     A = np.asarray(to_numpy(a), dtype=float).reshape(Y.shape)
-    k_inv, info = lapack.dpotri(L, lower=1)
+    l_inv, info = lapack.dtrtri(L, lower=1)  # [K_y^-1]_ii = ||column i of L^-1||^2
     if info != 0:  # pragma: no cover - L's diagonal is positive
-        raise np.linalg.LinAlgError(f"dpotri failed ({info})")
-    d = np.diag(k_inv).copy()
+        raise np.linalg.LinAlgError(f"dtrtri failed ({info})")
+    d = np.einsum("ij,ij->j", l_inv, l_inv)
     s2 = 1.0 / d
     mu = Y - A / d[:, None]
-    loo = np.sum(-0.5 * (_LOG_2PI + np.log(s2))[:, None] - 0.5 * (Y - mu) ** 2 / s2[:, None], axis=1)
     sigma = np.broadcast_to(np.asarray(noise, dtype=float), d.shape)
-    mean_in = Y - sigma[:, None] * A
-    var_in = 2.0 * sigma - sigma**2 * d
-    in_sample = np.sum(-0.5 * (_LOG_2PI + np.log(var_in))[:, None] - 0.5 * (Y - mean_in) ** 2 / var_in[:, None], 1)
+    if latent is None:
+        mean_in, var_in = Y - sigma[:, None] * A, 2.0 * sigma - sigma**2 * d
+    else:
+        mean_in = np.asarray(to_numpy(latent[0]), dtype=float).reshape(Y.shape)
+        var_in = np.asarray(to_numpy(latent[1]), dtype=float) + sigma
+    loo = np.sum(_log_normal(Y, mu, s2[:, None]), axis=1)
+    in_sample = np.sum(_log_normal(Y, mean_in, var_in[:, None]), axis=1)
     return CavityLOO(loo=loo, in_sample=in_sample, cavity_mean=mu[:, 0], cavity_var=s2, n_improper=0)
+
+
+def _log_normal(y: Array, mean: Array, var: Array) -> Array:
+    return -0.5 * (_LOG_2PI + np.log(var)) - 0.5 * (y - mean) ** 2 / var
 
 
 def _refuse(estimator: Any, model: Any) -> None:
@@ -72,10 +82,11 @@ def _refuse(estimator: Any, model: Any) -> None:
 
 def _terms(estimator: Any) -> tuple[CavityLOO, Any]:
     """The leave-one-out terms in the model's units, and the model."""
-    check_is_fitted(estimator)
+    check_is_fitted(estimator, "model_")  # (a regressor predicts from its prior unfitted: model_ is the test)
     model = estimator.model_
     if isinstance(model, _ExactModel):
-        return exact_loo(model.L_, model.alpha_, model.y, model._noise(model.likelihood)), model
+        latent = model.predict_latent(model.X, full_cov=False)
+        return exact_loo(model.L_, model.alpha_, model.y, model._noise(model.likelihood), latent), model
     if not isinstance(model, _LatentModel):
         _refuse(estimator, model)
     r = model.result_
