@@ -1,12 +1,13 @@
 r"""Model comparison by leave-one-out: a ranked table of :math:`\mathrm{elpd}_{loo}` differences.
 
-For models :math:`a` (the best) and :math:`b` fitted on the same rows, the difference
-:math:`\Delta = \mathrm{elpd}_a - \mathrm{elpd}_b = \sum_i d_i`, :math:`d_i = \log p_a(y_i | y_{-i}) -
-\log p_b(y_i | y_{-i})`, has the standard error :math:`\sqrt{n \operatorname{Var}_i d_i}` (``ddof=1``), from
-the paired pointwise values as the ``loo`` package computes it (Vehtari, Gelman & Gabry 2017, sec. 5.2; ArviZ
-0.23's ``compare`` takes the variance with ``ddof=0``, a factor :math:`\sqrt{(n-1)/n}` smaller): much smaller than the two elpds' own standard errors where the models agree on most rows.  A difference
-of a few of its standard errors or more is a real one (Sivula, Magnusson, Matamoros & Vehtari 2025 discuss
-when that normal approximation holds: :math:`n` not small and the models not nearly equal).
+For models :math:`a` (the best) and :math:`b` fitted on the same rows, the difference :math:`\Delta =
+\mathrm{elpd}_a - \mathrm{elpd}_b = \sum_i d_i`, :math:`d_i = \log p_a(y_i | y_{-i}) - \log p_b(y_i | y_{-i})`, has
+the standard error :math:`\sqrt{n \operatorname{Var}_i d_i}` (``ddof=1``), from the paired pointwise values as the
+``loo`` package computes it (Vehtari, Gelman & Gabry 2017, sec. 5.2; ArviZ 0.23's ``compare`` takes the variance
+with ``ddof=0``, a factor :math:`\sqrt{(n-1)/n}` smaller): much smaller than the two elpds' own standard errors
+where the models agree on most rows. A difference of a few of its standard errors or more is a real one (Sivula,
+Magnusson, Matamoros & Vehtari 2025 discuss when that normal approximation holds: :math:`n` not small and the models
+not nearly equal).
 """
 
 from __future__ import annotations

@@ -70,8 +70,9 @@ class CavityLOO:
 
 
 def cavity_loo(
-    mean: Array, marginal_var: Array, site_precision: Array, site_mean_precision: Array, y: Array, likelihood: Likelihood
-) -> CavityLOO:
+    mean: Array, marginal_var: Array, site_precision: Array, site_mean_precision: Array, y: Array,
+    likelihood: Likelihood,
+) -> CavityLOO:  # fmt: skip
     r"""The leave-one-out densities :math:`\log\int p(y_i|f) N(f|h_i,\lambda_i) df` at the full cavities
     :math:`\lambda_i = (1/A_{ii} - \tau_i)^{-1}`, :math:`h_i = \lambda_i(\mu_i/A_{ii} - \nu_i)`, and the in-sample
     ones at the marginals :math:`N(\mu_i, A_{ii})` (module docstring); the likelihood at power 1 whatever the rule.
