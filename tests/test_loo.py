@@ -335,3 +335,21 @@ def test_synth_files(file):
     assert (PACKAGED_DATA / "README.md").read_text(encoding="utf-8").count(SYNTH_SHA256[file]) == 1
     X, y = load_synth("train" if "tr" in file.split("_")[1] else "test")
     assert X.shape[1] == 2 and y.sum() * 2 == y.size
+
+
+def test_modelcomparison_report(tmp_path):
+    """The study's section and claims from its rows (the study itself: relaxep reproduce modelcomparison)."""
+    from relaxep.experiments.studies import modelcomparison
+
+    row = dict(
+        likelihood="probit", kernel="k", ep_loo=-0.2737, se=0.02, p_loo=6.0, brute_rows=250,
+        ep_loo_on_brute_rows=-0.2737, brute_force=-0.2745, mean_abs_gap=0.0014, max_abs_gap=0.047,
+        max_optimism=0.047, folds=10, cv=-0.28, test_lpd=-0.227, test_error=0.092, fit_s=3.0, loo_s=0.001,
+        loo_error=0.11,
+    )  # fmt: skip
+    rows = [row, dict(row, likelihood="logistic", max_abs_gap=0.06)]
+    section = modelcomparison.report({"modelcomparison": rows}, tmp_path)
+    assert "-0.2807" in section and (tmp_path / "modelcomparison.csv").exists()
+    verdicts = {c["id"]: c["verdict"] for c in modelcomparison.claims(rows)}
+    assert verdicts == {"brute-probit": "holds", "brute-logistic": "fails", "gpstuff": "holds", "cv": "holds",
+                        "cost": "holds"}  # fmt: skip
