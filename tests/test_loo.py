@@ -353,3 +353,15 @@ def test_modelcomparison_report(tmp_path):
     verdicts = {c["id"]: c["verdict"] for c in modelcomparison.claims(rows)}
     assert verdicts == {"brute-probit": "holds", "brute-logistic": "fails", "gpstuff": "holds", "cv": "holds",
                         "cost": "holds"}  # fmt: skip
+
+
+def test_cavity_loo_reads_array_api_arrays():
+    """A device fit's result holds array-API arrays: cavity_loo reads them (to the host) and gives numpy's values."""
+    xs = pytest.importorskip("array_api_strict")
+    est = lc.synth(60)
+    r = est.result_
+    args = (r.mean, r.marginal_var, r.site_precision, r.site_mean_precision)
+    host = loo_module.cavity_loo(*args, est.model_.y, est.model_.likelihood)
+    device = loo_module.cavity_loo(*(xs.asarray(a) for a in args), xs.asarray(est.model_.y), est.model_.likelihood)
+    np.testing.assert_array_equal(device.loo, host.loo)
+    np.testing.assert_array_equal(device.in_sample, host.in_sample)
