@@ -365,3 +365,33 @@ def test_cavity_loo_reads_array_api_arrays():
     device = loo_module.cavity_loo(*(xs.asarray(a) for a in args), xs.asarray(est.model_.y), est.model_.likelihood)
     np.testing.assert_array_equal(device.loo, host.loo)
     np.testing.assert_array_equal(device.in_sample, host.in_sample)
+
+
+def test_heteroscedastic_against_brute_force():
+    """GPHeteroscedasticRegressor (two-latent EP, factorised sites) from its two cavities against refits on n - 1 rows
+    at the fitted hyperparameters: measured on 60 rows mean 0.017, max 0.27 (optimistic, above the one-latent
+    models' 0.1), every third row checked here."""
+    from relaxep import GPHeteroscedasticRegressor
+    from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel
+    from relaxep.likelihoods.heteroscedastic import predictive_log_density
+
+    rng = np.random.default_rng(0)
+    n = 60
+    X = np.sort(rng.uniform(-3, 3, n))[:, None]
+    y = np.sin(2 * X[:, 0]) + (0.05 + 0.3 * (X[:, 0] > 0)) * rng.normal(size=n)
+    est = GPHeteroscedasticRegressor(C(1.0) * RBF(1.0), C(1.0) * RBF(1.5), optimizer=None, tol=1e-8, normalize_y=True)
+    est.fit(X, y)
+    r = est.loo()
+    m, sites, s = est.model_, est.result_.sites, y.std()
+    rows = np.arange(0, n, 3)
+    brute = np.empty(rows.size)
+    for k, i in enumerate(rows):
+        keep = np.arange(n) != i
+        refit = HeteroscedasticModel(X[keep], m.y[keep], None, est.rule, est.max_sweeps, 1e-8)
+        refit.sites = tuple(a[keep] for a in sites)
+        refit.fit(m.kernel_f, m.kernel_g, m.offset)
+        brute[k] = predictive_log_density(m.y[i], *refit.latent("f", X[i : i + 1]), *refit.latent("g", X[i : i + 1]))[0]
+    d = r.pointwise[rows] - (brute - np.log(s))
+    assert np.mean(np.abs(d)) <= 0.03 and np.max(np.abs(d)) <= 0.35
+    assert r.n_improper == 0 and np.all(np.isfinite(r.tail_probability()))
+    assert est.loo_predict().mean.shape == (n,)

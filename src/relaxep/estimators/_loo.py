@@ -76,6 +76,7 @@ def _refuse(estimator: Any, model: Any) -> None:
         "_OneVsRest": "one-vs-rest multi-class (C separate binary models, no joint predictive of the label)",
         "InducingModel": "a model fitted on a Dask cluster (its training rows stay there)",
         "InducingBinaryModel": "a model fitted on a Dask cluster (its training rows stay there)",
+        "HeteroscedasticModel": "this model (GPHeteroscedasticRegressor.loo() is its own)",
     }.get(kind, f"a model of kind {kind}")
     raise NotImplementedError(f"{type(estimator).__name__}.loo(): leave-one-out is not implemented for {what} yet")
 

@@ -34,6 +34,7 @@ from relaxep.estimators._checks import (
 )
 from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel, TwoKernelVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
+from relaxep.estimators._loo_two_latent import heteroscedastic_loo, heteroscedastic_loo_predict
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
 from relaxep.inference.two_latent import rule_powers
 from relaxep.likelihoods.heteroscedastic import (
@@ -338,3 +339,13 @@ class GPHeteroscedasticRegressor(RegressorMixin, BaseEstimator):
         model.sites = self.result_.sites
         value, grad = model.evidence(hyper, theta, eval_gradient)
         return (value, grad) if eval_gradient else value
+
+    # ------------------------------------------------------------ leave-one-out
+    def loo(self) -> Any:
+        r"""Leave-one-out cross-validation from the two cavities, at no refit (:class:`~relaxep.assessment.LooResult`;
+        the maths: :mod:`relaxep.estimators._loo_two_latent`), in the units of ``y`` as passed."""
+        return heteroscedastic_loo(self)
+
+    def loo_predict(self) -> Any:
+        """The leave-one-out posterior of each training row's latent :math:`f_i`, in ``y``'s units."""
+        return heteroscedastic_loo_predict(self)
