@@ -28,7 +28,9 @@ from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
 from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._loo_multiclass import ClassTail, joint_loo
 from relaxep.estimators._models import _LatentModel, proba_of
+from relaxep.estimators._multiclass_models import _JointModel
 from relaxep.inference.loo import CavityLOO, cavity_loo
 from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
 from relaxep.likelihoods.counts import CountLikelihood
@@ -72,7 +74,6 @@ def _log_normal(y: Array, mean: Array, var: Array) -> Array:
 def _refuse(estimator: Any, model: Any) -> None:
     kind = type(model).__name__
     what = {
-        "_JointModel": "the joint multi-class model (its cavity is C-dimensional, per row)",
         "_OneVsRest": "one-vs-rest multi-class (C separate binary models, no joint predictive of the label)",
         "InducingModel": "a model fitted on a Dask cluster (its training rows stay there)",
         "InducingBinaryModel": "a model fitted on a Dask cluster (its training rows stay there)",
@@ -120,8 +121,22 @@ def _rows(estimator: Any, model: Any) -> str:
     return fingerprint(X, y)
 
 
+def _joint(estimator: Any) -> bool:
+    check_is_fitted(estimator, "model_")
+    return isinstance(estimator.model_, _JointModel)
+
+
 def estimator_loo(estimator: Any) -> LooResult:
-    """``estimator.loo()``: the :class:`~relaxep.assessment.LooResult` of a fitted one-latent estimator."""
+    """``estimator.loo()``: the :class:`~relaxep.assessment.LooResult` of a fitted one-latent estimator, or of the
+    joint multi-class model (:mod:`relaxep.estimators._loo_multiclass`)."""
+    if _joint(estimator):
+        model = estimator.model_
+        loo, in_sample, mean, cov, proba, improper = joint_loo(model)
+        return LooResult(
+            pointwise=loo, in_sample=in_sample, n_improper=improper, fingerprint=_rows(estimator, model),
+            name=_describe(estimator, model), loo_mean=mean, loo_var=cov, likelihood=ClassTail(proba, loo),  # type: ignore[arg-type]
+            y=np.asarray(model.y),
+        )  # fmt: skip
     terms, model = _terms(estimator)
     _, scale = _y_scale(estimator)
     shift = np.log(scale) if model.likelihood is None or _continuous(model.likelihood) else 0.0
@@ -145,7 +160,11 @@ def _describe(estimator: Any, model: Any) -> str:
 
 
 def estimator_loo_predict(estimator: Any) -> LooPrediction:
-    """``estimator.loo_predict()``: the latent's leave-one-out posterior and, for classifiers, class probabilities."""
+    """``estimator.loo_predict()``: the latent's leave-one-out posterior and, for classifiers, class probabilities
+    (joint multi-class: the cavities' means ``(n, C)`` and covariances ``(n, C, C)``)."""
+    if _joint(estimator):
+        _, _, mean, cov, proba, _ = joint_loo(estimator.model_)
+        return LooPrediction(mean=mean, var=cov, proba=proba, classes=estimator.classes_)
     terms, model = _terms(estimator)
     mean, var = terms.cavity_mean, terms.cavity_var
     if isinstance(model, _ExactModel):  # (the closed form's moments are of y: the latent's lack the noise)
