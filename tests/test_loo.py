@@ -306,6 +306,11 @@ def test_not_implemented_named():
     ovr = GPClassifier(multi_class="one_vs_rest", optimizer=None, max_sweeps=20).fit(X, y)
     with pytest.raises(NotImplementedError, match="one-vs-rest"):
         ovr.loo()
+    from relaxep import DaskGPClassifier, DaskGPRegressor
+
+    for dask_estimator in (DaskGPClassifier(), DaskGPRegressor()):
+        with pytest.raises(NotImplementedError, match="Dask estimators"):
+            dask_estimator.loo()
 
 
 def test_outliers_robust_regression():
