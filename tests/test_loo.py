@@ -433,3 +433,14 @@ def test_heteroscedastic_against_brute_force():
     assert np.mean(np.abs(d)) <= 0.03 and np.max(np.abs(d)) <= 0.35
     assert r.n_improper == 0 and np.all(np.isfinite(r.tail_probability()))
     assert est.loo_predict().mean.shape == (n,)
+
+
+def test_exact_multi_output_sums_the_outputs():
+    """Several outputs (independent GPs with one kernel): each row's LOO density is the sum of the outputs' own."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-3, 3, (40, 1))
+    Y = np.column_stack([np.sin(X[:, 0]), 3 * np.cos(X[:, 0]) + 2]) + 0.1 * rng.normal(size=(40, 2))
+    fit = lambda y: GPRegressor(C(1.0) * RBF(1.0), alpha=0.01, optimizer=None, normalize_y=True).fit(X, y)  # noqa: E731
+    both, first, second = fit(Y).loo(), fit(Y[:, 0]).loo(), fit(Y[:, 1]).loo()
+    np.testing.assert_allclose(both.pointwise, first.pointwise + second.pointwise, rtol=0, atol=1e-10)
+    assert fit(Y).loo_predict().mean.shape == (40, 2) and both.tail_probability().shape == (40,)

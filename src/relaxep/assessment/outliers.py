@@ -42,8 +42,8 @@ def tail_probability(likelihood: Likelihood | None, y: Array, mean: Array, var: 
     if hasattr(likelihood, "loo_tail"):  # a model's own predictive (the heteroscedastic regressor's)
         return likelihood.loo_tail(y, mean, var)  # type: ignore[union-attr]
     if likelihood is None:
-        z = -np.abs(y - mean.reshape(y.shape[0], -1).squeeze()) / np.sqrt(var.reshape(y.shape[0], -1).squeeze())
-        p = 2.0 * ndtr(z)
+        sd = np.sqrt(var if y.ndim == 1 else var.reshape(y.shape[0], 1))
+        p = 2.0 * ndtr(-np.abs(y - mean.reshape(y.shape)) / sd)
         return p if p.ndim == 1 else np.minimum(1.0, p.shape[1] * p.min(axis=1))
     if isinstance(likelihood, BinaryLikelihood):
         return np.exp(np.asarray(pointwise, dtype=float))

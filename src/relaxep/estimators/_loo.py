@@ -43,7 +43,7 @@ _LOG_2PI = np.log(2.0 * np.pi)
 def exact_loo(L: Array, a: Array, y: Array, noise: Any, latent: tuple[Array, Array] | None = None) -> CavityLOO:
     r"""Closed-form leave-one-out of exact GP regression (module docstring) from the lower Cholesky factor ``L``
     of :math:`K_y`, :math:`a = K_y^{-1} y` and the noise :math:`\Sigma` (scalar or per row); several outputs
-    (columns of ``y``): the densities summed per row, the moments of the first column.  ``cavity_mean`` and
+    (columns of ``y``): the densities summed per row, the means one column per output.  ``cavity_mean`` and
     ``cavity_var`` are the leave-one-out predictive of :math:`y_i` (not of :math:`f_i`).  ``latent``: the model's
     own predictive of the latent at the training inputs, for the in-sample densities (a ``WhiteKernel`` in the
     kernel is noise there, as in scikit-learn's predictions); default the posterior of :math:`f = y - \Sigma a`."""
@@ -64,7 +64,8 @@ def exact_loo(L: Array, a: Array, y: Array, noise: Any, latent: tuple[Array, Arr
         var_in = np.asarray(to_numpy(latent[1]), dtype=float) + sigma
     loo = np.sum(_log_normal(Y, mu, s2[:, None]), axis=1)
     in_sample = np.sum(_log_normal(Y, mean_in, var_in[:, None]), axis=1)
-    return CavityLOO(loo=loo, in_sample=in_sample, cavity_mean=mu[:, 0], cavity_var=s2, n_improper=0)
+    mean = mu[:, 0] if mu.shape[1] == 1 else mu
+    return CavityLOO(loo=loo, in_sample=in_sample, cavity_mean=mean, cavity_var=s2, n_improper=0)
 
 
 def _log_normal(y: Array, mean: Array, var: Array) -> Array:
@@ -169,9 +170,14 @@ def estimator_loo_predict(estimator: Any) -> LooPrediction:
     mean, var = terms.cavity_mean, terms.cavity_var
     if isinstance(model, _ExactModel):  # (the closed form's moments are of y: the latent's lack the noise)
         var = var - np.broadcast_to(np.asarray(model._noise(model.likelihood), dtype=float), var.shape)
-    centre, scale = _y_scale(estimator)
     if not hasattr(estimator, "classes_"):
-        return LooPrediction(mean=mean * scale + centre, var=var * scale**2)
+        std = np.asarray(getattr(estimator, "_y_train_std", 1.0), dtype=float)
+        centre = np.asarray(getattr(estimator, "_y_train_mean", 0.0), dtype=float)
+        if np.ndim(mean) == 1:
+            std, centre = std.reshape(-1)[0], centre.reshape(-1)[0]
+        else:  # several outputs: one column each
+            var = var[:, None]
+        return LooPrediction(mean=mean * std + centre, var=var * std**2)
     likelihood = model.likelihood
     if isinstance(likelihood, BinaryLikelihood):
         proba = proba_of(likelihood.predict_log_odds(mean, np.maximum(var, 1e-300)))
