@@ -296,6 +296,7 @@ def test_joint_multiclass_against_refits():
     assert np.all((r.tail_probability() > 0) & (r.tail_probability() <= 1 + 1e-12))
 
 
+@pytest.mark.filterwarnings("ignore:inference did not converge")
 def test_not_implemented_named():
     from relaxep import RobustMax
 
@@ -345,6 +346,7 @@ def test_tail_probabilities_in_unit_interval(case):
     assert np.all((tail > 0) & (tail <= 1 + 1e-12))
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning", "ignore::FutureWarning", "ignore:The inplace keyword")
 def test_to_arviz_compare():
     az = pytest.importorskip("arviz")
     X, y = _wave(40, seed=6)
