@@ -390,9 +390,14 @@ def test_modelcomparison_report(tmp_path):
     rows = [row, dict(row, likelihood="logistic", max_abs_gap=0.06)]
     section = modelcomparison.report({"modelcomparison": rows}, tmp_path)
     assert "-0.2807" in section and (tmp_path / "modelcomparison.csv").exists()
-    verdicts = {c["id"]: c["verdict"] for c in modelcomparison.claims(rows)}
+    outliers = [
+        dict(fit=fit, criterion=c, named=30, recall=recall, precision=1.0, elpd_loo=-1.0)
+        for fit, recall in (("Student-t, EP", 1.0), ("Gaussian", 0.47)) for c in ("tail", "influence")
+    ]  # fmt: skip
+    verdicts = {c["id"]: c["verdict"] for c in modelcomparison.claims(rows, outliers)}
     assert verdicts == {"brute-probit": "holds", "brute-logistic": "fails", "gpstuff": "holds", "cv": "holds",
-                        "cost": "holds"}  # fmt: skip
+                        "cost": "holds", "outliers-Student-t, EP": "holds", "outliers-Gaussian": "holds"}  # fmt: skip
+    assert "Outliers named" in modelcomparison.report({"modelcomparison": rows, "outliers": outliers}, tmp_path)
 
 
 def test_cavity_loo_reads_array_api_arrays():
