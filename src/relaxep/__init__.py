@@ -9,6 +9,7 @@ the estimators (:mod:`relaxep.estimators`) -> studies (:mod:`relaxep.experiments
 from importlib.metadata import PackageNotFoundError, version
 
 from relaxep import likelihoods
+from relaxep.assessment import LooResult, compare
 from relaxep.errors import (
     ClusterError,
     DivergenceError,
@@ -59,6 +60,7 @@ __all__ = [
     "InferenceMethod",
     "InferenceResult",
     "KernelNotPositiveDefiniteError",
+    "LooResult",
     "MemoryLimitError",
     "Parallel",
     "PowerEP",
@@ -68,6 +70,7 @@ __all__ = [
     "SiteRule",
     "SiteUpdates",
     "SparsePrior",
+    "compare",
     "infer",
 ]
 __all__ += likelihoods.__all__

@@ -16,6 +16,7 @@ from relaxep.datasets.regression import (
     neal_function,
     regression_split,
 )
+from relaxep.datasets.ripley import load_synth
 from relaxep.datasets.splits import fixed_splits, paper_splits, random_splits
 from relaxep.datasets.suite import make_problem, problem_grid, synthetic_problems
 from relaxep.datasets.synthetic import flip_labels, make_synthetic, make_toy, synthetic_data
@@ -39,6 +40,7 @@ __all__ = [
     "load_nh4",
     "load_ordinal",
     "load_regression",
+    "load_synth",
     "make_friedman",
     "make_neal",
     "make_problem",

@@ -32,8 +32,10 @@ from sklearn.utils.validation import check_is_fitted
 from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.assessment.result import LooPrediction, LooResult
 from relaxep.estimators._checks import check_restarts, random_state_of
 from relaxep.estimators._latent_fit import LatentFit
+from relaxep.estimators._loo import estimator_loo, estimator_loo_predict
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
 
@@ -185,3 +187,16 @@ class _LatentGPEstimator(_GPEstimatorBase):
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
             self._rng() if learn else None, sparse,
         )  # fmt: skip
+
+    # ------------------------------------------------------------ leave-one-out
+    def loo(self) -> LooResult:
+        r"""Leave-one-out cross-validation from EP's cavities, at no refit: :math:`\log p(y_i | y_{-i})` per row
+        (``pointwise``, in the units of ``y`` as passed), ``elpd_loo``, ``se``, ``p_loo``, ``outliers()``,
+        ``to_arviz()`` (:class:`~relaxep.assessment.LooResult`; the maths: :mod:`relaxep.inference.loo`; exact
+        Gaussian regression: Rasmussen & Williams 2006, eq. 5.12).  Compare models with :func:`relaxep.compare`."""
+        return estimator_loo(self)
+
+    def loo_predict(self) -> LooPrediction:
+        """The leave-one-out posterior of each training row's latent (mean, variance) and, for classifiers, its
+        leave-one-out class probabilities (:class:`~relaxep.assessment.LooPrediction`), at no refit."""
+        return estimator_loo_predict(self)

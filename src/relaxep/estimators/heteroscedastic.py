@@ -30,6 +30,7 @@ from relaxep.estimators._base import _GPEstimatorBase
 from relaxep.estimators._checks import check_host_arrays, check_kernel, random_state_of, require_scaled_rbf
 from relaxep.estimators._hyper import ConstantMean, HyperVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
+from relaxep.estimators._loo_two_latent import heteroscedastic_loo, heteroscedastic_loo_predict
 from relaxep.estimators._search import ROBUST
 from relaxep.estimators._two_latent_model import _TwoLatentModel
 from relaxep.inference.two_latent import rule_powers
@@ -316,3 +317,13 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
                 + (", noise_mean_" if model.mean.theta.size else "")
                 + f"; got {theta.shape}"
             )
+
+    # ------------------------------------------------------------ leave-one-out
+    def loo(self) -> Any:
+        r"""Leave-one-out cross-validation from the two cavities, at no refit (:class:`~relaxep.assessment.LooResult`;
+        the maths: :mod:`relaxep.estimators._loo_two_latent`), in the units of ``y`` as passed."""
+        return heteroscedastic_loo(self)
+
+    def loo_predict(self) -> Any:
+        """The leave-one-out posterior of each training row's latent :math:`f_i`, in ``y``'s units."""
+        return heteroscedastic_loo_predict(self)

@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
-|heteroscedastic --out DIR`` or
+|heteroscedastic|modelcomparison --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -13,6 +13,7 @@ from relaxep.experiments.studies import (
     censored,
     counts,
     heteroscedastic,
+    modelcomparison,
     multiclass,
     ordinal,
     regression,
@@ -39,6 +40,7 @@ STUDIES: dict[str, Study] = {
         counts.STUDY,
         censored.STUDY,
         heteroscedastic.STUDY,
+        modelcomparison.STUDY,
     )
 }
 

@@ -72,6 +72,8 @@ def reproduce(
         title = "robust GP regression by EP"
     elif list(studies) == ["censored"]:
         title = "censored GP regression by EP"
+    elif list(studies) == ["modelcomparison"]:
+        title = "model assessment by EP's leave-one-out"
     elif list(studies) == ["heteroscedastic"]:
         title = "heteroscedastic GP regression by EP"
     else:

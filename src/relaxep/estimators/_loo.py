@@ -1,0 +1,186 @@
+r"""Leave-one-out of a fitted estimator, at no refit: what ``loo()`` and ``loo_predict()`` compute.
+
+A one-latent model (EP, Power EP, fractional or Relaxed EP; dense or FITC) gives its cavities' densities
+(:func:`~relaxep.inference.loo.cavity_loo`); exact Gaussian regression (``GPRegressor`` without a likelihood,
+or with a Gaussian one and no rule) the closed form on :math:`K_y = K + \Sigma` (Rasmussen & Williams 2006,
+eq. 5.12):
+
+.. math::
+    \mu_{-i} = y_i - \frac{[K_y^{-1}y]_i}{[K_y^{-1}]_{ii}},\qquad \sigma^2_{-i} = \frac{1}{[K_y^{-1}]_{ii}},\qquad
+    \log p(y_i | y_{-i}) = -\tfrac12\log(2\pi\sigma^2_{-i}) - \frac{(y_i - \mu_{-i})^2}{2\sigma^2_{-i}},
+
+and the in-sample density :math:`N(y_i | m_i, v_i + \Sigma_i)` at the model's latent predictive
+:math:`(m_i, v_i)` at :math:`x_i` (without a ``WhiteKernel``: the posterior of :math:`f_i`, mean
+:math:`y_i - \Sigma_i a_i` and variance :math:`\Sigma_i - \Sigma_i^2[K_y^{-1}]_{ii}`).  A regressor's values are
+in the units of ``y`` as passed: with ``normalize_y`` (scale :math:`s`) the densities are less :math:`\log s` and
+the latent's moments rescaled.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from scipy.linalg import lapack
+from sklearn.utils.validation import check_is_fitted
+
+from relaxep._typing import Array
+from relaxep._xp import to_numpy
+from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
+from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._loo_multiclass import ClassTail, joint_loo
+from relaxep.estimators._models import _LatentModel, proba_of
+from relaxep.estimators._multiclass_models import _JointModel
+from relaxep.inference.loo import CavityLOO, cavity_loo
+from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
+from relaxep.likelihoods.counts import CountLikelihood
+
+__all__ = ["estimator_loo", "estimator_loo_predict", "exact_loo"]
+
+_LOG_2PI = np.log(2.0 * np.pi)
+
+
+def exact_loo(L: Array, a: Array, y: Array, noise: Any, latent: tuple[Array, Array] | None = None) -> CavityLOO:
+    r"""Closed-form leave-one-out of exact GP regression (module docstring) from the lower Cholesky factor ``L``
+    of :math:`K_y`, :math:`a = K_y^{-1} y` and the noise :math:`\Sigma` (scalar or per row); several outputs
+    (columns of ``y``): the densities summed per row, the means one column per output.  ``cavity_mean`` and
+    ``cavity_var`` are the leave-one-out predictive of :math:`y_i` (not of :math:`f_i`).  ``latent``: the model's
+    own predictive of the latent at the training inputs, for the in-sample densities (a ``WhiteKernel`` in the
+    kernel is noise there, as in scikit-learn's predictions); default the posterior of :math:`f = y - \Sigma a`."""
+    L = np.asarray(to_numpy(L), dtype=float)
+    Y = np.asarray(to_numpy(y), dtype=float).reshape(L.shape[0], -1)
+    A = np.asarray(to_numpy(a), dtype=float).reshape(Y.shape)
+    l_inv, info = lapack.dtrtri(L, lower=1)  # [K_y^-1]_ii = ||column i of L^-1||^2
+    if info != 0:  # pragma: no cover - L's diagonal is positive
+        raise np.linalg.LinAlgError(f"dtrtri failed ({info})")
+    d = np.einsum("ij,ij->j", l_inv, l_inv)
+    s2 = 1.0 / d
+    mu = Y - A / d[:, None]
+    sigma = np.broadcast_to(np.asarray(noise, dtype=float), d.shape)
+    if latent is None:
+        mean_in, var_in = Y - sigma[:, None] * A, 2.0 * sigma - sigma**2 * d
+    else:
+        mean_in = np.asarray(to_numpy(latent[0]), dtype=float).reshape(Y.shape)
+        var_in = np.asarray(to_numpy(latent[1]), dtype=float) + sigma
+    loo = np.sum(_log_normal(Y, mu, s2[:, None]), axis=1)
+    in_sample = np.sum(_log_normal(Y, mean_in, var_in[:, None]), axis=1)
+    mean = mu[:, 0] if mu.shape[1] == 1 else mu
+    return CavityLOO(loo=loo, in_sample=in_sample, cavity_mean=mean, cavity_var=s2, n_improper=0)
+
+
+def _log_normal(y: Array, mean: Array, var: Array) -> Array:
+    return -0.5 * (_LOG_2PI + np.log(var)) - 0.5 * (y - mean) ** 2 / var
+
+
+def _refuse(estimator: Any, model: Any) -> None:
+    kind = type(model).__name__
+    what = {
+        "_OneVsRest": "one-vs-rest multi-class (C separate binary models, no joint predictive of the label)",
+        "InducingModel": "a model fitted on a Dask cluster (its training rows stay there)",
+        "InducingBinaryModel": "a model fitted on a Dask cluster (its training rows stay there)",
+        "HeteroscedasticModel": "this model (GPHeteroscedasticRegressor.loo() is its own)",
+    }.get(kind, f"a model of kind {kind}")
+    raise NotImplementedError(f"{type(estimator).__name__}.loo(): leave-one-out is not implemented for {what} yet")
+
+
+def _terms(estimator: Any) -> tuple[CavityLOO, Any]:
+    """The leave-one-out terms in the model's units, and the model."""
+    check_is_fitted(estimator, "model_")  # (a regressor predicts from its prior unfitted: model_ is the test)
+    model = estimator.model_
+    if isinstance(model, _ExactModel):
+        latent = model.predict_latent(model.X, full_cov=False)
+        return exact_loo(model.L_, model.alpha_, model.y, model._noise(model.likelihood), latent), model
+    if not isinstance(model, _LatentModel):
+        _refuse(estimator, model)
+    r = model.result_
+    return cavity_loo(r.mean, r.marginal_var, r.site_precision, r.site_mean_precision, model.y, model.likelihood), model
+
+
+def _y_scale(estimator: Any) -> tuple[float, float]:
+    """A regressor's ``normalize_y`` mean and scale of its (one) output (0 and 1 otherwise, or several outputs:
+    their log scales summed into the scale's log)."""
+    std = getattr(estimator, "_y_train_std", None)
+    if std is None:
+        return 0.0, 1.0
+    std, mean = np.atleast_1d(np.asarray(std, dtype=float)), np.atleast_1d(getattr(estimator, "_y_train_mean", 0.0))
+    return float(mean[0]), float(np.exp(np.sum(np.log(std))))
+
+
+def _rows(estimator: Any, model: Any) -> str:
+    """The fingerprint of the rows as the user passed them (labels as class indices, ``y`` unnormalised)."""
+    X = getattr(estimator, "X_train_", getattr(model, "X", None))
+    X = X if isinstance(X, np.ndarray) else None
+    comparisons = getattr(estimator, "comparisons_", None)
+    if comparisons is not None:
+        return fingerprint(X, comparisons)
+    if hasattr(estimator, "classes_"):
+        y = np.asarray(model.y, dtype=float)
+        return fingerprint(X, (y > 0).astype(float) if isinstance(model.likelihood, BinaryLikelihood) else y)
+    y = np.asarray(estimator.y_train_, dtype=float)
+    if getattr(estimator, "_y_train_std", None) is not None:
+        y = y * np.asarray(estimator._y_train_std, dtype=float) + np.asarray(estimator._y_train_mean, dtype=float)
+    return fingerprint(X, y)
+
+
+def _joint(estimator: Any) -> bool:
+    check_is_fitted(estimator, "model_")
+    return isinstance(estimator.model_, _JointModel)
+
+
+def estimator_loo(estimator: Any) -> LooResult:
+    """``estimator.loo()``: the :class:`~relaxep.assessment.LooResult` of a fitted one-latent estimator, or of the
+    joint multi-class model (:mod:`relaxep.estimators._loo_multiclass`)."""
+    if _joint(estimator):
+        model = estimator.model_
+        loo, in_sample, mean, cov, proba, improper = joint_loo(model)
+        return LooResult(
+            pointwise=loo, in_sample=in_sample, n_improper=improper, fingerprint=_rows(estimator, model),
+            name=_describe(estimator, model), loo_mean=mean, loo_var=cov, likelihood=ClassTail(proba, loo),  # type: ignore[arg-type]
+            y=np.asarray(model.y),
+        )  # fmt: skip
+    terms, model = _terms(estimator)
+    _, scale = _y_scale(estimator)
+    shift = np.log(scale) if model.likelihood is None or _continuous(model.likelihood) else 0.0
+    return LooResult(
+        pointwise=terms.loo - shift, in_sample=terms.in_sample - shift, n_improper=terms.n_improper,
+        fingerprint=_rows(estimator, model), name=_describe(estimator, model), loo_mean=terms.cavity_mean,
+        loo_var=terms.cavity_var, likelihood=model.likelihood if not isinstance(model, _ExactModel) else None,
+        y=np.asarray(to_numpy(model.y)),
+    )  # fmt: skip
+
+
+def _continuous(likelihood: Any) -> bool:
+    """Whether the likelihood is a density in ``y`` (rescaled with ``normalize_y``), not a probability."""
+    return not isinstance(likelihood, BinaryLikelihood | OrdinalProbit | CountLikelihood)
+
+
+def _describe(estimator: Any, model: Any) -> str:
+    likelihood = getattr(model, "likelihood", None)
+    kernel = getattr(estimator, "kernel_", None)
+    return f"{type(estimator).__name__}({'exact Gaussian' if likelihood is None else likelihood!r}, {kernel})"
+
+
+def estimator_loo_predict(estimator: Any) -> LooPrediction:
+    """``estimator.loo_predict()``: the latent's leave-one-out posterior and, for classifiers, class probabilities
+    (joint multi-class: the cavities' means ``(n, C)`` and covariances ``(n, C, C)``)."""
+    if _joint(estimator):
+        _, _, mean, cov, proba, _ = joint_loo(estimator.model_)
+        return LooPrediction(mean=mean, var=cov, proba=proba, classes=estimator.classes_)
+    terms, model = _terms(estimator)
+    mean, var = terms.cavity_mean, terms.cavity_var
+    if isinstance(model, _ExactModel):  # (the closed form's moments are of y: the latent's lack the noise)
+        var = var - np.broadcast_to(np.asarray(model._noise(model.likelihood), dtype=float), var.shape)
+    if not hasattr(estimator, "classes_"):
+        std = np.asarray(getattr(estimator, "_y_train_std", 1.0), dtype=float)
+        centre = np.asarray(getattr(estimator, "_y_train_mean", 0.0), dtype=float)
+        if np.ndim(mean) == 1:
+            std, centre = std.reshape(-1)[0], centre.reshape(-1)[0]
+        else:  # several outputs: one column each
+            var = var[:, None]
+        return LooPrediction(mean=mean * std + centre, var=var * std**2)
+    likelihood = model.likelihood
+    if isinstance(likelihood, BinaryLikelihood):
+        proba = proba_of(likelihood.predict_log_odds(mean, np.maximum(var, 1e-300)))
+    else:
+        proba = likelihood.class_probabilities(mean, np.maximum(var, 0.0))
+    return LooPrediction(mean=mean, var=var, proba=proba, classes=estimator.classes_)
