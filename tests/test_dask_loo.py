@@ -86,14 +86,17 @@ def test_dask_loo_equals_the_one_process_estimators(fits, case):
 
 
 def test_dask_loo_refuses_other_rows_and_a_pickled_estimator(fits, data):
-    """compare() refuses a fit of other rows (one label changed); a pickled Dask estimator has no terms left."""
+    """compare() refuses a fit of other rows (one label or one input changed); a pickled Dask estimator has no terms
+    left."""
     X, labels, _, _ = data
     ref, got = fits["classifier"]
     other = labels.copy()
     other[0] = "a" if other[0] == "b" else "b"
-    changed = clone(ref).fit(X, other)
-    with pytest.raises(ValueError, match="different rows"):
-        relaxep.compare([changed, got])
+    moved = X.copy()
+    moved[150, 1] += 1e-6
+    for changed in (clone(ref).fit(X, other), clone(ref).fit(moved, labels)):
+        with pytest.raises(ValueError, match="different rows"):
+            relaxep.compare([changed, got])
     copy = pickle.loads(pickle.dumps(got))
     with pytest.raises(RuntimeError, match="fit it again"):
         copy.loo()
