@@ -21,16 +21,40 @@ from relaxep._typing import Array
 from relaxep.assessment.outliers import influence_outliers, tail_outliers, tail_probability
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["LooPrediction", "LooResult", "fingerprint"]
+__all__ = ["LooPrediction", "LooResult", "fingerprint", "row_hashes", "rows_fingerprint"]
+
+
+def row_hashes(X: Any) -> Array:
+    """A 64-bit hash of each row of ``X`` (as float64; splitmix64 chained over the columns), shape ``(n,)``: the
+    fingerprint's share of each row, computed where the row is (a Dask fit's shards send ``n`` numbers back, never
+    the rows)."""
+    bits = np.ascontiguousarray(X, dtype=np.float64).reshape(np.shape(X)[0], -1).view(np.uint64)
+    h = np.full(bits.shape[0], 0x243F6A8885A308D3, dtype=np.uint64)
+    for j in range(bits.shape[1]):
+        h = _splitmix64(h ^ bits[:, j])
+    return h
+
+
+def _splitmix64(z: Array) -> Array:
+    z = z + np.uint64(0x9E3779B97F4A7C15)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
 
 
 def fingerprint(X: Any, y: Any) -> str:
     """A short hash of the rows a model was fitted on: ``y`` (as float32, so that a value that went through
-    ``normalize_y`` and back hashes the same) and ``X`` where it is a numpy array (as float64)."""
+    ``normalize_y`` and back hashes the same) and ``X`` where it is a numpy array (its rows' :func:`row_hashes`)."""
+    return rows_fingerprint((X.shape, row_hashes(X)) if isinstance(X, np.ndarray) else None, y)
+
+
+def rows_fingerprint(rows: tuple[tuple, Array] | None, y: Any) -> str:
+    """:func:`fingerprint` from ``X``'s shape and :func:`row_hashes` (``None``: no ``X``), gathered from where the
+    rows are."""
     digest = hashlib.sha1()
-    if isinstance(X, np.ndarray):
-        digest.update(str(X.shape).encode())
-        digest.update(np.ascontiguousarray(X, dtype=np.float64).tobytes())
+    if rows is not None:
+        digest.update(str(tuple(rows[0])).encode())
+        digest.update(np.ascontiguousarray(rows[1], dtype=np.uint64).tobytes())
     y = np.ascontiguousarray(np.asarray(y, dtype=np.float64).astype(np.float32))
     digest.update(str(y.shape).encode())
     digest.update(y.tobytes())

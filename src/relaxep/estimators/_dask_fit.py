@@ -29,8 +29,10 @@ from sklearn.utils.validation import check_is_fitted
 
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
+from relaxep.assessment.result import LooPrediction, LooResult
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._checks import check_kernel
+from relaxep.estimators._dask_loo import dask_loo, dask_loo_predict, keep_rows
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._models import _LatentModel, _SparsePriors
@@ -152,6 +154,8 @@ class DaskSparseFit(BaseEstimator):
         model pickles whole (:meth:`to_local` gives the plain estimator)."""
         state = dict(self.__dict__)
         state["client"] = None
+        if "_loo_futures" in state:  # (futures of the cluster that fitted it)
+            state["_loo_futures"] = None
         return state
 
     def _client(self) -> Any:
@@ -229,6 +233,7 @@ class DaskSparseFit(BaseEstimator):
         if run.status == "diverged":
             raise DivergenceError(f"{rule!r} diverged on the shards; try damping or RelaxedEP")
         self.result_: ShardedResult = run
+        self._loo_futures = shards.submit(keep_rows)  # (left on the cluster: O(n) numbers, not the rows)
         self.likelihood_ = shards.likelihood
         self.log_marginal_likelihood_value_ = run.log_evidence
         self._local = self._local_estimator(shards.L_uu, noise)
@@ -317,15 +322,31 @@ class DaskSparseFit(BaseEstimator):
             raise ValueError(f"X must have shape (n, {d}) (the training inputs' {d} features), got {X.shape}")
         return X
 
-    def loo(self) -> Any:
-        """Not implemented yet: the cavities live on the cluster's shards (leave-one-out needs each shard's marginals
-        and sites); fit the one-process estimator (``GPClassifier`` or ``GPRegressor`` with ``inducing_points``)."""
-        raise NotImplementedError(
-            f"{type(self).__name__}.loo(): leave-one-out is not implemented for the Dask estimators yet (the cavities "
-            "live on the shards); fit GPClassifier or GPRegressor with inducing_points for loo()"
-        )
+    def _loo_rows(self) -> list:
+        """The futures of the shards' :class:`~relaxep.estimators._dask_loo.ShardRows`, kept on the cluster."""
+        check_is_fitted(self, "result_")
+        if getattr(self, "_loo_futures", None) is None:
+            raise RuntimeError(
+                f"{type(self).__name__}.loo(): the leave-one-out terms stay on the cluster that fitted this estimator, "
+                "and a pickled or copied estimator has none; fit it again (or call loo() before pickling)"
+            )
+        return self._loo_futures
 
-    loo_predict = loo
+    def loo(self) -> LooResult:
+        r"""Leave-one-out cross-validation from EP's cavities on the shards, at no refit
+        (:mod:`relaxep.estimators._dask_loo`): :math:`\log p(y_i | y_{-i})` of each training row, in shard order.
+
+        The same :class:`~relaxep.assessment.LooResult` as the one-process estimator's on the same rows (``pointwise``
+        in the units of ``y`` as passed, ``normalize_y`` undone; the same ``fingerprint``, so that
+        :func:`relaxep.compare` compares the two): one map over the shards, ``O(n)`` numbers back.  The terms stay on
+        the cluster from the fit; a pickled estimator has none (fit again).
+        """
+        return dask_loo(self)
+
+    def loo_predict(self) -> LooPrediction:
+        """The latent's leave-one-out posterior (the cavities) and, for the classifier, the leave-one-out class
+        probabilities (:meth:`loo`'s map; a :class:`~relaxep.assessment.LooPrediction`)."""
+        return dask_loo_predict(self)
 
 
 def _shards_evidence(

@@ -40,7 +40,7 @@ from relaxep.posterior.rbf import ScaledRBF
 from relaxep.posterior.sparse_gradient import finish_gradient, gradient_broadcast
 from relaxep.sites import SiteRule
 
-__all__ = ["ShardedFITC", "ShardedResult"]
+__all__ = ["ShardedFITC", "ShardedResult", "gather_in_order"]
 
 
 # ------------------------------------------------------------------ reductions on the client
@@ -109,6 +109,28 @@ class ShardedResult:
         return cls("diverged", trace, float("nan"))
 
 
+def gather_in_order(client: Any, futures: list, timeout: float | None) -> list:
+    """The futures' results in shard order, within ``timeout`` seconds; a cancelled future (the cluster
+    restarted: the shards' state is gone) or a timeout raise :class:`~relaxep.errors.ClusterError`."""
+    from distributed import wait
+
+    try:
+        wait(futures, timeout=timeout)
+        return client.gather(futures)
+    except CancelledError as exc:
+        raise ClusterError(
+            "the cluster lost the shards' state: their futures were cancelled (a scheduler or cluster restart, "
+            "or a client that reconnected to a new scheduler keeps none of it); nothing of this fit is left on "
+            "the cluster: fit again"
+        ) from exc
+    except TimeoutError as exc:
+        raise ClusterError(
+            f"the cluster did not answer one map over the shards within timeout={timeout} s (a scheduler "
+            "down or restarting, or no workers left); check the cluster and fit again, or raise timeout for "
+            "maps that take longer"
+        ) from exc
+
+
 # ------------------------------------------------------------------ the sharded posterior
 class ShardedFITC:
     """The FITC posterior over shards held on the workers; runs parallel EP as SiteUpdates + Parallel do.
@@ -136,29 +158,17 @@ class ShardedFITC:
         return [self.client.submit(_on_shard, fn, st, *args, pure=False) for st in self.states]
 
     def _gather(self, futures: list) -> list:
-        """The futures' results in shard order, within ``timeout`` seconds; a cancelled future (the cluster
-        restarted: the shards' state is gone) or a timeout raise :class:`~relaxep.errors.ClusterError`."""
-        from distributed import wait
-
+        """The futures' results in shard order (:func:`gather_in_order`), each gather's time kept in ``rounds``."""
         start = time.time()
-        try:
-            wait(futures, timeout=self.timeout)
-            out = self.client.gather(futures)
-        except CancelledError as exc:
-            raise ClusterError(
-                "the cluster lost the shards' state: their futures were cancelled (a scheduler or cluster restart, "
-                "or a client that reconnected to a new scheduler keeps none of it); nothing of this fit is left on "
-                "the cluster: fit again"
-            ) from exc
-        except TimeoutError as exc:
-            raise ClusterError(
-                f"the cluster did not answer one map over the shards within timeout={self.timeout} s (a scheduler "
-                "down or restarting, or no workers left); check the cluster and fit again, or raise timeout for "
-                "maps that take longer"
-            ) from exc
+        out = gather_in_order(self.client, futures, self.timeout)
         if self.rounds is not None:
             self.rounds.append((start, time.time()))
         return out
+
+    def submit(self, fn: Any, *args: Any) -> list:
+        """``fn(shard, *args)`` on every shard, its results left on the workers: their futures in shard order (what
+        outlives the shards, as the leave-one-out rows; :func:`gather_in_order` brings them back)."""
+        return self._map(fn, *args)
 
     def _split(self, pairs: list) -> list:
         """Keep the ``(state, out)`` pairs as the shards' states and gather the ``out`` parts."""
