@@ -54,7 +54,7 @@ def tail_probability(likelihood: Likelihood | None, y: Array, mean: Array, var: 
     if isinstance(likelihood, CountLikelihood):
         return _count_tail(likelihood, y, mean, var)
     if isinstance(likelihood, Tobit):
-        values, codes = likelihood._split(y, mean)
+        values, codes = likelihood._split(np, y, mean)
         p = np.exp(np.asarray(pointwise, dtype=float))
         observed = codes == 0
         p[observed] = _symmetric_tail(likelihood, values[observed], mean[observed], var[observed])
