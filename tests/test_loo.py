@@ -417,7 +417,8 @@ def test_heteroscedastic_against_brute_force():
     at the fitted hyperparameters: measured on 60 rows mean 0.017, max 0.27 (optimistic, above the one-latent
     models' 0.1), every third row checked here."""
     from relaxep import GPHeteroscedasticRegressor
-    from relaxep.estimators._heteroscedastic_model import HeteroscedasticModel
+    from relaxep.estimators._two_latent_model import _TwoLatentModel
+    from relaxep.likelihoods import Heteroscedastic
     from relaxep.likelihoods.heteroscedastic import predictive_log_density
 
     rng = np.random.default_rng(0)
@@ -432,9 +433,9 @@ def test_heteroscedastic_against_brute_force():
     brute = np.empty(rows.size)
     for k, i in enumerate(rows):
         keep = np.arange(n) != i
-        refit = HeteroscedasticModel(X[keep], m.y[keep], None, est.rule, est.max_sweeps, 1e-8)
-        refit.sites = tuple(a[keep] for a in sites)
-        refit.fit(m.kernel_f, m.kernel_g, m.offset)
+        refit = _TwoLatentModel(Heteroscedastic(), X[keep], m.y[keep], None, est.rule, est.max_sweeps, 1e-8)
+        refit.warm.reset(tuple(a[keep] for a in sites))
+        refit.fit(m.kernels_, m.mean, None, np.random.RandomState(0))
         brute[k] = predictive_log_density(m.y[i], *refit.latent("f", X[i : i + 1]), *refit.latent("g", X[i : i + 1]))[0]
     d = r.pointwise[rows] - (brute - np.log(s))
     assert np.mean(np.abs(d)) <= 0.03 and np.max(np.abs(d)) <= 0.35
@@ -451,3 +452,24 @@ def test_exact_multi_output_sums_the_outputs():
     both, first, second = fit(Y).loo(), fit(Y[:, 0]).loo(), fit(Y[:, 1]).loo()
     np.testing.assert_allclose(both.pointwise, first.pointwise + second.pointwise, rtol=0, atol=1e-10)
     assert fit(Y).loo_predict().mean.shape == (40, 2) and both.tail_probability().shape == (40,)
+
+
+def test_student_t_densities_in_blocks_are_one_calls(monkeypatch):
+    """loo()'s Student-t densities (``log_predictive``: log Z without its derivatives, the sites in blocks of 1024 on
+    their group's panels) are bit for bit ``log_z``'s in one block: 5000 sites, outliers among them (several panel
+    sizes), from narrow to wide cavities."""
+    import relaxep.likelihoods.student_t as student_t
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    y = rng.standard_t(4, size=n) * 0.1
+    mean = rng.normal(size=n) + np.where(rng.uniform(size=n) < 0.1, rng.normal(0, 20, n), 0.0)
+    var = np.exp(rng.uniform(-8, 3, n))
+    lik = StudentT(4.0, 0.1)
+    blocked = lik.log_predictive(y, mean, var)
+    moments = lik.log_z(y, mean, var)
+    monkeypatch.setattr(student_t, "_BLOCK", 10 * n)
+    whole = lik.log_z(y, mean, var)
+    np.testing.assert_array_equal(blocked, whole.log_z)
+    for name in ("log_z", "dlog_z", "d2log_z"):
+        np.testing.assert_array_equal(getattr(moments, name), getattr(whole, name))
