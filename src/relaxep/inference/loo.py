@@ -102,7 +102,9 @@ def cavity_loo(
     ones at the marginals :math:`N(\mu_i, A_{ii})` (module docstring); the likelihood at power 1 whatever the rule.
 
     ``y`` are the likelihood's targets (the folded labels of a binary fit are not needed: the likelihood folds).
-    An improper cavity (possible only away from a converged fit) gives NaN there, counted in ``n_improper``."""
+    An improper cavity (possible only away from a converged fit) gives NaN there, counted in ``n_improper``.
+    Arrays of another library (a device fit's) are read to the host, the answer numpy's; the two densities are
+    :meth:`~relaxep.likelihoods.Likelihood.log_predictive` (no derivatives), computed on two threads."""
     mean, var = np.asarray(to_numpy(mean), dtype=float), np.asarray(to_numpy(marginal_var), dtype=float)
     tau, nu = np.asarray(to_numpy(site_precision), dtype=float), np.asarray(to_numpy(site_mean_precision), float)
     y = np.asarray(to_numpy(y))
