@@ -452,3 +452,24 @@ def test_exact_multi_output_sums_the_outputs():
     both, first, second = fit(Y).loo(), fit(Y[:, 0]).loo(), fit(Y[:, 1]).loo()
     np.testing.assert_allclose(both.pointwise, first.pointwise + second.pointwise, rtol=0, atol=1e-10)
     assert fit(Y).loo_predict().mean.shape == (40, 2) and both.tail_probability().shape == (40,)
+
+
+def test_student_t_densities_in_blocks_are_one_calls(monkeypatch):
+    """loo()'s Student-t densities (``log_predictive``: log Z without its derivatives, the sites in blocks of 1024 on
+    their group's panels) are bit for bit ``log_z``'s in one block: 5000 sites, outliers among them (several panel
+    sizes), from narrow to wide cavities."""
+    import relaxep.likelihoods.student_t as student_t
+
+    rng = np.random.default_rng(4)
+    n = 5000
+    y = rng.standard_t(4, size=n) * 0.1
+    mean = rng.normal(size=n) + np.where(rng.uniform(size=n) < 0.1, rng.normal(0, 20, n), 0.0)
+    var = np.exp(rng.uniform(-8, 3, n))
+    lik = StudentT(4.0, 0.1)
+    blocked = lik.log_predictive(y, mean, var)
+    moments = lik.log_z(y, mean, var)
+    monkeypatch.setattr(student_t, "_BLOCK", 10 * n)
+    whole = lik.log_z(y, mean, var)
+    np.testing.assert_array_equal(blocked, whole.log_z)
+    for name in ("log_z", "dlog_z", "d2log_z"):
+        np.testing.assert_array_equal(getattr(moments, name), getattr(whole, name))

@@ -109,14 +109,14 @@ def _y_scale(estimator: Any) -> tuple[float, float]:
 def _rows(estimator: Any, model: Any) -> str:
     """The fingerprint of the rows as the user passed them (labels as class indices, ``y`` unnormalised)."""
     X = getattr(estimator, "X_train_", getattr(model, "X", None))
-    X = X if isinstance(X, np.ndarray) else None
+    X = to_numpy(X) if hasattr(X, "__dlpack__") else None  # (another library's rows hash as numpy's)
     comparisons = getattr(estimator, "comparisons_", None)
     if comparisons is not None:
         return fingerprint(X, comparisons)
     if hasattr(estimator, "classes_"):
-        y = np.asarray(model.y, dtype=float)
+        y = np.asarray(to_numpy(model.y), dtype=float)
         return fingerprint(X, (y > 0).astype(float) if isinstance(model.likelihood, BinaryLikelihood) else y)
-    y = np.asarray(estimator.y_train_, dtype=float)
+    y = np.asarray(to_numpy(estimator.y_train_), dtype=float)
     if getattr(estimator, "_y_train_std", None) is not None:
         y = y * np.asarray(estimator._y_train_std, dtype=float) + np.asarray(estimator._y_train_mean, dtype=float)
     return fingerprint(X, y)

@@ -60,6 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from relaxep._threads import each_block
 from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.likelihoods import Likelihood
@@ -101,16 +102,25 @@ def cavity_loo(
     ones at the marginals :math:`N(\mu_i, A_{ii})` (module docstring); the likelihood at power 1 whatever the rule.
 
     ``y`` are the likelihood's targets (the folded labels of a binary fit are not needed: the likelihood folds).
-    An improper cavity (possible only away from a converged fit) gives NaN there, counted in ``n_improper``."""
+    An improper cavity (possible only away from a converged fit) gives NaN there, counted in ``n_improper``.
+    Arrays of another library (a device fit's) are read to the host, the answer numpy's; the two densities are
+    :meth:`~relaxep.likelihoods.Likelihood.log_predictive` (no derivatives), computed on two threads."""
     mean, var = np.asarray(to_numpy(mean), dtype=float), np.asarray(to_numpy(marginal_var), dtype=float)
     tau, nu = np.asarray(to_numpy(site_precision), dtype=float), np.asarray(to_numpy(site_mean_precision), float)
     y = np.asarray(to_numpy(y))
     h, lam = cavity(mean, var, tau, nu, 1.0)
     ok = is_proper(lam)
     loo = np.full(mean.shape, np.nan)
-    if np.any(ok):
-        loo[ok] = likelihood.log_z(y[ok], h[ok], lam[ok], 1.0).log_z
-    in_sample = likelihood.log_z(y, mean, np.maximum(var, 1e-300), 1.0).log_z
+    dens: list[Array] = [loo, loo]
+
+    def density(at: int) -> None:  # the two integrals on two threads (numpy releases the GIL in its loops)
+        if at == 0 and np.any(ok):
+            loo[ok] = likelihood.log_predictive(y[ok], h[ok], lam[ok])
+        elif at == 1:
+            dens[1] = likelihood.log_predictive(y, mean, np.maximum(var, 1e-300))
+
+    each_block(density, (0, 1), None)
+    in_sample = dens[1]
     return CavityLOO(
         loo=loo,
         in_sample=np.asarray(in_sample, dtype=float),

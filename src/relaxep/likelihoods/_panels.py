@@ -30,7 +30,7 @@ import numpy as np
 
 from relaxep._typing import Array
 
-__all__ = ["NODES_PER_UNIT", "node_levels", "panel", "split_gap", "two_centre_rule"]
+__all__ = ["NODES_PER_UNIT", "node_levels", "panel", "panel_counts", "split_gap", "two_centre_rule"]
 
 #: Gauss-Legendre nodes per unit of the sinh variable x (tuned against scipy.integrate.quad)
 NODES_PER_UNIT = 10.0
@@ -85,8 +85,33 @@ def node_levels(width1: Array, width2: Array, gap1: Array, gap2: Array, reach1: 
     return _LEVELS[np.searchsorted(_LEVELS, need)]
 
 
-def two_centre_rule(
+def _extents(width1: Array, width2: Array, gap1: Array, gap2: Array, reach1: Array, reach2: Array) -> list[Array]:
+    """The four panels' extents in the sinh variable."""
+    return [
+        np.arcsinh(reach1 / width1),
+        np.arcsinh(gap1 / width1),
+        np.arcsinh(gap2 / width2),
+        np.arcsinh(reach2 / width2),
+    ]
+
+
+def panel_counts(
     width1: Array, width2: Array, gap1: Array, gap2: Array, reach1: Array, reach2: Array
+) -> tuple[int, int, int, int]:
+    """The node counts of the four panels :func:`two_centre_rule` gives these sites (sized for the widest
+    site of each panel), so that the sites can be integrated in row blocks with the digits of one call."""
+    a, b, c, d = (_count(e) for e in _extents(width1, width2, gap1, gap2, reach1, reach2))
+    return a, b, c, d
+
+
+def two_centre_rule(
+    width1: Array,
+    width2: Array,
+    gap1: Array,
+    gap2: Array,
+    reach1: Array,
+    reach2: Array,
+    counts: tuple[int, int, int, int] | None = None,
 ) -> tuple[Array, Array, Array]:
     r"""Nodes and log-weights of the four-panel rule (nodes on a new last axis).
 
@@ -98,6 +123,8 @@ def two_centre_rule(
         Distances :math:`g_1, g_2 \ge 0` from each centre to the split point.
     reach1, reach2 : ndarray
         How far :math:`R_1, R_2 \ge 0` the rule extends below :math:`c_1` and above :math:`c_2`.
+    counts : tuple of 4 int, optional
+        The panels' node counts (:func:`panel_counts` of a larger set of sites); default these sites'.
 
     Returns
     -------
@@ -109,18 +136,14 @@ def two_centre_rule(
         The quadrature weights including the map's Jacobian (zero in empty panels):
         :math:`\int h(f) df \approx \sum_k \mathrm{weights}_k\, h(c_{(k)} + \mathrm{disp}_k)`.
     """
-    ext = [
-        np.arcsinh(reach1 / width1),
-        np.arcsinh(gap1 / width1),
-        np.arcsinh(gap2 / width2),
-        np.arcsinh(reach2 / width2),
-    ]
+    ext = _extents(width1, width2, gap1, gap2, reach1, reach2)
+    sizes = counts if counts is not None else tuple(_count(e) for e in ext)
     zero = np.zeros_like(ext[0])
     parts = [
-        panel(np, width1, -ext[0], zero, _count(ext[0])),
-        panel(np, width1, zero, ext[1], _count(ext[1])),
-        panel(np, width2, -ext[2], zero, _count(ext[2])),
-        panel(np, width2, zero, ext[3], _count(ext[3])),
+        panel(np, width1, -ext[0], zero, sizes[0]),
+        panel(np, width1, zero, ext[1], sizes[1]),
+        panel(np, width2, -ext[2], zero, sizes[2]),
+        panel(np, width2, zero, ext[3], sizes[3]),
     ]
     disp = np.concatenate([p[0] for p in parts], axis=-1)
     weights = np.concatenate([p[1] for p in parts], axis=-1)

@@ -256,6 +256,14 @@ class Likelihood(ParamsMixin, ABC):
         that has both from one computation overrides it (the Laplace's sides, the logistic's nodes)."""
         return self.log_z_on(xp, y, mean, var, 1.0), self.expected_log_lik_on(xp, y, mean, var)
 
+    def log_predictive(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r""":math:`\log\int p(y | f)\, N(f | \mu, s^2)\, df`, the predictive density of :math:`y` at a Gaussian
+        latent: :meth:`log_z` at power 1 without its derivatives (leave-one-out's terms, on the host)."""
+        return self._log_predictive(*_as_floats(y, mean, var))
+
+    def _log_predictive(self, y: Array, mean: Array, var: Array) -> Array:
+        return self._log_z(y, mean, var, 1.0).log_z
+
     def log_lik(self, y: ArrayLike, f: ArrayLike) -> Array:
         r"""Pointwise :math:`\log p(y | f)` (for MCMC)."""
         return self._log_lik(*_as_floats(y, f))

@@ -36,7 +36,7 @@ from scipy.special import digamma, gammaln, stdtr
 
 from relaxep._typing import Array
 from relaxep._xp import adaptive_or_fixed
-from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
+from relaxep.likelihoods._panels import node_levels, panel_counts, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_hyperparameter
 from relaxep.likelihoods.robust_on import student_t_log_z_on
 
@@ -44,6 +44,9 @@ __all__ = ["StudentT"]
 
 _TAIL = 40.0  # the rule covers the tilted down to exp(-40) of its density at the centres
 _NEWTON_ITERATIONS = 100
+#: sites integrated together: a block's (sites x nodes) arrays stay in the cache (10^5 sites in blocks of 1024
+#: integrated 2.4x faster than in one, the same digits: the panels sized for the whole group, ``panel_counts``)
+_BLOCK = 1024
 
 
 def _cubic_modes(r: Array, s2: Array, a: float, p: float) -> tuple[Array, Array, Array]:
@@ -215,12 +218,15 @@ class StudentT(Likelihood):
         reach2 = (r - c2) + np.sqrt((r - c2) ** 2 + 2.0 * _TAIL * var)
         return _Geometry(sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2)
 
-    def _rule(self, geometry: _Geometry, power: float) -> tuple[Array, ...]:
-        r"""The rule on :math:`p^u N`: sign, nodes (offset from y and from mu, flipped), normalised weights, log Z."""
+    def _rule(
+        self, geometry: _Geometry, power: float, counts: tuple[int, int, int, int] | None = None
+    ) -> tuple[Array, ...]:
+        r"""The rule on :math:`p^u N`: sign, nodes (offset from y and from mu, flipped), normalised weights, log Z;
+        ``counts`` the panels' node counts (default these sites')."""
         sign, r, var, c1, c2, c2_is_root, w1, w2, gap1, gap2, reach1, reach2 = geometry
         nu, a = float(self.df), float(self.df) * float(self.scale) ** 2
         p = power * (nu + 1.0)
-        disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach1, reach2)
+        disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach1, reach2, counts)
         # the cavity-side mode's offset from mu, from the stationarity condition (no cancellation)
         with np.errstate(invalid="ignore"):
             delta2 = np.where(c2_is_root, -var * p * c2 / (a + c2 * c2), c2 - r)
@@ -237,7 +243,8 @@ class StudentT(Likelihood):
         self, y: Array, mean: Array, var: Array, power: float, reduce: Callable[..., tuple[Array, ...]]
     ) -> tuple[Array, ...]:
         """``reduce(sign, x, e, weights, log_z, var)`` (per-site sums over the rule's nodes), with the
-        sites integrated in groups of equal panel size (:func:`~relaxep.likelihoods._panels.node_levels`)."""
+        sites integrated in groups of equal panel size (:func:`~relaxep.likelihoods._panels.node_levels`), a group
+        in blocks of :data:`_BLOCK` sites on the group's panels (the digits of one call)."""
         y, mean, var = np.broadcast_arrays(y, mean, var)
         shape = y.shape
         y, mean, var = y.ravel(), mean.ravel(), var.ravel()
@@ -245,16 +252,20 @@ class StudentT(Likelihood):
         g = geometry
         levels = node_levels(g.w1, g.w2, g.gap1, g.gap2, g.reach1, g.reach2)
         groups = [np.flatnonzero(levels == level) for level in np.unique(levels)]
-        if len(groups) <= 1:
+        if len(groups) <= 1 and y.size <= _BLOCK:
             outs = reduce(*self._rule(geometry, power), var)
         else:
             outs = None
             for idx in groups:
-                part = reduce(*self._rule(_Geometry(*(a[idx] for a in geometry)), power), var[idx])
-                if outs is None:
-                    outs = tuple(np.empty((y.size, *np.shape(q)[1:])) for q in part)
-                for out, q in zip(outs, part, strict=True):
-                    out[idx] = q
+                group = _Geometry(*(a[idx] for a in geometry))
+                counts = panel_counts(group.w1, group.w2, group.gap1, group.gap2, group.reach1, group.reach2)
+                for start in range(0, idx.size, _BLOCK):
+                    rows = slice(start, start + _BLOCK)
+                    part = reduce(*self._rule(_Geometry(*(a[rows] for a in group)), power, counts), group.var[rows])
+                    if outs is None:
+                        outs = tuple(np.empty((y.size, *np.shape(q)[1:])) for q in part)
+                    for out, q in zip(outs, part, strict=True):
+                        out[idx[rows]] = q
         return tuple(np.reshape(out, shape + np.shape(out)[1:]) for out in outs)
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
@@ -285,6 +296,9 @@ class StudentT(Likelihood):
         dlog_z = np.where(narrow, g1, e_mean / var)
         d2log_z = np.where(narrow, g2, (e_var - var) / var**2)
         return log_z, sign * dlog_z, d2log_z
+
+    def _log_predictive(self, y: Array, mean: Array, var: Array) -> Array:
+        return self._tilted_sums(y, mean, var, 1.0, lambda sign, x, e, weights, log_z, var: (log_z,))[0]
 
     def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
         def sums(sign: Array, x: Array, e: Array, weights: Array, log_z: Array, var: Array) -> tuple[Array]:
