@@ -23,6 +23,7 @@ from relaxep import EP, Gaussian, GPClassifier, GPRegressor, LooResult, StudentT
 from relaxep.assessment.brute_force import brute_force_loo
 from relaxep.datasets import load_synth
 from relaxep.datasets.registry import PACKAGED_DATA
+from relaxep.datasets.regression import make_outlier_sine
 from relaxep.inference.loo import CavityLOO
 
 #: sha256 of the shipped files (data/README.md lists the same)
@@ -318,13 +319,7 @@ def test_outliers_robust_regression():
     """The README's robust example (200 rows, 30 outliers 2-5 units off) at the hyperparameters each model learns
     there: the Student-t fit names the outliers by tail probability (measured: all 30, nothing else); the Gaussian
     fit names 14 of them that way (no false one) and all 30 by influence (nothing else)."""
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-3, 3, (200, 1))
-    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(200)
-    bad = rng.choice(200, 30, replace=False)
-    y[bad] += rng.choice([-1, 1], 30) * rng.uniform(2, 5, 30)
-    truth = np.zeros(200, bool)
-    truth[bad] = True
+    X, y, truth = make_outlier_sine()
     robust = GPRegressor(
         C(0.7**2) * RBF(1.0), likelihood=StudentT(4.0, 0.12262404553610097), normalize_y=True, optimizer=None, tol=1e-8
     ).fit(X, y)

@@ -40,6 +40,7 @@ __all__ = [
     "load_regression",
     "make_friedman",
     "make_neal",
+    "make_outlier_sine",
     "neal_function",
     "regression_split",
 ]
@@ -148,6 +149,20 @@ def contaminate(
     outlier[idx] = True
     y[idx] += sign * shift * np.std(y)
     return y, outlier
+
+
+def make_outlier_sine(n: int = 200, n_outliers: int = 30, seed: int = 0) -> tuple[Floats, Floats, NDArray[np.bool_]]:
+    r"""The README's robust-regression example: :math:`y = \sin(2x) + 0.1\,\epsilon` at ``n`` uniform inputs on
+    :math:`[-3, 3]`, ``n_outliers`` of them moved 2-5 units up or down; returns ``(X, y, outlier)``, ``X`` of shape
+    ``(n, 1)`` and ``outlier`` the planted rows (``numpy.random.default_rng(seed)``, the README's draws in order)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, 1))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(n)
+    bad = rng.choice(n, n_outliers, replace=False)
+    y[bad] += rng.choice([-1, 1], n_outliers) * rng.uniform(2, 5, n_outliers)
+    outlier = np.zeros(n, dtype=bool)
+    outlier[bad] = True
+    return X, y, outlier
 
 
 def make_friedman(

@@ -87,14 +87,9 @@ def outliers_named() -> dict[str, Any]:
     from sklearn.gaussian_process.kernels import ConstantKernel as C
 
     from relaxep import GPRegressor, RelaxedEP, StudentT
+    from relaxep.datasets.regression import make_outlier_sine
 
-    rng = np.random.default_rng(0)
-    X = rng.uniform(-3, 3, (200, 1))
-    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(200)
-    bad = rng.choice(200, 30, replace=False)
-    y[bad] += rng.choice([-1, 1], 30) * rng.uniform(2, 5, 30)
-    truth = np.zeros(200, bool)
-    truth[bad] = True
+    X, y, truth = make_outlier_sine()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         robust = GPRegressor(C(1.0) * RBF(1.0), likelihood=StudentT(), normalize_y=True).fit(X, y)
