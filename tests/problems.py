@@ -76,3 +76,17 @@ def local_dask_client(n_workers: int, processes: bool = False) -> Iterator:
         distributed.Client(cluster) as client,
     ):
         yield client
+
+
+#: the part of a device script (run in a subprocess, the library named in ``sys.argv[1]``) that picks the array
+#: library: ``lib(a)`` puts a numpy array there (``torch`` on the CPU, or ``array_api_strict`` on a device whose arrays
+#: refuse numpy's implicit conversion, as a GPU's do); the script imports ``sys`` first
+DEVICE_ARRAYS = """
+if sys.argv[1] == "torch":
+    import torch
+    lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
+else:
+    import array_api_strict as xs
+    device = xs.Device("device1")  # its arrays refuse numpy's implicit conversion, as a GPU's do
+    lib = lambda a: xs.asarray(a, device=device)
+"""

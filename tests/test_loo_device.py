@@ -12,22 +12,20 @@ import sys
 
 import pytest
 
+from problems import DEVICE_ARRAYS
+
 pytest.importorskip("array_api_compat")
 
-_SCRIPT = """
+_SCRIPT = (
+    """
 import json, sys, warnings
 import numpy as np, sklearn
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
 from relaxep import GPClassifier, GPRegressor, Probit, StudentT, compare
 from relaxep._xp import to_numpy
-if sys.argv[1] == "torch":
-    import torch
-    lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
-else:
-    import array_api_strict as xs
-    device = xs.Device("device1")  # its arrays refuse numpy's implicit conversion, as a GPU's do
-    lib = lambda a: xs.asarray(a, device=device)
-warnings.simplefilter("ignore")
+"""
+    + DEVICE_ARRAYS
+    + """warnings.simplefilter("ignore")
 rng = np.random.default_rng(3)
 X = rng.normal(size=(150, 2))
 labels = (np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150) > 0).astype(np.int64)
@@ -64,6 +62,7 @@ for name, make in cases.items():
     out[name] = row
 print(json.dumps(out))
 """
+)
 
 
 @pytest.mark.parametrize("library", ["array_api_strict", "torch"])

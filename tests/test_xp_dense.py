@@ -15,6 +15,7 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import relaxep._xp as rxp
+from problems import DEVICE_ARRAYS
 from relaxep.errors import ImproperPosteriorError
 from relaxep.posterior import DensePrior, as_prior
 from relaxep.posterior.dense_device import DeviceDensePosterior, DeviceDensePrior, rbf_trace_gradient
@@ -126,20 +127,16 @@ def test_a_dense_prior_that_cannot_fit_on_the_device_is_refused_before_the_alloc
     assert not calls
 
 
-_SCRIPT = """
+_SCRIPT = (
+    """
 import json, sys, warnings
 import numpy as np, sklearn
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
 from relaxep import GPClassifier, GPRegressor, Probit, StudentT, Gaussian, Laplace, RelaxedEP
 from relaxep._xp import to_numpy
-if sys.argv[1] == "torch":
-    import torch
-    lib = lambda a: torch.asarray(a, dtype=torch.float64) if a.dtype.kind == "f" else torch.asarray(a)
-else:
-    import array_api_strict as xs
-    device = xs.Device("device1")  # its arrays refuse numpy's implicit conversion, as a GPU's do
-    lib = lambda a: xs.asarray(a, device=device)
-warnings.simplefilter("ignore")
+"""
+    + DEVICE_ARRAYS
+    + """warnings.simplefilter("ignore")
 rng = np.random.default_rng(3)
 X, X_test = rng.normal(size=(150, 2)), rng.normal(size=(30, 2))
 labels = (np.sin(2 * X[:, 0]) + 0.3 * rng.normal(size=150) > 0).astype(np.int64)
@@ -192,6 +189,7 @@ for name, make in cases.items():
     out[name] = row
 print(json.dumps(out))
 """
+)
 
 
 @pytest.mark.parametrize("library", ["array_api_strict", "torch"])
