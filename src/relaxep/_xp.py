@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import importlib
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, TypeVar
@@ -49,6 +49,7 @@ __all__ = [
     "namespace",
     "normal_tail",
     "on_device_of",
+    "read_scalars",
     "solve_lower",
     "to_numpy",
 ]
@@ -340,3 +341,16 @@ def _special(xp: ModuleType, x: Any, name: str) -> Any:
 
         return jax.scipy.special.log_ndtr(x)
     return getattr(_special_xp, name)(xp, x)  # (the standard's functions only: on the device, to rounding)
+
+
+def read_scalars(space: ArraySpace, values: Sequence[Any]) -> list[float]:
+    """``values`` (0-d arrays of ``space``, flags among them, or Python and numpy numbers) as Python floats, the
+    device's arrays brought to the host in one transfer (one wait for the device)."""
+    out: list[Any] = list(values)
+    held = [i for i, v in enumerate(out) if not isinstance(v, (bool, int, float, np.generic, np.ndarray))]
+    if held:
+        xp = space.xp
+        column = xp.stack([xp.astype(xp.reshape(out[i], ()), xp.float64) for i in held])
+        for i, value in zip(held, to_numpy(column).tolist(), strict=True):
+            out[i] = value
+    return [float(v) for v in out]

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep._xp import ArraySpace, to_numpy
+from relaxep._xp import ArraySpace, read_scalars, to_numpy
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.method import ConvergenceMonitor, RunOptions
 from relaxep.inference.parallel_loop import LoopEnd, parallel_sweeps
@@ -120,14 +120,9 @@ class DeviceArrays:
         return self.prior.device_pass(tau, nu, nonnegative=nonnegative)
 
     def read(self, values: list[Any]) -> list[float]:
-        """``values`` (0-d arrays on the device, or Python numbers) on the host, in one transfer."""
-        xp, space = self.xp, self.space
-        arrays = [
-            xp.asarray(float(v), dtype=xp.float64, device=space.device) if isinstance(v, bool | int | float)
-            else xp.astype(v, xp.float64)
-            for v in values
-        ]  # fmt: skip
-        return [float(v) for v in to_numpy(xp.stack(arrays))]
+        """``values`` (0-d arrays on the device, or Python numbers) on the host, in one transfer
+        (:func:`~relaxep._xp.read_scalars`)."""
+        return read_scalars(self.space, values)
 
     def inner(self, a: tuple[Array, Array], b: tuple[Array, Array]) -> Any:
         return self.xp.sum(a[0] * b[0]) + self.xp.sum(a[1] * b[1])

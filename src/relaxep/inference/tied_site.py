@@ -14,30 +14,14 @@ properness amplifies it).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
-import numpy as np
-
 from relaxep._typing import Array
-from relaxep._xp import HOST, ArraySpace, cholesky_flagged, cholesky_lower, solve_lower, to_numpy
+from relaxep._xp import HOST, ArraySpace, cholesky_flagged, cholesky_lower, read_scalars, solve_lower, to_numpy
 
 __all__ = ["Proposal", "TiedSites", "flagged_cholesky", "read_scalars"]
-
-
-def read_scalars(space: ArraySpace, values: Sequence[Any]) -> list[float]:
-    """``values`` (0-d arrays of ``space``, flags among them, or Python and numpy numbers) as Python floats, the
-    device's arrays brought to the host in one transfer (one wait for the device)."""
-    out: list[Any] = list(values)
-    held = [i for i, v in enumerate(out) if not isinstance(v, (bool, int, float, np.generic, np.ndarray))]
-    if held:
-        xp = space.xp
-        column = xp.stack([xp.astype(xp.reshape(out[i], ()), xp.float64) for i in held])
-        for i, value in zip(held, to_numpy(column).tolist(), strict=True):
-            out[i] = value
-    return [float(v) for v in out]
 
 
 def flagged_cholesky(space: ArraySpace, a: Array) -> tuple[Array | None, Any]:
