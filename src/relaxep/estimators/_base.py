@@ -38,6 +38,7 @@ from relaxep.estimators._latent_fit import LatentFit
 from relaxep.estimators._loo import estimator_loo, estimator_loo_predict
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
+from relaxep.hyper.log_prior import DataScales, check_prior, input_scales
 
 __all__ = ["_GPEstimatorBase", "_LatentGPEstimator"]
 
@@ -61,6 +62,8 @@ class _GPEstimatorBase(BaseEstimator):
     callback: Any = None
     optimizer_maxiter: int | None = None
     n_jobs: int | None = None
+    #: the hyperparameters' prior, where an estimator takes none (type-II maximum likelihood)
+    prior: Any = None
 
     optimizer: Any
     n_restarts_optimizer: int
@@ -79,21 +82,35 @@ class _GPEstimatorBase(BaseEstimator):
         check_positive_number(self.tol, "tol")
         check_restarts(self.n_restarts_optimizer)
         n_threads(self.n_jobs)
+        check_prior(self.prior)
 
     def _rng(self) -> np.random.RandomState:
         """``check_random_state(random_state)``, its error naming ``random_state``."""
         return random_state_of(self.random_state)
 
-    def _search(self, sparse: SparseFit | None = None) -> _EvidenceSearch:
+    def _search(self, sparse: SparseFit | None = None, X: Any = None, ml_ii: bool = False) -> _EvidenceSearch:
         """The search by a sparse plan's method and caps, else by ``optimizer`` resolved for a dense fit (the
-        same ``None`` where ``optimizer`` is ``None``), with the class's policy."""
+        same ``None`` where ``optimizer`` is ``None``), with the class's policy, and ``prior`` scaled to the rows
+        ``X`` (``None``: ``X_train_``) and :meth:`_output_scales` (``ml_ii``: ``prior="auto"`` is log-uniform, a
+        model whose default is scikit-learn's type-II maximum likelihood)."""
         method = None if sparse is None else sparse.method
         caps = (self.optimizer_maxiter, None, None) if sparse is None else (sparse.maxiter, sparse.maxfun, sparse.ftol)
+        auto = isinstance(self.prior, str) and self.prior == "auto"
+        prior = None if auto and ml_ii else self.prior
+        scales = None
+        if prior is not None:
+            rows = getattr(self, "X_train_", None) if X is None else X
+            scales = DataScales(input_scales(rows), self._output_scales())
         return _EvidenceSearch(
             dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
             caps[0], backtrack=self.search_policy.backtrack, verbose=self.verbose,
-            callback=self.callback, maxfun=caps[1], ftol=caps[2],
+            callback=self.callback, maxfun=caps[1], ftol=caps[2], prior=prior, scales=scales,
         )  # fmt: skip
+
+    def _output_scales(self) -> tuple[float, ...]:
+        """The scale of each kernel's latent function, for the default priors (:mod:`relaxep.hyper.log_prior`): 1,
+        a classifier's latent (a regressor's: its targets')."""
+        return (1.0,)
 
     def _finish(self, model: Any, report: FitReport) -> Any:
         """The fit's epilogue: the fitted model and what it learned stored (``model_``, ``kernel_``,
@@ -168,10 +185,10 @@ class _LatentGPEstimator(_GPEstimatorBase):
     learn_inducing_points: bool
     optimizer_subset: int | None
 
-    def _plan(self, X: Any, n_learned: int, dense: bool = False) -> LatentFit:
+    def _plan(self, X: Any, n_learned: int, dense: bool = False, ml_ii: bool = False) -> LatentFit:
         """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
         ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`) and not
-        ``dense`` (a sparse model that learns its kernel by a dense search first)."""
+        ``dense`` (a sparse model that learns its kernel by a dense search first); ``ml_ii``: :meth:`_search`'s."""
         sparse = None
         if self.inducing_points is not None and not dense:
             sparse = SparseFit.plan(
@@ -181,7 +198,7 @@ class _LatentGPEstimator(_GPEstimatorBase):
                 n_restarts=self.n_restarts_optimizer, random_state=self.random_state, n_learned=n_learned,
                 n_jobs=self.n_jobs,
             )  # fmt: skip
-        search = self._search(sparse)
+        search = self._search(sparse, X, ml_ii)
         learn = sparse is None and self.optimizer is not None and n_learned > 0
         return LatentFit(
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,

@@ -211,7 +211,7 @@ class DaskSparseFit(BaseEstimator):
             self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,
             float(self.min_step), check_timeout(self.timeout),
         )  # fmt: skip
-        search = self._search(plan)
+        search = self._search(plan, X)
         Z = plan.Z
         if plan.stochastic:
             Z = self._learn_stochastic(shards, plan, noise)

@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep.hyper.log_prior import Entry
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["ConstantMean", "HyperVector"]
@@ -130,6 +131,28 @@ class HyperVector:
             likelihood = likelihood.clone_with_theta(x[self.n_kernel : self.n_kernel + self.n_likelihood])
         Z = None if self.Z is None else np.reshape(x[self.n_theta :], self.Z.shape)
         return (kernels if isinstance(self.kernel, tuple) else kernels[0]), likelihood, Z
+
+    def entries(self) -> list[Entry]:
+        """Each entry of :attr:`theta` named (:class:`~relaxep.hyper.log_prior.Entry`): a kernel's hyperparameters by
+        scikit-learn's names (``"k2__length_scale"``; in a tuple of kernels prefixed ``"kernel0__"``, ``"kernel1__"``),
+        the likelihood's as ``"likelihood__<name>"``, the mean as ``"mean"``; what the priors are resolved over."""
+        blocks = _blocks(self.kernel)
+        out: list[Entry] = []
+        for b, kernel in enumerate(blocks):
+            prefix = f"kernel{b}__" if isinstance(self.kernel, tuple) else ""
+            for h in kernel.hyperparameters:
+                if not h.fixed:
+                    out += [Entry(prefix + h.name, b, j, h.n_elements) for j in range(h.n_elements)]
+        if self.likelihood is not None and self.n_likelihood:
+            powers = self.likelihood.output_scale_hyperparameters
+            for h in self.likelihood.hyperparameters:
+                if not h.fixed:
+                    size = h.n_elements
+                    out += [Entry(f"likelihood__{h.name}", -1, j, size, powers.get(h.name, 0)) for j in range(size)]
+        out += [Entry("mean", -1)] * self.n_mean
+        if len(out) != self.n_theta:  # pragma: no cover - a block whose theta and hyperparameters disagree
+            raise RuntimeError(f"named {len(out)} entries of a theta of {self.n_theta}")
+        return out
 
     def mean_at(self, x: Array) -> ConstantMean | None:
         """``x``'s mean block (a new object), ``None`` where the vector has none."""

@@ -1,4 +1,5 @@
-r"""The search for the hyperparameters that maximise the EP evidence, written once for every model.
+r"""The search for the hyperparameters that maximise the EP evidence plus their log prior (the MAP; the evidence
+alone, type-II maximum likelihood, under a log-uniform prior), written once for every model.
 
 :class:`_EvidenceSearch` holds the policies the estimators share: the optimiser and its restarts
 (scikit-learn's ``optimizer(obj_func, theta0, bounds)`` convention, L-BFGS-B by default) over a
@@ -28,6 +29,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._plan import check_maxiter
+from relaxep.hyper.log_prior import DataScales, LogPrior, resolve_prior
 from relaxep.sites import EP
 
 __all__ = ["FitReport", "SearchPolicy", "SearchStep", "_EvidenceSearch", "at_bounds", "evidence_at", "scored"]
@@ -52,7 +54,9 @@ class SearchStep:
     log_evidence : float
         The log evidence there (``-inf`` where the run did not converge: a region the search leaves).
     best : float
-        The largest ``log_evidence`` so far.
+        The largest ``log_evidence + log_prior`` so far (what the search maximises).
+    log_prior : float
+        The hyperparameters' log prior density there (0 under ``prior=None``: type-II maximum likelihood).
     """
 
     evaluation: int
@@ -60,6 +64,7 @@ class SearchStep:
     parameters: Array
     log_evidence: float
     best: float
+    log_prior: float = 0.0
 
 
 def check_progress_options(verbose: Any, callback: Any) -> None:
@@ -218,15 +223,26 @@ def at_bounds(kernel: Kernel) -> tuple[str, ...]:
 
 
 class _Objective:
-    """What the optimiser minimises: minus the evidence at ``x`` (and its gradient), each evaluation reported."""
+    r"""What the optimiser minimises: minus the log posterior of ``x``, :math:`\log p(y | \theta) + \log p(\theta)`
+    (the evidence alone under a flat prior), and its gradient, each evaluation reported.  The prior is of the
+    ``theta`` part (not of learned inducing inputs); a failed run stays :math:`-\infty`."""
 
-    def __init__(self, evidence: Evidence, search: _EvidenceSearch) -> None:
+    def __init__(self, evidence: Evidence, search: _EvidenceSearch, log_prior: LogPrior | None = None) -> None:
         self.evidence, self.search, self.start = evidence, search, 0
+        self.log_prior = None if log_prior is None or log_prior.flat else log_prior
 
     def __call__(self, x: Array, eval_gradient: bool = True) -> Any:
         lml, grad = self.evidence(x, eval_gradient)
-        self.search._report(self.start, x, lml)
-        return (-lml, -grad) if eval_gradient else -lml
+        lp = 0.0
+        if self.log_prior is not None and np.isfinite(lml):
+            n_theta = len(self.log_prior.priors)
+            lp, g_prior = self.log_prior(x[:n_theta])
+            if eval_gradient:
+                grad = np.array(grad, dtype=float)
+                grad[:n_theta] += g_prior
+        self.search._report(self.start, x, lml, lp)
+        value = lml + lp
+        return (-value, -grad) if eval_gradient else -value
 
 
 class _Backtracking:
@@ -285,6 +301,9 @@ class _EvidenceSearch:
         Called with a :class:`SearchStep` after every evidence evaluation.
     maxfun, ftol : int, float or None
         L-BFGS-B's cap on evaluations and its relative stop on the evidence (``None``: scipy's defaults).
+    prior : "auto", None, HyperPrior or dict
+        The hyperparameters' prior (:func:`~relaxep.hyper.log_prior.resolve_prior`; ``None``: log-uniform, the
+        evidence alone), resolved over each search's vector with the data's ``scales``.
     """
 
     def __init__(
@@ -297,7 +316,10 @@ class _EvidenceSearch:
         callback: Callable[[SearchStep], Any] | None = None,
         maxfun: int | None = None,
         ftol: float | None = None,
+        prior: Any = None,
+        scales: DataScales | None = None,
     ):
+        self.prior, self.scales = prior, DataScales() if scales is None else scales
         self.optimizer, self.n_restarts, self.maxiter = optimizer, n_restarts, check_maxiter(maxiter)
         self.maxfun, self.ftol = maxfun, ftol
         self.backtrack = backtrack
@@ -311,7 +333,7 @@ class _EvidenceSearch:
     ) -> Array | None:
         """The optimiser's best end point from ``hyper``'s start and ``n_restarts`` starts drawn uniformly (in
         log space) within its bounds; ``None`` if no start gave a finite value.  ``options`` go to L-BFGS-B."""
-        objective = _Objective(evidence, self)
+        objective = _Objective(evidence, self, self.log_prior(hyper))
         best, best_value = None, np.inf
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConvergenceWarning)
@@ -322,25 +344,30 @@ class _EvidenceSearch:
                     best, best_value = x, value
         return best
 
+    def log_prior(self, hyper: HyperVector) -> LogPrior:
+        """The prior over ``hyper``'s ``theta`` (its entries named, the defaults scaled by :attr:`scales`)."""
+        return resolve_prior(self.prior, hyper.entries(), self.scales)
+
     def report_step(self, step: int, x: Array, log_evidence: float) -> None:
         """A stochastic search's report (its estimate of the log evidence at step ``step``)."""
         self._report(0, x, log_evidence)
 
-    def _report(self, start: int, x: Array, log_evidence: float) -> None:
+    def _report(self, start: int, x: Array, log_evidence: float, log_prior: float = 0.0) -> None:
         """The ``verbose`` line and the ``callback`` of one evaluation."""
         self.evaluations += 1
-        value = float(log_evidence)
-        if value > self.best:
-            self.best = value
+        value, prior = float(log_evidence), float(log_prior)
+        if value + prior > self.best:
+            self.best = value + prior
         if self.verbose:
+            with_prior = f" + log prior {prior:.6g}" if prior else ""
             print(
-                f"[relaxep] start {start}, evaluation {self.evaluations}: log evidence {value:.6g} "
+                f"[relaxep] start {start}, evaluation {self.evaluations}: log evidence {value:.6g}{with_prior} "
                 f"(best {self.best:.6g})",
                 file=sys.stdout,
                 flush=True,
             )
         if self.callback is not None:
-            self.callback(SearchStep(self.evaluations, start, np.array(x, dtype=float), value, self.best))
+            self.callback(SearchStep(self.evaluations, start, np.array(x, dtype=float), value, self.best, prior))
 
     def optimise(
         self, obj_func: Callable, x0: Array, bounds: Array, options: dict | None = None

@@ -149,6 +149,17 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         :class:`~relaxep.estimators.SearchStep` (evaluation number, start, the optimiser's vector,
         its log evidence, the best so far): to log, plot or record a long fit's progress.
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -184,6 +195,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
+        prior: Any = "auto",
     ) -> None:
         store_parameters(self, locals())
 

@@ -105,6 +105,17 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
         shards' futures (a restarted scheduler or cluster).  ``None``: wait for ever.  A lost worker is not
         an error: Dask recomputes its shards, and the answer is unchanged.
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     classes_, kernel_, inducing_points_, log_marginal_likelihood_value_
@@ -143,6 +154,7 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
         min_step: float = 1.0 / 1024,
         random_state: int | np.random.RandomState | None = None,
         timeout: float | None = 600.0,
+        prior: Any = "auto",
     ) -> None:
         store_parameters(self, locals())
 

@@ -70,6 +70,17 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     max_sweeps, tol, min_step, random_state, timeout
         As :class:`~relaxep.DaskGPClassifier`.
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     kernel_, likelihood_, inducing_points_, log_marginal_likelihood_value_
@@ -100,6 +111,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         min_step: float = 1.0 / 1024,
         random_state: int | np.random.RandomState | None = None,
         timeout: float | None = 600.0,
+        prior: Any = "auto",
     ) -> None:
         store_parameters(self, locals())
 
@@ -135,7 +147,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         y = self._column(y, X).astype(float)
         if exposure is not None and not is_count_model(likelihood):
             raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
-        checks = {"finite": da.isfinite(y).all()}  # (one pass over the cluster for every check and moment)
+        checks = {"finite": da.isfinite(y).all(), "square": (y * y).mean()}  # (one pass for every check and moment)
         if self.normalize_y:
             checks.update(mean=y.mean(), std=y.std())
         if exposure is not None:
@@ -149,12 +161,18 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
             raise ValueError(f"exposure must be positive finite numbers (one per row of X), got min {low:.3g}")
         mean, std = (float(got["mean"]), float(got["std"]) or 1.0) if self.normalize_y else (0.0, 1.0)
         self._y_train_mean, self._y_train_std = mean, std
+        # the normalised targets' root mean square, for the default priors (:meth:`_output_scales`)
+        self._target_rms = 1.0 if self.normalize_y else float(np.sqrt(got["square"]))
         targets = (y - mean) / std
         if exposure is not None:
             targets = da.stack([targets, da.log(exposure)], axis=1).rechunk({1: -1})
         report, _ = self._fit_shards(X, targets, likelihood, rule, alpha)
         report.warn()  # (at the user's fit line)
         return self
+
+    def _output_scales(self) -> tuple[float, ...]:
+        """The latent's scale for the default priors: the (normalised) targets' root mean square; 1 for counts."""
+        return (1.0,) if is_count_model(self.likelihood) else (self._target_rms or 1.0,)
 
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the

@@ -93,6 +93,17 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         For the restarts and the placement of inducing inputs.
     copy_X_train : bool, default True
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     kernel_, noise_kernel_ : Kernel, with the learned hyperparameters (normalised units of ``y``)
@@ -128,6 +139,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         tol: float = 1e-4,
         random_state: int | np.random.RandomState | None = None,
         copy_X_train: bool = True,
+        prior: Any = "auto",
     ) -> None:
         self.kernel = kernel
         self.noise_kernel = noise_kernel
@@ -142,6 +154,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         self.tol = tol
         self.random_state = random_state
         self.copy_X_train = copy_X_train
+        self.prior = prior
 
     # ------------------------------------------------------------------ fit
     def _check_parameters(self) -> None:
@@ -183,6 +196,11 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
                 raise ValueError(f"y must be one-dimensional, one target per row of X ({exc})") from exc
             raise
         return X, np.asarray(y, dtype=float)
+
+    def _output_scales(self) -> tuple[float, ...]:
+        """The default priors' latent scales: the (normalised) targets' root mean square for ``f``; 1 for the log
+        noise variance ``g``."""
+        return (float(np.sqrt(np.mean(np.asarray(self.y_train_, dtype=float) ** 2))) or 1.0, 1.0)
 
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPHeteroscedasticRegressor:
         """Learn both kernels' hyperparameters and :math:`c` (unless ``optimizer=None``) and the two posteriors."""

@@ -85,6 +85,17 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         :math:`E|y_* - k|` of the class index, the MAE).  The two differ where the probability is spread over
         classes on both sides of the mode.  Prediction only: the fit is the same.
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     classes_ : ndarray of shape (K,)
@@ -120,6 +131,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         optimizer_subset: int | None = None,
         n_jobs: int | None = None,
         decision: str = "mode",
+        prior: Any = "auto",
     ) -> None:
         store_parameters(self, locals())
 

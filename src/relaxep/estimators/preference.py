@@ -122,6 +122,17 @@ class GPPreferenceLearner(_LatentGPEstimator):
     n_jobs : int or None
         Threads for a sparse fit's row blocks (:class:`~relaxep.GPClassifier`'s).
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     kernel_ : Kernel
@@ -162,6 +173,7 @@ class GPPreferenceLearner(_LatentGPEstimator):
         n_jobs: int | None = None,
         verbose: int = 0,
         callback: Callable[..., Any] | None = None,
+        prior: Any = "auto",
     ) -> None:
         self.kernel = kernel
         self.likelihood = likelihood
@@ -181,6 +193,7 @@ class GPPreferenceLearner(_LatentGPEstimator):
         self.n_jobs = n_jobs
         self.verbose = verbose
         self.callback = callback
+        self.prior = prior
 
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, comparisons: ArrayLike) -> GPPreferenceLearner:

@@ -116,6 +116,17 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     verbose, callback
         The search's progress, as :class:`~relaxep.GPClassifier`'s.
 
+    prior : "auto", None, HyperPrior or dict, default "auto"
+        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
+        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
+        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
+        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
+        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
+        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
+        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
+        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
+        ``"likelihood__scale"``) to priors, over the defaults.
+
     Attributes
     ----------
     kernel_ : Kernel, with the learned hyperparameters
@@ -157,6 +168,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         n_jobs: int | None = None,
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
+        prior: Any = "auto",
     ) -> None:
         store_parameters(self, locals())
 
@@ -212,7 +224,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
             if exact and self.inducing_points is None:
-                plan = self._plan(self.X_train_, n_learned)
+                plan = self._plan(self.X_train_, n_learned, ml_ii=True)  # (scikit-learn's model, its ML-II)
                 model: Any = device_exact_model(self.kernel_, alpha, likelihood, plan.search, self.X_train_)
                 report = model.fit(self.X_train_, self.y_train_, plan.rng)
                 self.L_, self.alpha_ = model.L_, model.alpha_
@@ -243,6 +255,15 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         plan = self._plan(self.X_train_, n_learned)
         model = _SparseGaussianModel if sparse_default else _LatentModel
         return fit_latent(plan, model, self.kernel_, likelihood, rule, self.X_train_, y, alpha)
+
+    def _output_scales(self) -> tuple[float, ...]:
+        """The latent's scale for the default priors: the targets' root mean square (as fitted: normalised where
+        ``normalize_y``; about the zero prior mean, so a large mean counts), 1 for a count model's log-rate."""
+        if is_count_model(self.likelihood):
+            return (1.0,)
+        y = np.asarray(self.y_train_, dtype=float)
+        values = y[:, 0] if y.ndim == 2 else y
+        return (float(np.sqrt(np.mean(values**2))),)
 
     def _check_likelihood(self) -> Likelihood | None:
         check_regression_likelihood(self.likelihood)

@@ -116,6 +116,9 @@ class Likelihood(ParamsMixin, ABC):
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
     #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
     hyperparameter_names: ClassVar[tuple[str, ...]] = ()
+    #: the hyperparameters in the targets' units, each with the power of their scale it carries (2: a variance,
+    #: 1: a standard deviation): the default priors scale these by the targets' (:mod:`relaxep.hyper.log_prior`)
+    output_scale_hyperparameters: ClassVar[dict[str, int]] = {}
 
     # ------------------------------------------------------------ hyperparameters
     @property

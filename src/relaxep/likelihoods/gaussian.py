@@ -3,6 +3,7 @@ r"""The Gaussian likelihood: GP regression's own noise model, every answer in cl
 from __future__ import annotations
 
 from types import ModuleType
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -40,6 +41,7 @@ class Gaussian(Likelihood):
     """
 
     hyperparameter_names = ("noise",)
+    output_scale_hyperparameters: ClassVar[dict[str, int]] = {"noise": 2}
 
     def __init__(self, noise: float = 1.0, noise_bounds: tuple[float, float] | str = (1e-5, 1e5)) -> None:
         self.noise, self.noise_bounds = check_hyperparameter(noise, noise_bounds, "noise")

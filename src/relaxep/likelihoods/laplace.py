@@ -35,7 +35,7 @@ branches of each choice evaluated, the unused one on a harmless stand-in.
 from __future__ import annotations
 
 from types import ModuleType
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy import stats
@@ -106,6 +106,7 @@ class Laplace(Likelihood):
     """
 
     hyperparameter_names = ("scale",)
+    output_scale_hyperparameters: ClassVar[dict[str, int]] = {"scale": 1}
     closed_form_on_device = True
     tilted_on_device = True
     relaxed_on_device = True

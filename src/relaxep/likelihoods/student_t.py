@@ -146,6 +146,7 @@ class StudentT(Likelihood):
     """
 
     hyperparameter_names = ("df", "scale")
+    output_scale_hyperparameters: ClassVar[dict[str, int]] = {"scale": 1}
     heavy_tailed = True
     tilted_on_device: ClassVar[bool] = True
 

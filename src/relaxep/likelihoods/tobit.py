@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import numbers
 from types import ModuleType
+from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -79,6 +80,7 @@ class Tobit(Likelihood):
     """
 
     hyperparameter_names = ("noise",)
+    output_scale_hyperparameters: ClassVar[dict[str, int]] = {"noise": 2}
     target_width = 2
     closed_form_on_device = True
 
