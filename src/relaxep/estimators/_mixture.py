@@ -9,10 +9,10 @@ grid; Rue, Martino & Chopin 2009, section 6.5) every predictive is the mixture o
 each :math:`p(y_* | y, \theta_k)` the EP (or closed-form) predictive of the model fitted at :math:`\theta_k`.  The
 latent's mean and variance are the mixture's, :math:`m = \sum_k w_k m_k`, :math:`v = \sum_k w_k (v_k + m_k^2) -
 m^2` (total variance); class probabilities are mixed in log space (``logsumexp``); a regressor's target predictive
-mixes the points' densities, its central interval the quantiles of the mixture's distribution function (found by
-bisection between the points' own quantiles, which bracket it).  :class:`MixtureModel` answers as the estimators'
-``model_`` does; what the estimator's epilogue and ``log_marginal_likelihood`` read (``kernel_``, ``likelihood``,
-``result_``, ``Z``, ``X``, ``y``, ``log_evidence``) are the MAP point's.
+mixes the points' densities, its central interval the quantiles of the mixture's distribution function (Newton's
+method safeguarded by bisection between the points' own quantiles, which bracket them).  :class:`MixtureModel`
+answers as the estimators' ``model_`` does; what the estimator's epilogue and ``log_marginal_likelihood`` read
+(``kernel_``, ``likelihood``, ``result_``, ``Z``, ``X``, ``y``, ``log_evidence``) are the MAP point's.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from relaxep.likelihoods import Gaussian, Likelihood
 
 __all__ = ["HyperSamples", "MixtureModel", "mixture_interval", "mixture_log_density", "mixture_moments"]
 
-#: bisection steps of the mixture's quantiles: the bracket shrinks by 2**-60 (to rounding)
+#: the most Newton or bisection steps of the mixture's quantiles (bisection alone: the bracket shrinks by 2**-60)
 _BISECTIONS = 60
 
 
@@ -171,22 +171,33 @@ def _point_cdf(likelihood: Likelihood, q: Array, mean: Array, var: Array) -> Arr
 def mixture_interval(components: Sequence[tuple[float, Array, Array, Likelihood]], level: float) -> tuple[Array, Array]:
     r"""The central ``level`` interval of :math:`\sum_k w_k p_k(y_*)`: its quantiles :math:`(1 \mp \ell)/2`.
 
-    Each quantile :math:`q` solves :math:`\sum_k w_k P_k(y_* \le q) = p` and lies between the smallest and the
-    largest of the points' own :math:`p`-quantiles (the mixture's CDF is below :math:`p` at the first and above at
-    the last); vectorised bisection on that bracket.
+    Each quantile :math:`q` solves :math:`F(q) = \sum_k w_k P_k(y_* \le q) = p` and lies between the smallest and
+    the largest of the points' own :math:`p`-quantiles (:math:`F` is below :math:`p` at the first and above at the
+    last); Newton's method on :math:`F` (its derivative the mixture's density, :math:`\sum_k w_k e^{\log Z_k(q)}`)
+    safeguarded by bisection on that bracket, vectorised over the test points.
     """
     if len(components) == 1:
         _, m, v, likelihood = components[0]
         return likelihood.predict_interval(m, np.maximum(v, 1e-300), level)
-    ends = [likelihood.predict_interval(m, np.maximum(v, 1e-300), level) for _, m, v, likelihood in components]
+    points = [(w, m, np.maximum(v, 1e-300), likelihood) for w, m, v, likelihood in components]
+    ends = [likelihood.predict_interval(m, v, level) for _, m, v, likelihood in points]
     out = []
     for side, p in ((0, 0.5 * (1.0 - level)), (1, 0.5 * (1.0 + level))):
         quantiles = np.stack([e[side] for e in ends])
         lo, hi = quantiles.min(axis=0), quantiles.max(axis=0)
+        scale = np.abs(lo) + np.abs(hi) + (hi - lo)
+        q = 0.5 * (lo + hi)
         for _ in range(_BISECTIONS):
-            mid = 0.5 * (lo + hi)
-            cdf = sum(w * _point_cdf(lik, mid, m, np.maximum(v, 1e-300)) for w, m, v, lik in components)
-            below = cdf < p
-            lo, hi = np.where(below, mid, lo), np.where(below, hi, mid)
-        out.append(0.5 * (lo + hi))
+            gap = sum(w * _point_cdf(lik, q, m, v) for w, m, v, lik in points) - p
+            below = gap < 0.0
+            lo, hi = np.where(below, q, lo), np.where(below, hi, q)
+            density = sum(w * np.exp(lik.log_z(q, m, v).log_z) for w, m, v, lik in points)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                newton = q - gap / density
+            done = np.abs(newton - q) <= 1e-10 * scale  # (a converged step may graze the bracket's end)
+            inside = np.isfinite(newton) & (newton >= lo) & (newton <= hi)
+            q = np.where(inside | done, newton, 0.5 * (lo + hi))
+            if np.all(done):
+                break
+        out.append(q)
     return out[0], out[1]
