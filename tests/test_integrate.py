@@ -235,3 +235,14 @@ def test_map_has_no_samples():
     model = GPClassifier(integrate="ccd").fit(X, y)
     model.set_params(integrate="map").fit(X, y)
     assert not hasattr(model, "hyper_samples_")
+
+
+@pytest.mark.parametrize("name", ["GPHeteroscedasticRegressor", "GPPreferenceLearner"])
+def test_estimators_without_integrate_refuse_it(name):
+    """They take no ``integrate`` (scikit-learn's error names it); their class attribute says the MAP's."""
+    import relaxep
+
+    estimator = getattr(relaxep, name)()
+    assert estimator.integrate == "map" and "integrate" not in estimator.get_params()
+    with pytest.raises(ValueError, match="integrate"):
+        estimator.set_params(integrate="ccd")
