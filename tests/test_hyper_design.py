@@ -108,6 +108,18 @@ def test_grid_reproduces_a_gaussians_moments_to_a_stated_tolerance(d):
     assert np.max(np.abs(cov - sigma)) < 0.01 * np.max(np.diag(sigma))
 
 
+def test_the_grid_walks_to_the_threshold_and_one_ring_beyond():
+    # On a standard Gaussian, by brute-force enumeration: the points with |k|^2 / 2 < threshold and their neighbours.
+    for d, threshold, step in ((2, 2.5, 1.0), (3, 2.5, 1.0), (2, 6.0, 0.75)):
+        z, lp = grid_design(lambda x: -0.5 * x @ x, np.zeros(d), np.eye(d), step=step, threshold=threshold)
+        box = np.stack(np.meshgrid(*[np.arange(-8, 9)] * d, indexing="ij"), axis=-1).reshape(-1, d)
+        inner = box[0.5 * step**2 * np.sum(box**2, axis=1) < threshold - 1e-9]
+        steps = np.concatenate([np.eye(d, dtype=int), -np.eye(d, dtype=int)])
+        expected = {tuple(k) for k in inner} | {tuple(k + e) for k in inner for e in steps}
+        assert {tuple(k) for k in np.rint(z / step).astype(int)} == expected
+        np.testing.assert_allclose(lp, -0.5 * np.sum(z**2, axis=1))
+
+
 # (b) the CCD weights integrate a standard normal's constant and second moments (closed form (2 pi)^(d/2)).
 @pytest.mark.parametrize("d", range(1, 11))
 def test_ccd_weights_integrate_a_standard_normal(d):
