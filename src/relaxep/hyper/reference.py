@@ -8,13 +8,15 @@ Two references, independent of any integration design, against which CCD or grid
   error :math:`O(h^2)` for a smooth density that is negligible at the box's faces).
 * :func:`pseudo_marginal_mcmc`: Metropolis-Hastings in :math:`\theta` with :math:`p(y|\theta)` replaced by an
   unbiased importance-sampling estimate (Filippone & Girolami 2014, "Pseudo-marginal Bayesian inference for
-  Gaussian processes", IEEE TPAMI 36(11), eqs. 5-6; Andrieu & Roberts 2009 for exactness):
+  Gaussian processes", IEEE TPAMI 36(11); Andrieu & Roberts 2009 for exactness):
 
   .. math:: \hat p(y|\theta) = \frac1N \sum_{j=1}^N \frac{p(y|f_j)\, N(f_j|0, K_\theta)}{q(f_j)},
      \qquad f_j \sim q,
 
-  :math:`q` EP's Gaussian approximation of :math:`p(f|y,\theta)` (its covariance optionally inflated, or a
-  multivariate t with its mean and scale, so the weights have heavier-tailed proposals behind them).  The chain
+  :math:`q` EP's Gaussian approximation of :math:`p(f|y,\theta)`, its covariance optionally inflated by :math:`c`,
+  or a multivariate t with EP's mean and scale.  For a bounded :math:`p(y|f)` the weights' variance is at most
+  :math:`\int N(f|0,K)^2/q(f)\,df`: finite for the t always, for a Gaussian :math:`N(m, cS)` only where
+  :math:`2K^{-1} - (cS)^{-1}` is positive definite.  The chain
   keeps the current estimate and accepts :math:`\theta'` with probability
   :math:`\min\{1, \hat p(y|\theta') p(\theta') / [\hat p(y|\theta) p(\theta)]\}`; its stationary law in
   :math:`\theta` is the exact :math:`p(\theta|y)` whatever :math:`N`.
@@ -179,14 +181,14 @@ def grid_reference(
 def ep_importance_proposal(K: Array, y: Array, likelihood: Likelihood, **infer_options: Any) -> tuple[Array, Array]:
     r"""The mean and covariance of EP's :math:`q(f) = N(m, S) \approx p(f|y)` under the prior :math:`N(0, K)`
     (:func:`~relaxep.infer`, cold started, so :math:`q` is a function of :math:`K` alone).  A run that ends
-    unconverged keeps its last finite posterior; one without a finite posterior falls back to the prior
-    :math:`N(0, K)` (any :math:`q` keeps the estimate unbiased, a poor one only noisier)."""
+    unconverged keeps its last finite posterior; one without falls back to the prior :math:`N(0, K)` (any
+    :math:`q` keeps the estimate unbiased, a poor one only noisier)."""
     try:
         res = infer(K, y, likelihood, **infer_options)
         mean, cov = np.asarray(res.mean, dtype=float), np.asarray(res.cov, dtype=float)
         if np.all(np.isfinite(mean)) and np.all(np.isfinite(cov)):
             return mean, cov
-    except (ArithmeticError, ValueError, RuntimeError, np.linalg.LinAlgError):
+    except (ArithmeticError, RuntimeError, np.linalg.LinAlgError):  # improper or diverged; bad input raises
         pass
     return np.zeros(len(y)), np.asarray(K, dtype=float)
 
@@ -201,8 +203,7 @@ def _chol(S: Array, name: str) -> Array:
 def _log_gaussian(F: Array, mean: Array, L: Array) -> Array:
     """log N(f | mean, L L^T) for each row of F."""
     Z = linalg.solve_triangular(L, (F - mean).T, lower=True)
-    n = L.shape[0]
-    return -0.5 * np.sum(Z * Z, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * n * np.log(2.0 * np.pi)
+    return -0.5 * np.sum(Z * Z, axis=0) - np.sum(np.log(np.diag(L))) - 0.5 * L.shape[0] * np.log(2.0 * np.pi)
 
 
 def log_evidence_estimate(
@@ -224,7 +225,7 @@ def log_evidence_estimate(
 
     :math:`f_j \sim q`, with :math:`q = N(m, cS)` (``df`` None) or the multivariate t with ``df`` degrees of
     freedom, location :math:`m` and scale :math:`cS`, :math:`c` the ``inflation``.  :math:`\hat p` (not its log)
-    is unbiased for :math:`p(y|\theta)` (Filippone & Girolami 2014, eq. 6).
+    is unbiased for :math:`p(y|\theta)` (Filippone & Girolami 2014).
     """
     if n_importance < 1:
         raise ValueError(f"n_importance must be a positive integer, got {n_importance!r}")
@@ -323,9 +324,7 @@ class PseudoMarginalResult:
 
 def _kernel_matrix(kernel: Any, X: Array, theta: Array, jitter: float) -> Array:
     K = kernel.clone_with_theta(theta)(X) if hasattr(kernel, "clone_with_theta") else kernel(theta)
-    K = np.array(K, dtype=float)
-    K[np.diag_indices_from(K)] += jitter
-    return K
+    return np.asarray(K, dtype=float) + jitter * np.eye(len(X))
 
 
 def pseudo_marginal_mcmc(
@@ -377,7 +376,8 @@ def pseudo_marginal_mcmc(
         covariance times ``inflation``.
     random_state : int, Generator or None
     **infer_options
-        Passed to :func:`~relaxep.infer` (e.g. ``rule``, ``tol``, ``max_sweeps``).
+        Passed to :func:`~relaxep.infer` (e.g. ``rule``, ``tol``).  EP runs cold at every proposal, so
+        :math:`q` depends on :math:`\theta'` alone (a warm start would tie it to the chain's path).
     """
     X_arr, y_arr = np.asarray(X), np.asarray(y, dtype=float)
     theta = np.atleast_1d(np.asarray(theta0, dtype=float)).copy()
