@@ -24,10 +24,11 @@ def test_grid_moments_of_a_correlated_gaussian():
     mean, cov = np.array([0.3, -1.0]), np.array([[0.5, 0.3], [0.3, 0.8]])
     target = stats.multivariate_normal(mean, cov)
     ref = grid_reference(target.logpdf, mean - 8.0, mean + 8.0, 400, batched=True)
-    # the midpoint rule on a Gaussian: error far below h^2 = 1.6e-3 (exponentially small for a smooth periodic-like
-    # integrand); 1e-6 leaves room for the box's truncation at 8 sd
+    # the midpoint rule on a smooth density negligible at the box's faces converges faster than any power of h
+    # (Euler-Maclaurin: the boundary terms vanish); 1e-6 leaves room for the truncation at 8 sd
     np.testing.assert_allclose(ref.mean, mean, atol=1e-6)
     np.testing.assert_allclose(ref.sd, np.sqrt(np.diag(cov)), rtol=1e-6)
+    np.testing.assert_allclose(ref.cov, cov, atol=1e-6)
     assert abs(ref.log_normaliser) < 1e-6  # the density is normalised
     for k in range(2):
         np.testing.assert_allclose(
@@ -48,6 +49,14 @@ def test_grid_moments_of_log_gamma_densities_with_the_jacobian():
     np.testing.assert_allclose(ref.mean, mean, atol=5e-3)
     np.testing.assert_allclose(ref.sd, sd, rtol=5e-3)
     assert abs(ref.log_normaliser) < 5e-3
+
+
+def test_grid_one_point_at_a_time_in_one_dimension():
+    """The unbatched path, d = 1: log phi for phi ~ Gamma(3, rate 2), its mean psi(3) - log 2 and sd psi'(3)^1/2."""
+    ref = grid_reference(log_space_density(stats.gamma(3.0, scale=0.5).logpdf), [-6.0], [4.0], 1000)
+    np.testing.assert_allclose(ref.mean, digamma(3.0) - np.log(2.0), atol=1e-5)
+    np.testing.assert_allclose(ref.sd, np.sqrt(polygamma(1, 3.0)), rtol=1e-5)
+    np.testing.assert_allclose(ref.marginals[0], np.exp(ref.log_density), rtol=1e-4)  # normalised already
 
 
 def test_grid_refuses_bad_input():
@@ -188,6 +197,19 @@ def test_pseudo_marginal_chain_recovers_the_grid_posterior():
 def test_longer_pseudo_marginal_chains_recover_the_grid_posterior(seed):
     ref, res = _grid_and_chain(8000, seed=seed)
     assert _within_monte_carlo_error(ref, res)
+
+
+def test_a_scikit_learn_kernel_is_read_in_log_space():
+    """ConstantKernel * RBF's theta is (log amplitude variance, log length-scale): the same chain as the kernel
+    written out, step for step."""
+    from sklearn.gaussian_process.kernels import RBF, ConstantKernel
+
+    X, y, noise = _regression(n=10)
+    args = (Gaussian(noise), lambda t: -0.5 * t @ t, [0.3, -0.2], 0.1 * np.eye(2))
+    a = pseudo_marginal_mcmc(X, y, ConstantKernel(1.0) * RBF(1.0), *args, n_steps=40, df=4.0, random_state=3)
+    b = pseudo_marginal_mcmc(X, y, _se_kernel(X), *args, n_steps=40, df=4.0, random_state=3)
+    np.testing.assert_allclose(a.chain, b.chain, atol=1e-8)
+    assert 0.0 < a.acceptance_rate < 1.0
 
 
 def test_chain_refuses_a_start_outside_the_prior():
