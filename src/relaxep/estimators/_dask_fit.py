@@ -214,7 +214,7 @@ class DaskSparseFit(BaseEstimator):
         search = self._search(plan, X)
         Z = plan.Z
         if plan.stochastic:
-            Z = self._learn_stochastic(shards, plan, noise)
+            Z = self._learn_stochastic(shards, plan, noise, search)
         elif plan.learns and plan.subset is not None:
             # the single-process model on rows gathered from the cluster, drawn as the local estimators draw them
             # (all of them where there are no more than optimizer_subset)
@@ -239,7 +239,7 @@ class DaskSparseFit(BaseEstimator):
         self._local = self._local_estimator(shards.L_uu, noise)
         return FitReport(run.status, run.n_sweeps, run.trace), shards
 
-    def _learn_stochastic(self, shards: ShardedFITC, plan: SparseFit, noise: float) -> Array:
+    def _learn_stochastic(self, shards: ShardedFITC, plan: SparseFit, noise: float, search: Any) -> Array:
         """The stochastic search with each step one map over the shards' minibatches (back come ``M x M``
         sums); sets ``kernel_.theta`` and the shards' likelihood, starts the shards from the learned tied site
         and returns the inducing inputs."""
@@ -247,8 +247,9 @@ class DaskSparseFit(BaseEstimator):
         options = StochasticOptions.for_steps(plan.maxiter)
         batches = shards.minibatches(options.batch_size, np.random.default_rng(plan.rng.randint(2**31 - 1)))
         learned = learn_stochastic(
-            self.kernel_, shards.likelihood, plan.Z, n, scale, noise, plan.learn_theta, plan.learn_z, batches, options
-        )
+            self.kernel_, shards.likelihood, plan.Z, n, scale, noise, plan.learn_theta, plan.learn_z, batches, options,
+            log_prior=search.log_prior(HyperVector(self.kernel_, shards.likelihood)),
+        )  # fmt: skip
         self.kernel_.theta = learned.kernel.theta
         shards.likelihood = learned.likelihood
         shards.start_from_tied(tied_start(learned, noise))

@@ -40,6 +40,7 @@ from relaxep._xp import HOST, ArraySpace, namespace, to_numpy
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._stochastic_steps import Adam, Learned, StochasticOptions, annealed
+from relaxep.hyper.log_prior import LogPrior
 from relaxep.inference.stochastic_ep import MinibatchSums, TiedStep, minibatch_sums, sites_of_rows
 from relaxep.inference.tied_site import TiedSites, flagged_cholesky, read_scalars
 from relaxep.likelihoods import Likelihood
@@ -157,6 +158,7 @@ def learn_stochastic(
     options: StochasticOptions = DEFAULT_OPTIONS,
     report: Callable[[int, Array, float], None] | None = None,
     space: ArraySpace = HOST,
+    log_prior: LogPrior | None = None,
 ) -> Learned:
     """Learn the kernel's and the likelihood's hyperparameters (``learn_theta``) and ``Z`` (``learn_z``) by
     stochastic EP (module docstring) on ``n`` rows whose features have standard deviations ``scale``;
@@ -164,7 +166,9 @@ def learn_stochastic(
     (:func:`local_batches`, or a map over Dask's shards); ``report(step, x, log_evidence_estimate)`` every
     ``report_every`` steps.  ``space``: where the steps' M x M algebra, the tied site and the Adam steps run (the
     rows' own keeps them on the device; numpy's, the default, on the host, a minibatch's sums brought there).
-    The learned sites come back to the host once, at the end."""
+    The learned sites come back to the host once, at the end.  ``log_prior``: the hyperparameters' prior
+    (:mod:`relaxep.hyper.log_prior`), whose gradient over ``n`` joins each step's mean gradient (the MAP's; ``None``
+    or flat: the evidence's alone)."""
     xp = space.xp
     M, dim = Z.shape
     hyper = HyperVector(kernel, likelihood, Z)
@@ -190,6 +194,8 @@ def learn_stochastic(
     state = _State(theta, x0[n_kernel:n_theta], Z_now, (*factor[:2], read_scalars(space, [factor[2]])[0]))
     previous = state
     learning = learn_theta or learn_z
+    prior = None if log_prior is None or log_prior.flat else log_prior
+    priors = None if prior is None else (prior.part(0, n_kernel), prior.part(n_kernel, n_theta), float(n))
     sites = TiedSites.zero(M, n, space)
     ema, trace = np.nan, []
     step = 0
@@ -211,7 +217,7 @@ def learn_stochastic(
             moments = [(adam.m, adam.v, adam.t) for adam in adams]
             after = state
             if wants_gradient:
-                after = _adam_step(state, adams, sums, b, annealed(step, options), bounds, low, high, xp)
+                after = _adam_step(state, adams, sums, b, annealed(step, options), bounds, low, high, xp, priors)
                 if step < options.max_steps:  # K_uu at the next step's point, its flag read with this step's
                     after.factor = factor_at(after.theta, after.Z)
             g_q = sites.log_partition_q()
@@ -247,16 +253,25 @@ def _adam_step(
     low: Array,
     high: Array,
     xp: Any,
+    priors: tuple[LogPrior, LogPrior, float] | None = None,
 ) -> _State:
-    """The Adam steps of the three blocks on the minibatch's mean gradient, the log-hyperparameters clipped to their
+    """The Adam steps of the three blocks on the minibatch's mean gradient (with ``priors``, the kernel's and the
+    likelihood's log prior and ``n``: plus the prior's gradient over ``n``), the log-hyperparameters clipped to their
     bounds (numpy's ``clip``: a maximum, then a minimum); :math:`K_{uu}` at the new point is the caller's."""
     adam_k, adam_l, adam_z = adams
-    theta = adam_k.step(state.theta, sums.g_theta / b, factor)
+    g_theta, g_lik = sums.g_theta / b, sums.g_lik / b
+    if priors is not None:
+        kernel_prior, likelihood_prior, n = priors
+        if g_theta.shape[0]:
+            g_theta = g_theta + kernel_prior.gradient_in(state.theta, xp) / n
+        if state.lik_theta.size:
+            g_lik = g_lik + likelihood_prior(state.lik_theta)[1] / n
+    theta = adam_k.step(state.theta, g_theta, factor)
     theta = xp.minimum(xp.maximum(theta, low), high)
     lik_theta = state.lik_theta
     if lik_theta.size:
         n_kernel = bounds.shape[0] - lik_theta.size
-        lik_theta = np.clip(adam_l.step(lik_theta, sums.g_lik / b, factor), bounds[n_kernel:, 0], bounds[n_kernel:, 1])
+        lik_theta = np.clip(adam_l.step(lik_theta, g_lik, factor), bounds[n_kernel:, 0], bounds[n_kernel:, 1])
     return _State(theta, lik_theta, adam_z.step(state.Z, sums.g_z / b, factor), state.factor)
 
 
