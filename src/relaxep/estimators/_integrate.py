@@ -10,7 +10,8 @@ log evidence plus the log prior the search climbed (:mod:`relaxep.hyper.log_prio
 2. a central composite design or a grid scaled along the eigenvectors of :math:`(-H)^{-1}`, with integration
    weights (:func:`~relaxep.hyper.design.theta_design`; Rue, Martino & Chopin 2009, section 6.5; GPstuff's
    ``gp_ia``, Vanhatalo et al. 2013); design points beyond the hyperparameters' bounds are dropped there;
-3. at each design point one fit (EP from the MAP's sites, or the closed form), whose log evidence plus log prior
+3. at each design point one fit (EP from the converged sites of the nearest point fitted so far in the metric of
+   :math:`-H`, the MAP first; or the closed form), whose log evidence plus log prior
    is the point's log posterior and weight, and whose posterior is its predictive:
 
 .. math:: p(y_* | y) \approx \sum_k w_k\, p(y_* | y, \theta_k),
@@ -68,9 +69,10 @@ def entry_names(hyper: HyperVector) -> tuple[str, ...]:
     return tuple(e.name if e.size == 1 else f"{e.name}[{e.element}]" for e in hyper.entries())
 
 
-def point_model(model: Any, hyper: HyperVector, x: Array) -> Any:
-    """A fitted copy of ``model`` at the log-hyperparameters ``x`` (no search): EP from ``model``'s converged
-    sites, or the closed form; ``None`` where the fit diverged or its prior has no factor."""
+def point_model(model: Any, hyper: HyperVector, x: Array, start: Any = None) -> Any:
+    """A fitted copy of ``model`` at the log-hyperparameters ``x`` (no search): EP from the converged sites
+    ``start`` (``None``: ``model``'s), or the closed form; ``None`` where the fit diverged or its prior has no
+    factor."""
     kernel, likelihood, _ = hyper.split(np.asarray(x, dtype=float))
     point = copy.copy(model)
     point.kernel_, point.likelihood = kernel, likelihood
@@ -79,7 +81,7 @@ def point_model(model: Any, hyper: HyperVector, x: Array) -> Any:
             point.fit(model.X, model.y, None)
         else:
             point.warm = WarmStarts(model.warm.enabled)
-            point.fit(model.X, model.y, None, start=model.warm.start)
+            point.fit(model.X, model.y, None, start=model.warm.start if start is None else start)
     except (DivergenceError, KernelNotPositiveDefiniteError, linalg.LinAlgError, np.linalg.LinAlgError):
         return None
     if not np.isfinite(point.result_.log_evidence) or point.result_.status == "diverged":
@@ -119,6 +121,7 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
         return MixtureModel([model], np.ones(1), HyperSamples(np.zeros((1, 0)), np.ones(1), names, np.array([0.0])))
     bounds = hyper.theta_bounds
     fits: dict[bytes, Any] = {}
+    starts: list[tuple[Array, Any]] = [(x_map, getattr(getattr(model, "warm", None), "start", None))]
 
     def gradient(x: Array) -> Array:
         _, g = model.log_evidence(x, True, True)
@@ -127,10 +130,14 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
     def log_posterior(x: Array) -> float:
         if np.array_equal(x, x_map):
             return log_post_map
-        point = point_model(model, hyper, x)
+        precision = -hessian
+        nearest = min(starts, key=lambda s: float((x - s[0]) @ precision @ (x - s[0])))[1]
+        point = point_model(model, hyper, x, nearest)
         if point is None:
             return -np.inf
         fits[x.tobytes()] = point
+        if getattr(point, "warm", None) is not None and point.warm.start is not None:
+            starts.append((x, point.warm.start))
         return float(point.result_.log_evidence) + log_prior(x)[0]
 
     hessian = _hessian(model, gradient, x_map, bounds)
