@@ -132,9 +132,11 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         log-hyperparameters (the kernel's and the likelihood's; learned inducing inputs stay as learned): the
         Hessian of the log evidence plus log prior at the MAP (finite differences of its gradient), a central
         composite design along its eigenvectors (Rue, Martino & Chopin 2009; 15 points for 3 hyperparameters) and
-        one fit at each point, warm-started from the MAP's sites, weighted by its evidence times prior; every
-        prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a grid walked from the
-        MAP instead (for one to three hyperparameters).  ``hyper_samples_`` holds the points and weights.
+        one fit at each point, warm-started from the MAP's (or a nearer point's) sites, weighted by its evidence
+        times prior; every prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a
+        grid walked from the MAP instead (for one to three hyperparameters; 121 points for 3).  ``hyper_samples_``
+        holds the points and weights.  Dense or sparse (learned inducing inputs held as learned); a fit takes
+        about the MAP's time again plus one EP run per point (Ripley's synth: 2.1 s against 0.6 s).
 
     Attributes
     ----------
