@@ -180,7 +180,12 @@ def _design(log_posterior: Any, x_map: Array, hessian: Array, method: str, bound
     warning."""
     options = dict(method=method, lower=bounds[:, 0], upper=bounds[:, 1])
     if np.linalg.eigvalsh(-hessian)[0] > 0:
-        return theta_design(log_posterior, x_map, hessian, **options)
+        try:
+            return theta_design(log_posterior, x_map, hessian, **options)
+        except ValueError as exc:  # (a grid too large for the dimension: name the estimator's parameter)
+            if method == "grid" and "grid" in str(exc):
+                raise ValueError(f"integrate='grid' with {x_map.size} hyperparameters: {exc}") from exc
+            raise
     warnings.warn(
         "integrate: the log posterior of the hyperparameters is not concave at the MAP (a hyperparameter at its "
         f"bound, or a flat direction); its directions of precision below {MIN_PRECISION} are given that precision",
