@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from scipy.integrate import quad
 from scipy.special import logsumexp
 from scipy.stats import norm
+from scipy.stats import t as student_t
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
@@ -206,6 +208,17 @@ def test_defaults_student_t_regressor():
     assert np.all(np.isfinite(m)) and np.all(s > 0) and np.all((low < m) & (m < high))
     assert np.all(np.isfinite(model.log_predictive_density(Xt, np.sin(1.5 * Xt[:, 0]))))
     assert np.isfinite(model.loo().elpd_loo)
+    # the interval's ends are the mixture's quantiles: sum_k w_k int T_k(q - f) N(f | m_k, v_k) df by quadrature
+    points = model.model_.components(Xt[:2], None)
+    for q, p in ((low[:2], 0.025), (high[:2], 0.975)):
+        cdf = [sum(w * student_t_cdf(q[i], m[i], v[i], lik) for w, m, v, lik in points) for i in range(2)]
+        np.testing.assert_allclose(cdf, p, atol=1e-7)
+
+
+def student_t_cdf(q: float, mean: float, var: float, likelihood) -> float:
+    """P(y <= q) of y = f + t noise, f ~ N(mean, var), by adaptive quadrature."""
+    noise = student_t(likelihood.df, scale=likelihood.scale)
+    return quad(lambda f: noise.cdf(q - f) * norm.pdf(f, mean, np.sqrt(var)), -np.inf, np.inf, epsabs=1e-12)[0]
 
 
 @pytest.mark.filterwarnings("ignore:The optimal value found:sklearn.exceptions.ConvergenceWarning")
