@@ -202,16 +202,22 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sizes", type=int, nargs="+", default=[30, 60, 200])
     parser.add_argument("--seps", type=float, nargs="+", default=[2.0, 3.0])
     parser.add_argument("--seeds", type=int, default=5)
-    parser.add_argument("--amplitude-scale", type=float, default=None, help="MAP rows: a HalfStudentT(4, s) on "
-                        "the amplitude instead of the default (s = 1), to study the default's scale")  # fmt: skip
+    parser.add_argument("--amplitude-scale", type=float, default=None, help="MAP rows: HalfStudentT(4, s, sqrt=True) "
+                        "on the amplitude instead of the default's s = 1, to study the default's scale")  # fmt: skip
+    parser.add_argument("--length-scale-scale", type=float, default=None, help="MAP rows: HalfStudentT(4, s) on "
+                        "the length-scale (absolute; the default s: the features' rms sd, 1 scaled)")  # fmt: skip
     parser.add_argument("--out", default=None, help="also write the report (markdown) here")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
     prior: object = "auto"
-    if args.amplitude_scale is not None:
+    if args.amplitude_scale is not None or args.length_scale_scale is not None:
         from relaxep.hyper import HalfStudentT
 
-        prior = {"constant_value": HalfStudentT(4.0, args.amplitude_scale, sqrt=True)}
+        prior = {}
+        if args.amplitude_scale is not None:
+            prior["constant_value"] = HalfStudentT(4.0, args.amplitude_scale, sqrt=True)
+        if args.length_scale_scale is not None:
+            prior["length_scale"] = HalfStudentT(4.0, args.length_scale_scale)
 
     lines = [
         "# Hyperpriors against runaway hyperparameters (issue 54)",
