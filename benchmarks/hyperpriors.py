@@ -161,7 +161,8 @@ def run_cell(splits: list[Split], scaled: bool, models: tuple[str, ...], prior: 
     fits: dict[str, list[Fit]] = {m: [] for m in models}
     for X, y, Xt, yt in splits:
         for m in models:
-            fits[m].append(fit_one(make_model(m, scaled, prior), X, y, Xt, yt))
+            given = prior(X.shape[1]) if callable(prior) else prior
+            fits[m].append(fit_one(make_model(m, scaled, given), X, y, Xt, yt))
     return fits
 
 
@@ -206,6 +207,7 @@ def main(argv: list[str] | None = None) -> None:
                         "on the amplitude instead of the default's s = 1, to study the default's scale")  # fmt: skip
     parser.add_argument("--length-scale-scale", type=float, default=None, help="MAP rows: HalfStudentT(4, s) on "
                         "the length-scale (absolute; the default s: the features' rms sd, 1 scaled)")  # fmt: skip
+    parser.add_argument("--per-sqrt-d", action="store_true", help="--length-scale-scale times sqrt(n_features)")
     parser.add_argument("--out", default=None, help="also write the report (markdown) here")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
@@ -218,6 +220,13 @@ def main(argv: list[str] | None = None) -> None:
             prior["constant_value"] = HalfStudentT(4.0, args.amplitude_scale, sqrt=True)
         if args.length_scale_scale is not None:
             prior["length_scale"] = HalfStudentT(4.0, args.length_scale_scale)
+        if args.per_sqrt_d and args.length_scale_scale is not None:
+            fixed, ls = {k: v for k, v in prior.items() if k != "length_scale"}, args.length_scale_scale
+
+            def prior(d: int) -> dict:
+                return {**fixed, "length_scale": HalfStudentT(4.0, ls * d**0.5)}
+
+            prior.__qualname__ = f"{fixed!r} and length_scale HalfStudentT(4, {ls:g} sqrt(n_features))"
 
     lines = [
         "# Hyperpriors against runaway hyperparameters (issue 54)",
@@ -227,7 +236,7 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, Python "
         f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, scikit-learn "
         f"{sklearn.__version__}; BLAS pinned to one thread for every model (threadpoolctl `threadpool_limits(1)`).",
-        f"MAP prior: {prior!r}.",
+        f"MAP prior: {prior.__qualname__ if callable(prior) else repr(prior)}.",
         "",
         HEADER,
     ]
@@ -255,7 +264,8 @@ def main(argv: list[str] | None = None) -> None:
             pairs.append(f"| {name} | {med:+.4f} | {lo:+.4f} | {hi:+.4f} | {worse}/{len(splits)} |")
             print(lines[-3], lines[-2], lines[-1], sep="\n", flush=True)
         X, y = load_breast_cancer(return_X_y=True)
-        whole = {m: [fit_one(make_model(m, True, prior), X, y, None, None)] for m in MODELS}
+        given = prior(X.shape[1]) if callable(prior) else prior
+        whole = {m: [fit_one(make_model(m, True, given), X, y, None, None)] for m in MODELS}
         for m in MODELS:
             lines.append(row("breast cancer, all 569 rows (fit only), scaled", m, whole[m]))
         amps = ", ".join(f"{m} amp {whole[m][0].amplitude:.3g}, ls/range {whole[m][0].scale_ratio:.3g}" for m in MODELS)
