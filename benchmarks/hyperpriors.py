@@ -75,12 +75,14 @@ class Fit:
         return self.amplitude > AMPLITUDE_LIMIT or self.scale_ratio > SCALE_LIMIT
 
 
-def make_model(name: str, scaled: bool, prior: object = "auto") -> object:
-    """The estimator ``name`` (module docstring), behind a ``StandardScaler`` where ``scaled``."""
+def make_model(name: str, scaled: bool, prior: object = "auto", ml_bound: float | None = None) -> object:
+    """The estimator ``name`` (module docstring), behind a ``StandardScaler`` where ``scaled``; ``ml_bound``: the
+    ML-II fit's amplitude bounded by it (``ConstantKernel(1.0, (1e-5, ml_bound**2))``)."""
     if name == "MAP":
         model = GPClassifier(random_state=0, prior=prior)
     elif name == "ML-II":
-        model = GPClassifier(random_state=0, prior=None)
+        kernel = None if ml_bound is None else ConstantKernel(1.0, (1e-5, ml_bound**2)) * RBF(1.0)
+        model = GPClassifier(kernel=kernel, random_state=0, prior=None)
     else:
         model = GaussianProcessClassifier(ConstantKernel(1.0) * RBF(1.0), random_state=0)
     return make_pipeline(StandardScaler(), model) if scaled else make_pipeline(model)
@@ -157,12 +159,14 @@ def synthetic_splits(n: int, sep: float, seeds: int) -> list[Split]:
     return out
 
 
-def run_cell(splits: list[Split], scaled: bool, models: tuple[str, ...], prior: object) -> dict[str, list[Fit]]:
+def run_cell(
+    splits: list[Split], scaled: bool, models: tuple[str, ...], prior: object, ml_bound: float | None
+) -> dict[str, list[Fit]]:
     fits: dict[str, list[Fit]] = {m: [] for m in models}
     for X, y, Xt, yt in splits:
         for m in models:
             given = prior(X.shape[1]) if callable(prior) else prior
-            fits[m].append(fit_one(make_model(m, scaled, given), X, y, Xt, yt))
+            fits[m].append(fit_one(make_model(m, scaled, given, ml_bound), X, y, Xt, yt))
     return fits
 
 
@@ -208,6 +212,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--length-scale-scale", type=float, default=None, help="MAP rows: HalfStudentT(4, s) on "
                         "the length-scale (absolute; the default s: the features' rms sd, 1 scaled)")  # fmt: skip
     parser.add_argument("--per-sqrt-d", action="store_true", help="--length-scale-scale times sqrt(n_features)")
+    parser.add_argument("--ml-bound", type=float, default=None, help="ML-II rows: the amplitude bounded by this")
     parser.add_argument("--out", default=None, help="also write the report (markdown) here")
     argv = sys.argv[1:] if argv is None else argv
     args = parser.parse_args(argv)
@@ -236,7 +241,15 @@ def main(argv: list[str] | None = None) -> None:
         f"Machine: {platform.platform()}, {platform.processor() or platform.machine()}, Python "
         f"{platform.python_version()}, numpy {np.__version__}, scipy {scipy.__version__}, scikit-learn "
         f"{sklearn.__version__}; BLAS pinned to one thread for every model (threadpoolctl `threadpool_limits(1)`).",
-        f"MAP prior: {prior.__qualname__ if callable(prior) else repr(prior)}.",
+        f"MAP prior: {prior.__qualname__ if callable(prior) else repr(prior)}."
+        + ("" if args.ml_bound is None else f"  ML-II amplitude bounded by {args.ml_bound:g}."),
+        "",
+        "Columns: `runaways`, fits with amplitude sqrt(k1.constant_value) > 10 or length-scale > 1e3 x the inputs' "
+        "range (the widest feature's max - min over the training rows the GP sees: after the scaler, or raw); "
+        "`ls/range`, length-scale / that range; test NLL per row (relaxep: `predict_log_proba`, unclipped; "
+        "scikit-learn: log of `predict_proba` clipped at 1e-300), median and mean over the cell's sets; `warned`, "
+        "fits that raised any warning (a hyperparameter at its bound).  ML-II's amplitude 316 is "
+        "`ConstantKernel`'s upper bound (1e5 on the variance).",
         "",
         HEADER,
     ]
@@ -252,7 +265,7 @@ def main(argv: list[str] | None = None) -> None:
                 cells.append((f"synthetic n={n} sep={sep:g}, scaled", synthetic_splits(n, sep, args.seeds), True))
         for name, splits, scaled in cells:
             flags = [separable(StandardScaler().fit_transform(X), y) for X, y, _, _ in splits]
-            fits = run_cell(splits, scaled, MODELS, prior)
+            fits = run_cell(splits, scaled, MODELS, prior, args.ml_bound)
             for m in MODELS:
                 lines.append(row(name, m, fits[m]))
             sep_runaway = {m: sum(f.runaway for f, s in zip(fits[m], flags, strict=True) if s) for m in MODELS}
@@ -265,7 +278,7 @@ def main(argv: list[str] | None = None) -> None:
             print(lines[-3], lines[-2], lines[-1], sep="\n", flush=True)
         X, y = load_breast_cancer(return_X_y=True)
         given = prior(X.shape[1]) if callable(prior) else prior
-        whole = {m: [fit_one(make_model(m, True, given), X, y, None, None)] for m in MODELS}
+        whole = {m: [fit_one(make_model(m, True, given, args.ml_bound), X, y, None, None)] for m in MODELS}
         for m in MODELS:
             lines.append(row("breast cancer, all 569 rows (fit only), scaled", m, whole[m]))
         amps = ", ".join(f"{m} amp {whole[m][0].amplitude:.3g}, ls/range {whole[m][0].scale_ratio:.3g}" for m in MODELS)
