@@ -75,7 +75,8 @@ def test_names_match_by_full_name_or_last_part_over_the_defaults():
     scales = DataScales(np.array([2.0, 3.0]), (5.0,))
     auto = resolve_prior("auto", hyper.entries(), scales)
     assert auto.priors[0] == HalfStudentT(4.0, 5.0, sqrt=True)  # the amplitude, in the targets' scale
-    assert auto.priors[1:3] == (HalfStudentT(4.0, 2.0), HalfStudentT(4.0, 3.0))  # ARD: each feature's sd
+    r2 = np.sqrt(2.0)  # ARD: each feature's sd times sqrt(d)
+    assert auto.priors[1:3] == (HalfStudentT(4.0, 2.0 * r2), HalfStudentT(4.0, 3.0 * r2))
     assert auto.priors[3] == HalfStudentT(4.0, 5.0)  # the Student-t's scale (a standard deviation)
     mixed = resolve_prior({"length_scale": LogNormal(), "k1__constant_value": None}, hyper.entries(), scales)
     assert mixed.priors[:3] == (LogUniform(), LogNormal(), LogNormal()) and mixed.priors[3] == auto.priors[3]
@@ -121,7 +122,7 @@ def test_the_progress_reports_the_log_prior_of_each_evaluation():
     steps = []
     fitted = relaxep.GPClassifier(callback=steps.append).fit(X, y)
     sd = np.std(X, axis=0)
-    prior = (HalfStudentT(4.0, 1.0, sqrt=True), HalfStudentT(4.0, float(np.sqrt(np.mean(sd**2)))))
+    prior = (HalfStudentT(4.0, 1.0, sqrt=True), HalfStudentT(4.0, float(np.sqrt(np.sum(sd**2)))))
     for step in steps[:3]:
         expected = sum(p.log_density(t)[0] for p, t in zip(prior, step.parameters, strict=True))
         np.testing.assert_allclose(step.log_prior, expected, rtol=1e-12)

@@ -39,6 +39,7 @@ from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch, evidence_at
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
+from relaxep.hyper.log_prior import DataScales, check_prior, input_scales
 from relaxep.inference.sharded import ShardedFITC, ShardedResult
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.rbf import as_scaled_rbf
@@ -136,6 +137,7 @@ class DaskSparseFit(BaseEstimator):
                 f"one posterior in one process (use {local} for them)"
             )
         check_kernel(self.kernel)
+        check_prior(self.prior)
         resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)
         check_positive_int(self.max_sweeps, "max_sweeps")
         check_positive_number(self.tol, "tol")
@@ -182,11 +184,18 @@ class DaskSparseFit(BaseEstimator):
             raise ValueError(f"{name} must have shape ({X.shape[0]},), got {y.shape}")
         return y.rechunk(X.chunks[0])
 
-    def _search(self, plan: SparseFit) -> _EvidenceSearch:
-        """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards)."""
+    def _search(self, plan: SparseFit, X: Any) -> _EvidenceSearch:
+        """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards), and
+        ``prior`` scaled to the rows ``X`` (one reduction over the cluster) and :meth:`_output_scales`."""
+        scales = None if self.prior is None else DataScales(input_scales(X), self._output_scales())
         return _EvidenceSearch(
-            plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun, ftol=plan.ftol
-        )
+            plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun, ftol=plan.ftol,
+            prior=self.prior, scales=scales,
+        )  # fmt: skip
+
+    def _output_scales(self) -> tuple[float, ...]:
+        """The latent's scale for the default priors: 1, a classifier's (the regressor's: its targets')."""
+        return (1.0,)
 
     def _fit_shards(
         self, X: Any, targets: Any, likelihood: Likelihood, rule: SiteRule, noise: float

@@ -14,7 +14,8 @@ An estimator's ``prior`` is
 
 The defaults (``docs/decisions.md``, "Default hyperpriors"): on a ``length_scale``, GPstuff's half-Student-t
 (:math:`\nu = 4`) in units of the feature's standard deviation (GPstuff's demos standardise the inputs; here the
-prior is scaled instead), each feature's for an ARD kernel and their root mean square for an isotropic one; on an
+prior is scaled instead) times :math:`\sqrt d`, as distances between rows grow with the dimension (Hvarfner,
+Hellsten & Nardi 2024): each feature's sd for an ARD kernel, :math:`\sqrt{\sum_j s_j^2}` for an isotropic one; on an
 amplitude (``constant_value``, ``noise_level``: variances) a half-Student-t (:math:`\nu = 4`) on its square root,
 in units of the latent's scale (1 for a classifier's latent, the targets' root mean square for a regressor's); on a
 likelihood's scale parameters (its ``output_scale_hyperparameters``) the same, in the targets' units; log-uniform on
@@ -109,8 +110,10 @@ def default_prior(entry: Entry, scales: DataScales) -> HyperPrior:
     """The default prior of one entry (module docstring)."""
     short = entry.short
     if short == "length_scale" and scales.inputs is not None and entry.block >= 0:
-        inputs = np.asarray(scales.inputs, dtype=float)
-        scale = inputs[entry.element] if entry.size == inputs.size else np.sqrt(np.mean(inputs**2))
+        inputs = np.asarray(scales.inputs, dtype=float)  # (the typical distance between rows grows as sqrt(d))
+        scale = (
+            inputs[entry.element] * np.sqrt(inputs.size) if entry.size == inputs.size else np.sqrt(np.sum(inputs**2))
+        )
         return HalfStudentT(DEFAULT_DF, float(scale)) if np.isfinite(scale) and scale > 0 else LogUniform()
     if short in ("constant_value", "noise_level") and entry.block >= 0:
         return HalfStudentT(DEFAULT_DF, _output(scales, entry.block), sqrt=True)
