@@ -34,6 +34,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.assessment.result import LooPrediction, LooResult
 from relaxep.estimators._checks import check_restarts, random_state_of
+from relaxep.estimators._integrate import check_integrate, integrate_model
 from relaxep.estimators._latent_fit import LatentFit
 from relaxep.estimators._loo import estimator_loo, estimator_loo_predict
 from relaxep.estimators._plan import SparseFit, dense_or
@@ -64,6 +65,8 @@ class _GPEstimatorBase(BaseEstimator):
     n_jobs: int | None = None
     #: the hyperparameters' prior, where an estimator takes none (type-II maximum likelihood)
     prior: Any = None
+    #: integration over the hyperparameters, where an estimator takes none: the MAP's alone
+    integrate: str = "map"
 
     optimizer: Any
     n_restarts_optimizer: int
@@ -83,6 +86,7 @@ class _GPEstimatorBase(BaseEstimator):
         check_restarts(self.n_restarts_optimizer)
         n_threads(self.n_jobs)
         check_prior(self.prior)
+        check_integrate(self.integrate)
 
     def _rng(self) -> np.random.RandomState:
         """``check_random_state(random_state)``, its error naming ``random_state``."""
@@ -116,7 +120,14 @@ class _GPEstimatorBase(BaseEstimator):
         """The fit's epilogue: the fitted model and what it learned stored (``model_``, ``kernel_``,
         ``likelihood_``, ``inducing_points_``, ``result_``, the evidence, then :meth:`_decode`'s), the report's
         warnings issued at the user's ``fit`` line; returns the estimator.  Called as
-        ``return self._finish(model, report)``."""
+        ``return self._finish(model, report)``.  With ``integrate`` other than ``"map"`` the fitted (MAP) model
+        becomes the mixture over the hyperparameters (:mod:`relaxep.estimators._integrate`; ``hyper_samples_``),
+        whose MAP point gives what is stored."""
+        if self.integrate != "map":
+            model = integrate_model(model, self.integrate)
+            self.hyper_samples_ = model.samples
+        elif hasattr(self, "hyper_samples_"):  # (a refit with integrate="map")
+            del self.hyper_samples_
         self.kernel_ = model.kernel_
         if self.learns_likelihood:
             self.likelihood_ = model.likelihood

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import lapack
+from scipy.special import logsumexp
 from sklearn.utils.validation import check_is_fitted
 
 from relaxep._typing import Array
@@ -29,6 +30,7 @@ from relaxep._xp import to_numpy
 from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
 from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._loo_multiclass import ClassTail, joint_loo
+from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel, proba_of
 from relaxep.estimators._multiclass_models import _JointModel
 from relaxep.inference.loo import CavityLOO, cavity_loo
@@ -84,16 +86,55 @@ def _refuse(estimator: Any, model: Any) -> None:
 
 
 def _terms(estimator: Any) -> tuple[CavityLOO, Any]:
-    """The leave-one-out terms in the model's units, and the model."""
+    """The leave-one-out terms in the model's units, and the model (an integrated fit's: the mixture's terms,
+    :func:`mixture_loo`, and the MAP point's model)."""
     check_is_fitted(estimator, "model_")  # (a regressor predicts from its prior unfitted: model_ is the test)
     model = estimator.model_
+    if isinstance(model, MixtureModel):
+        terms, _ = mixture_loo([_model_terms(estimator, m) for m in model.models], model.weights)
+        return terms, model.map_model
+    return _model_terms(estimator, model), model
+
+
+def _model_terms(estimator: Any, model: Any) -> CavityLOO:
+    """One fitted model's leave-one-out terms."""
     if isinstance(model, _ExactModel):
         latent = model.predict_latent(model.X, full_cov=False)
-        return exact_loo(model.L_, model.alpha_, model.y, model._noise(model.likelihood), latent), model
+        return exact_loo(model.L_, model.alpha_, model.y, model._noise(model.likelihood), latent)
     if not isinstance(model, _LatentModel):
         _refuse(estimator, model)
     r = model.result_
-    return cavity_loo(r.mean, r.marginal_var, r.site_precision, r.site_mean_precision, model.y, model.likelihood), model
+    return cavity_loo(r.mean, r.marginal_var, r.site_precision, r.site_mean_precision, model.y, model.likelihood)
+
+
+def mixture_loo(terms: list[CavityLOO], weights: Array) -> tuple[CavityLOO, Array]:
+    r"""Leave-one-out of a mixture over the hyperparameters from its points' own, :math:`p_{ik} = p(y_i | y_{-i},
+    \theta_k)`: the posterior of :math:`\theta` given :math:`y_{-i}` is the full one reweighted by
+    :math:`1/p(y_i | y_{-i}, \theta_k)` (importance sampling; Vehtari, Mononen, Tolvanen, Sivula & Winther 2016,
+    "Bayesian leave-one-out cross-validation approximations for Gaussian latent variable models", JMLR 17,
+    section 3.5), so
+
+    .. math::
+        p(y_i | y_{-i}) = \Big(\sum_k rac{w_k}{p_{ik}}\Big)^{-1},\qquad
+        w_{ik} = rac{w_k / p_{ik}}{\sum_j w_j / p_{ij}},
+
+    in log space (``logsumexp``).  The in-sample density is the mixture's, :math:`\sum_k w_k p(y_i | y, \theta_k)`;
+    the leave-one-out latent's moments are those of the :math:`w_{ik}`-mixture of the points' cavities.  Returns
+    the terms and the weights :math:`w_{ik}`, shape ``(n, K)``.
+    """
+    with np.errstate(divide="ignore"):
+        log_w = np.log(np.asarray(weights, dtype=float))
+    loo = np.stack([t.loo for t in terms], axis=1)  # (n, K)
+    inverse = log_w - loo
+    log_norm = logsumexp(inverse, axis=1)
+    w_ik = np.exp(inverse - log_norm[:, None])
+    in_sample = logsumexp(log_w + np.stack([t.in_sample for t in terms], axis=1), axis=1)
+    means = np.stack([t.cavity_mean for t in terms], axis=1)
+    second = np.stack([t.cavity_var + t.cavity_mean**2 for t in terms], axis=1)
+    mean = np.sum(w_ik * means, axis=1)
+    var = np.maximum(np.sum(w_ik * second, axis=1) - mean**2, 0.0)
+    improper = max(t.n_improper for t in terms)
+    return CavityLOO(loo=-log_norm, in_sample=in_sample, cavity_mean=mean, cavity_var=var, n_improper=improper), w_ik
 
 
 def _y_scale(estimator: Any) -> tuple[float, float]:
@@ -162,14 +203,22 @@ def _describe(estimator: Any, model: Any) -> str:
 
 def estimator_loo_predict(estimator: Any) -> LooPrediction:
     """``estimator.loo_predict()``: the latent's leave-one-out posterior and, for classifiers, class probabilities
-    (joint multi-class: the cavities' means ``(n, C)`` and covariances ``(n, C, C)``)."""
+    (joint multi-class: the cavities' means ``(n, C)`` and covariances ``(n, C, C)``; an integrated fit: the
+    :func:`mixture_loo` weights' mixture of its points')."""
     if _joint(estimator):
         _, _, mean, cov, proba, _ = joint_loo(estimator.model_)
         return LooPrediction(mean=mean, var=cov, proba=proba, classes=estimator.classes_)
-    terms, model = _terms(estimator)
-    mean, var = terms.cavity_mean, terms.cavity_var
-    if isinstance(model, _ExactModel):  # (the closed form's moments are of y: the latent's lack the noise)
-        var = var - np.broadcast_to(np.asarray(model._noise(model.likelihood), dtype=float), var.shape)
+    model = estimator.model_
+    if isinstance(model, MixtureModel):
+        terms = [_model_terms(estimator, m) for m in model.models]
+        _, w_ik = mixture_loo(terms, model.weights)
+        points = [_point_loo(estimator, m, t) for m, t in zip(model.models, terms, strict=True)]
+        mean = np.sum(w_ik * np.stack([p[0] for p in points], axis=1), axis=1)
+        second = np.sum(w_ik * np.stack([p[1] + p[0] ** 2 for p in points], axis=1), axis=1)
+        var = np.maximum(second - mean**2, 0.0)
+        proba = None if points[0][2] is None else np.einsum("ik,kic->ic", w_ik, np.stack([p[2] for p in points]))
+    else:
+        mean, var, proba = _point_loo(estimator, model, _model_terms(estimator, model))
     if not hasattr(estimator, "classes_"):
         std = np.asarray(getattr(estimator, "_y_train_std", 1.0), dtype=float)
         centre = np.asarray(getattr(estimator, "_y_train_mean", 0.0), dtype=float)
@@ -178,9 +227,17 @@ def estimator_loo_predict(estimator: Any) -> LooPrediction:
         else:  # several outputs: one column each
             var = var[:, None]
         return LooPrediction(mean=mean * std + centre, var=var * std**2)
+    return LooPrediction(mean=mean, var=var, proba=proba, classes=estimator.classes_)
+
+
+def _point_loo(estimator: Any, model: Any, terms: CavityLOO) -> tuple[Array, Array, Array | None]:
+    """One fitted model's leave-one-out latent mean and variance (model units) and a classifier's probabilities."""
+    mean, var = terms.cavity_mean, terms.cavity_var
+    if isinstance(model, _ExactModel):  # (the closed form's moments are of y: the latent's lack the noise)
+        var = var - np.broadcast_to(np.asarray(model._noise(model.likelihood), dtype=float), var.shape)
+    if not hasattr(estimator, "classes_"):
+        return mean, var, None
     likelihood = model.likelihood
     if isinstance(likelihood, BinaryLikelihood):
-        proba = proba_of(likelihood.predict_log_odds(mean, np.maximum(var, 1e-300)))
-    else:
-        proba = likelihood.class_probabilities(mean, np.maximum(var, 0.0))
-    return LooPrediction(mean=mean, var=var, proba=proba, classes=estimator.classes_)
+        return mean, var, proba_of(likelihood.predict_log_odds(mean, np.maximum(var, 1e-300)))
+    return mean, var, likelihood.class_probabilities(mean, np.maximum(var, 0.0))

@@ -7,10 +7,12 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.estimators._checks import input_format
+from relaxep.estimators._mixture import MixtureModel, mixture_interval, mixture_log_density, mixture_moments
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.likelihoods.counts import CountLikelihood
 
@@ -44,11 +46,23 @@ class TargetPredictive:
             raise ValueError(f"{what} is for a single output; this fit has {np.size(self._y_train_mean)}")
         return float(np.ravel(self._y_train_mean)[0]), float(np.ravel(self._y_train_std)[0])
 
+    def _mixture(self, X: ArrayLike) -> list[Any] | None:
+        """An integrated fit's points at ``X`` (:meth:`MixtureModel.components
+        <relaxep.estimators._mixture.MixtureModel.components>`, normalised units), ``None`` for one fit."""
+        model = getattr(self, "model_", None)
+        if not isinstance(model, MixtureModel):
+            return None
+        X = validate_data(self, X, reset=False, **input_format(self.kernel_, X))  # type: ignore[attr-defined]
+        return model.components(X, self._noise_model())
+
     def predict_y(self, X: ArrayLike) -> tuple[Array, Array]:
         r"""Mean and standard deviation of the predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*)
         q(f_*)\, df_*` (the likelihood's noise included; infinite for a Student-t with ``df <= 2``)."""
         check_is_fitted(self)
         mu, sd = self._single_output("predict_y")
+        if (points := self._mixture(X)) is not None:
+            m, v = mixture_moments(points)
+            return _like(X, mu + sd * m, sd * np.sqrt(v))
         mean, std = self._predict(X, return_std=True, latent=True)
         m, v = self._noise_model().predict_y((mean - mu) / sd, (std / sd) ** 2)
         return _like(X, mu + sd * m, sd * np.sqrt(v))
@@ -57,6 +71,9 @@ class TargetPredictive:
         """The central ``level`` interval of the predictive of a target at ``X`` (not Gaussian in general)."""
         check_is_fitted(self)
         mu, sd = self._single_output("predict_interval")
+        if (points := self._mixture(X)) is not None:
+            low, high = mixture_interval(points, level)
+            return _like(X, mu + sd * low, mu + sd * high)
         mean, std = self._predict(X, return_std=True, latent=True)
         low, high = self._noise_model().predict_interval((mean - mu) / sd, (std / sd) ** 2, level)
         return _like(X, mu + sd * low, mu + sd * high)
@@ -65,6 +82,11 @@ class TargetPredictive:
         r"""Pointwise :math:`\log p(y_* | y) = \log\int p(y_* | f_*) q(f_*)\, df_*` (the test NLPD: minus its mean)."""
         check_is_fitted(self)
         mu, sd = self._single_output("log_predictive_density")
+        if (points := self._mixture(X)) is not None:
+            y = np.asarray(to_numpy(y), dtype=float).reshape(-1)
+            if y.shape != points[0][1].shape:
+                raise ValueError(f"y must have shape {points[0][1].shape} (one target per row of X), got {y.shape}")
+            return _like(X, mixture_log_density(points, (y - mu) / sd) - np.log(sd))[0]
         mean, std = self._predict(X, return_std=True, latent=True)
         y = np.asarray(to_numpy(y), dtype=float).reshape(-1)
         if y.shape != mean.shape:

@@ -159,6 +159,16 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
         on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
         ``"likelihood__scale"``) to priors, over the defaults.
+    integrate : {"map", "ccd", "grid"}, default "map"
+        ``"map"``: predict at the MAP hyperparameters (the search's end point).  ``"ccd"``: integrate over the
+        log-hyperparameters (the kernel's and the likelihood's; learned inducing inputs stay as learned): the
+        Hessian of the log evidence plus log prior at the MAP (finite differences of its gradient), a central
+        composite design along its eigenvectors (Rue, Martino & Chopin 2009; 15 points for 3 hyperparameters) and
+        one fit at each point, warm-started from the MAP's (or a nearer point's) sites, weighted by its evidence
+        times prior; every prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a
+        grid walked from the MAP instead (for one to three hyperparameters; 121 points for 3).  ``hyper_samples_``
+        holds the points and weights.  Dense or sparse (learned inducing inputs held as learned); a fit takes
+        about the MAP's time again plus one EP run per point (Ripley's synth: 2.1 s against 0.6 s).
 
     Attributes
     ----------
@@ -171,6 +181,9 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     model_ : the fitted model (private): binary (dense or sparse), joint multi-class or one-vs-rest
     inducing_points_ : ndarray of shape (M, d)
         Sparse fits only: the (learned) inducing inputs.
+    hyper_samples_ : HyperSamples
+        With ``integrate`` other than ``"map"``: the design's ``points`` (log-hyperparameters, the MAP first),
+        ``weights``, ``names`` and ``log_posterior`` (absent with ``integrate="map"``).
     """
 
     def __init__(
@@ -196,6 +209,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
         prior: Any = "auto",
+        integrate: str = "map",
     ) -> None:
         store_parameters(self, locals())
 
@@ -222,6 +236,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         self._check_parameters()
         if self.multi_class not in ("joint", "one_vs_rest"):
             raise ValueError(f"multi_class must be 'joint' or 'one_vs_rest', got {self.multi_class!r}")
+        if classes.size > 2 and self.multi_class == "joint" and self.integrate != "map":
+            raise ValueError(
+                f"integrate={self.integrate!r}: the joint multi-class model is fitted at its MAP hyperparameters "
+                "only; use integrate='map', or multi_class='one_vs_rest' (each binary model integrated)"
+            )
         if classes.size > 2 and self.multi_class == "joint" and self.inducing_points is not None:
             raise ValueError(
                 "inducing_points: the joint multi-class model has no sparse posterior yet; "

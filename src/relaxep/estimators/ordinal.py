@@ -95,6 +95,16 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
         on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
         ``"likelihood__scale"``) to priors, over the defaults.
+    integrate : {"map", "ccd", "grid"}, default "map"
+        ``"map"``: predict at the MAP hyperparameters (the search's end point).  ``"ccd"``: integrate over the
+        log-hyperparameters (the kernel's and the likelihood's; learned inducing inputs stay as learned): the
+        Hessian of the log evidence plus log prior at the MAP (finite differences of its gradient), a central
+        composite design along its eigenvectors (Rue, Martino & Chopin 2009; 15 points for 3 hyperparameters) and
+        one fit at each point, warm-started from the MAP's (or a nearer point's) sites, weighted by its evidence
+        times prior; every prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a
+        grid walked from the MAP instead (for one to three hyperparameters; 121 points for 3).  ``hyper_samples_``
+        holds the points and weights.  Dense or sparse (learned inducing inputs held as learned); a fit takes
+        about the MAP's time again plus one EP run per point (Ripley's synth: 2.1 s against 0.6 s).
 
     Attributes
     ----------
@@ -105,6 +115,9 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         The EP log evidence at the fit.
     result_ : InferenceResult
         The posterior's record: status, sweeps, sites.
+    hyper_samples_ : HyperSamples
+        With ``integrate`` other than ``"map"``: the design's ``points`` (log-hyperparameters, the MAP first),
+        ``weights``, ``names`` and ``log_posterior`` (absent with ``integrate="map"``).
     """
 
     search_policy = ROBUST  # (the cut-points' gradients are of order n, as a Student-t's scale's)
@@ -132,6 +145,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         n_jobs: int | None = None,
         decision: str = "mode",
         prior: Any = "auto",
+        integrate: str = "map",
     ) -> None:
         store_parameters(self, locals())
 

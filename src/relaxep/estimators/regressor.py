@@ -42,6 +42,7 @@ from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
@@ -126,6 +127,16 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
         on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
         ``"likelihood__scale"``) to priors, over the defaults.
+    integrate : {"map", "ccd", "grid"}, default "map"
+        ``"map"``: predict at the MAP hyperparameters (the search's end point).  ``"ccd"``: integrate over the
+        log-hyperparameters (the kernel's and the likelihood's; learned inducing inputs stay as learned): the
+        Hessian of the log evidence plus log prior at the MAP (finite differences of its gradient), a central
+        composite design along its eigenvectors (Rue, Martino & Chopin 2009; 15 points for 3 hyperparameters) and
+        one fit at each point, warm-started from the MAP's (or a nearer point's) sites, weighted by its evidence
+        times prior; every prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a
+        grid walked from the MAP instead (for one to three hyperparameters; 121 points for 3).  ``hyper_samples_``
+        holds the points and weights.  Dense or sparse (learned inducing inputs held as learned); a fit takes
+        about the MAP's time again plus one EP run per point (Ripley's synth: 2.1 s against 0.6 s).
 
     Attributes
     ----------
@@ -137,6 +148,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     X_train_, y_train_ : the training data (``y_train_`` normalised where ``normalize_y``)
     L_, alpha_ : the closed-form model's Cholesky factor and weights (Gaussian model only)
     inducing_points_ : ndarray of shape (M, d) (sparse fits)
+    hyper_samples_ : HyperSamples
+        With ``integrate`` other than ``"map"``: the design's ``points`` (log-hyperparameters, the MAP first),
+        ``weights``, ``names`` and ``log_posterior`` (absent with ``integrate="map"``).
     """
 
     search_policy = ROBUST  # (a likelihood's scale has gradients of order n: backtrack from a failed run)
@@ -169,6 +183,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         verbose: int = 0,
         callback: Callable[[SearchStep], Any] | None = None,
         prior: Any = "auto",
+        integrate: str = "map",
     ) -> None:
         store_parameters(self, locals())
 
@@ -294,7 +309,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     def _latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
         """Latent mean and variances (or covariance), normalised units, one column per output (exact model)."""
         model = self.model_
-        if isinstance(model, _ExactModel):
+        if isinstance(model, _ExactModel | MixtureModel):
             return model.predict_latent(X, full_cov)
         if full_cov:
             return model.predict_latent_cov(X)
