@@ -8,6 +8,7 @@ from sklearn.gaussian_process.kernels import RBF, Matern
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import EP, ConvergentEP, Gaussian, GPClassifier, PowerEP, Probit
+from relaxep.hyper import HalfStudentT
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -259,7 +260,7 @@ def test_the_local_estimator_takes_each_parameter_it_shares_with_the_dask_estima
     given = dict(
         kernel=RBF(2.0), likelihood=Probit(), rule=PowerEP(0.5), inducing_points=7, learn_inducing_points=False,
         inducing_init="random", optimizer=None, optimizer_subset=300, optimizer_maxiter=9, max_sweeps=11, tol=1e-3,
-        jitter=1e-5, random_state=3,
+        jitter=1e-5, random_state=3, prior=HalfStudentT(4.0, 2.0),
     )  # fmt: skip
     assert given.keys() == DaskGPClassifier().get_params().keys() - {"client", "min_step", "timeout"}
     local = DaskGPClassifier(min_step=0.5, timeout=5.0, **given)._local_of(GPClassifier)

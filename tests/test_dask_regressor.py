@@ -11,6 +11,7 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import EP, Gaussian, GPRegressor, Laplace, NegativeBinomial, Poisson, PowerEP, RelaxedEP, StudentT
+from relaxep.hyper import HalfStudentT
 
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
@@ -213,7 +214,7 @@ def test_the_local_estimator_takes_each_parameter_it_shares_with_the_dask_estima
     given = dict(
         kernel=RBF(2.0), likelihood=StudentT(), rule=PowerEP(0.5), alpha=1e-6, normalize_y=True, inducing_points=7,
         learn_inducing_points=False, inducing_init="random", optimizer=None, optimizer_subset=300,
-        optimizer_maxiter=9, max_sweeps=11, tol=1e-3, random_state=3,
+        optimizer_maxiter=9, max_sweeps=11, tol=1e-3, random_state=3, prior=HalfStudentT(4.0, 2.0),
     )  # fmt: skip
     assert given.keys() == DaskGPRegressor().get_params().keys() - {"client", "min_step", "timeout"}
     model = DaskGPRegressor(min_step=0.5, timeout=5.0, **given)
