@@ -286,7 +286,7 @@ def test_classifier_multiclass_string_labels_and_modes(three_class_problem):
 
 def test_classifier_learns_hyperparameters_by_the_joint_evidence(three_class_problem):
     X, y = three_class_problem
-    clf = GPClassifier(random_state=0).fit(X, y)
+    clf = GPClassifier(random_state=0, prior=None).fit(X, y)  # (ML-II: the evidence's stationary point)
     lml, grad = clf.log_marginal_likelihood(clf.kernel_.theta, eval_gradient=True)
     assert lml == pytest.approx(clf.log_marginal_likelihood_value_, abs=1e-3)
     inside = (clf.kernel_.theta > clf.kernel_.bounds[:, 0] + 1e-3) & (
