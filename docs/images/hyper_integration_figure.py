@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, default=None)
     parser.add_argument("--out", type=Path, default=HERE / "hyper_integration.png")
     args = parser.parse_args()
-    X, y = load_synth("train")[:2]
+    X, y = load_synth("train")
     fits = {method: fit(X, y, method) for method in ("ccd", "grid")}
     reference = reference_posterior(fits["ccd"], args.n, args.cache)
     print(f"reference ({args.n} x {args.n}): mean {np.round(reference.mean, 3)}, sd {np.round(reference.sd, 3)}")
@@ -80,6 +80,10 @@ def main() -> None:
         plot_hyper_samples(clf, reference=reference, ax=panel)
         panel.set_title(f'integrate="{method}": {len(samples.weights)} points', fontsize=10)
     panels[1].set_ylabel("")
+    X_test, y_test = load_synth("test")
+    for method, clf in (("map", fit(X, y, "map")), *fits.items()):
+        p = clf.predict_proba(X_test)[np.arange(len(y_test)), y_test]
+        print(f"{method}: test log predictive density {np.mean(np.log(p)):.4f} a row, loo {clf.loo().elpd_loo:.3f}")
     fig.tight_layout()
     fig.savefig(args.out, dpi=100)
 
