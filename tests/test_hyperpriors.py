@@ -126,6 +126,7 @@ def test_the_progress_reports_the_log_prior_of_each_evaluation():
     for step in steps[:3]:
         expected = sum(p.log_density(t)[0] for p, t in zip(prior, step.parameters, strict=True))
         np.testing.assert_allclose(step.log_prior, expected, rtol=1e-12)
+        assert fitted.log_prior(step.parameters) == pytest.approx(expected, rel=1e-12)
     assert max(s.log_evidence + s.log_prior for s in steps) == pytest.approx(steps[-1].best)
     assert fitted.log_marginal_likelihood_value_ == pytest.approx(
         fitted.log_marginal_likelihood(fitted.kernel_.theta), abs=1e-6

@@ -25,7 +25,6 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import GPClassifier, Probit
 from relaxep.datasets import load_synth
-from relaxep.estimators._hyper import HyperVector
 from relaxep.hyper.design import weighted_moments
 from relaxep.hyper.reference import grid_reference
 from relaxep.plotting import plot_hyper_samples
@@ -43,7 +42,6 @@ def reference_posterior(clf: GPClassifier, n: int, cache: Path | None) -> object
     _, sd = weighted_moments(clf.hyper_samples_.points, clf.hyper_samples_.weights)
     centre = clf.hyper_samples_.points[0]
     lower, upper = centre - 4.5 * sd, centre + 4.5 * sd
-    log_prior = clf.model_.search.log_prior(HyperVector(clf.kernel_, clf.model_.likelihood))
     if cache is not None and cache.exists():
         stored = np.load(cache)
         values = dict(zip(map(tuple, stored["points"]), stored["values"], strict=True))
@@ -53,7 +51,7 @@ def reference_posterior(clf: GPClassifier, n: int, cache: Path | None) -> object
     def log_posterior(theta: np.ndarray) -> float:
         key = tuple(theta)
         if key not in values:
-            values[key] = float(clf.log_marginal_likelihood(theta)) + float(log_prior(theta)[0])
+            values[key] = float(clf.log_marginal_likelihood(theta)) + clf.log_prior(theta)
         return values[key]
 
     reference = grid_reference(log_posterior, lower, upper, n)

@@ -34,6 +34,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
 from relaxep.assessment.result import LooPrediction, LooResult
 from relaxep.estimators._checks import check_restarts, random_state_of
+from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._integrate import check_integrate, integrate_model
 from relaxep.estimators._latent_fit import LatentFit
 from relaxep.estimators._loo import estimator_loo, estimator_loo_predict
@@ -165,6 +166,22 @@ class _GPEstimatorBase(BaseEstimator):
         theta = np.asarray(theta, dtype=float)
         self._check_theta(theta)
         return self.model_.log_evidence(theta, eval_gradient, clone_kernel)
+
+    def log_prior(self, theta: ArrayLike | None = None) -> float:
+        r"""The hyperparameters' log prior density :math:`\log p(\theta)` at ``theta`` (the entries of
+        :meth:`log_marginal_likelihood`'s ``theta``; the likelihood's as fitted where left out; ``None``: the fitted
+        ``theta``), as a density of the log-hyperparameters (:mod:`relaxep.hyper.log_prior`): with the evidence, the
+        log posterior the search climbed, up to a constant (0 under ``prior=None``)."""
+        check_is_fitted(self)
+        model = getattr(self.model_, "map_model", self.model_)
+        search = getattr(model, "search", None)
+        if search is None:
+            raise ValueError(f"log_prior: a fit by {type(model).__name__} keeps no prior (fitted without a search)")
+        hyper = HyperVector(self.kernel_, getattr(model, "likelihood", None) if self.learns_likelihood else None)
+        theta = hyper.theta if theta is None else np.asarray(theta, dtype=float)
+        self._check_theta(theta)
+        full = np.concatenate([theta, hyper.theta[theta.size :]])
+        return float(search.log_prior(hyper)(full)[0])
 
     def _check_theta(self, theta: Array) -> None:
         """``theta``'s shape: ``kernel_.theta``'s, or where the likelihood is learned, followed by its."""
