@@ -278,7 +278,7 @@ def fit_sparse_model(
     batches = local_batches(X, y, steps.batch_size, plan.rng, plan.n_jobs)
     learned = learn_stochastic(
         kernel, likelihood, plan.Z, y.shape[0], feature_scale(X), latent_noise, plan.learn_theta, plan.learn_z,
-        batches, steps, search.report_step, namespace(X), search.log_prior(HyperVector(kernel, likelihood)),
+        batches, steps, search.report_step, namespace(X), log_prior=search.log_prior(HyperVector(kernel, likelihood)),
     )  # fmt: skip
     fitted.kernel_.theta = learned.kernel.theta
     fitted.likelihood, fitted.Z = learned.likelihood, learned.Z
