@@ -94,15 +94,9 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
     copy_X_train : bool, default True
 
     prior : "auto", None, HyperPrior or dict, default "auto"
-        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
-        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
-        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
-        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
-        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
-        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
-        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
-        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
-        ``"likelihood__scale"``) to priors, over the defaults.
+        The hyperparameters' prior: the search climbs the log evidence plus the log prior (the MAP).  ``"auto"``:
+        data-scaled half-Student-t priors that keep amplitudes and length-scales from running away; ``None``: the
+        evidence alone (type-II ML); a :mod:`relaxep.hyper` prior for all, or a dict by name (the user guide).
 
     Attributes
     ----------

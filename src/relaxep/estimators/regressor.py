@@ -118,25 +118,13 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         The search's progress, as :class:`~relaxep.GPClassifier`'s.
 
     prior : "auto", None, HyperPrior or dict, default "auto"
-        The hyperparameters' prior: the search maximises the log evidence plus the log prior (the MAP) and
-        ``log_marginal_likelihood`` stays the evidence.  ``"auto"``: weakly informative priors scaled to the data
-        (half-Student-t on length-scales in units of each feature's standard deviation and on amplitudes;
-        :mod:`relaxep.hyper.log_prior`, ``docs/decisions.md``), so that amplitudes and length-scales cannot run
-        away on small or separable data; ``None``: log-uniform, the evidence alone (type-II maximum likelihood);
-        a prior (:class:`~relaxep.hyper.HalfStudentT`, :class:`~relaxep.hyper.LogNormal`,
-        :class:`~relaxep.hyper.Gamma`, :class:`~relaxep.hyper.InverseGamma`, :class:`~relaxep.hyper.LogUniform`)
-        on every hyperparameter, or a dict from names (``"length_scale"``, ``"k1__constant_value"``,
-        ``"likelihood__scale"``) to priors, over the defaults.
+        The hyperparameters' prior: the search climbs the log evidence plus the log prior (the MAP).  ``"auto"``:
+        data-scaled half-Student-t priors that keep amplitudes and length-scales from running away; ``None``: the
+        evidence alone (type-II ML); a :mod:`relaxep.hyper` prior for all, or a dict by name (the user guide).
     integrate : {"map", "ccd", "grid"}, default "map"
-        ``"map"``: predict at the MAP hyperparameters (the search's end point).  ``"ccd"``: integrate over the
-        log-hyperparameters (the kernel's and the likelihood's; learned inducing inputs stay as learned): the
-        Hessian of the log evidence plus log prior at the MAP (finite differences of its gradient), a central
-        composite design along its eigenvectors (Rue, Martino & Chopin 2009; 15 points for 3 hyperparameters) and
-        one fit at each point, warm-started from the MAP's (or a nearer point's) sites, weighted by its evidence
-        times prior; every prediction (and ``loo()``) is then the weighted mixture of the points'.  ``"grid"``: a
-        grid walked from the MAP instead (for one to three hyperparameters; 121 points for 3).  ``hyper_samples_``
-        holds the points and weights.  Dense or sparse (learned inducing inputs held as learned); a fit takes
-        about the MAP's time again plus one EP run per point (Ripley's synth: 2.1 s against 0.6 s).
+        Predict at the MAP hyperparameters, or integrate over them: a central composite design (Rue, Martino &
+        Chopin 2009) or a grid around the MAP, scaled by the log posterior's Hessian, one EP fit per point;
+        predictions and ``loo()`` are the weighted mixture, ``hyper_samples_`` the points (the user guide).
 
     Attributes
     ----------
