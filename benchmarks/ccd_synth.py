@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--grid-repeats", type=int, default=1)
-    parser.add_argument("--ref-points", type=int, default=9)
+    parser.add_argument("--ref-points", type=int, default=11)
     parser.add_argument("--no-reference", action="store_true", help="the timings and scores alone")
     parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
