@@ -43,7 +43,6 @@ from threadpoolctl import threadpool_limits
 
 from relaxep import GPClassifier, Probit
 from relaxep.datasets import load_synth
-from relaxep.estimators._hyper import HyperVector
 from relaxep.hyper import HalfStudentT, Uniform, weighted_moments
 from relaxep.hyper.reference import grid_reference
 
@@ -90,8 +89,6 @@ def scores(est: GPClassifier, Xt: np.ndarray, yt: np.ndarray, n: int) -> dict[st
 
 def reference(est_map: GPClassifier, mean: np.ndarray, sd: np.ndarray, points: int) -> tuple[Any, float, float]:
     """The brute-force grid (module docstring) over ``mean`` +- 4 ``sd``; its time, and its log density at the MAP."""
-    model = est_map.model_
-    log_prior = model.search.log_prior(HyperVector(model.kernel_, model.likelihood))
     theta_map = np.array(est_map.kernel_.theta)
     centre = theta_map
 
@@ -100,7 +97,7 @@ def reference(est_map: GPClassifier, mean: np.ndarray, sd: np.ndarray, points: i
             value = float(est_map.log_marginal_likelihood(theta))
         except Exception:  # (a diverged EP run: no mass there)
             return -np.inf
-        return value + log_prior(theta)[0] if np.isfinite(value) else -np.inf
+        return value + est_map.log_prior(theta) if np.isfinite(value) else -np.inf
 
     start = time.perf_counter()
     with warnings.catch_warnings():
