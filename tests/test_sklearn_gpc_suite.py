@@ -1,9 +1,10 @@
 """scikit-learn's own ``GaussianProcessClassifier`` tests, run against ``GPClassifier``.
 
 The module reads ``sklearn/gaussian_process/tests/test_gpc.py`` from the installed
-scikit-learn, changes its one import of the estimator to ``relaxep.GPClassifier`` and runs
-every test in it (with ``prior=None``: scikit-learn's type-II maximum likelihood, below), so a newer scikit-learn's tests are picked up as they are.  Nobody here
-wrote them: they are a client's expectations (evidence at the optimum, bound warnings,
+scikit-learn, changes its one import of the estimator to ``relaxep.GPClassifier`` (with
+``prior=None``: scikit-learn's type-II maximum likelihood, below) and runs every test in it,
+so a newer scikit-learn's tests are picked up as they are.  Nobody here wrote them: they are
+a client's expectations (evidence at the optimum, bound warnings,
 structured inputs, ``clone_kernel``, optimiser restarts, error messages).  Their own
 ``xfail`` marks stay (scikit-learn's Laplace evidence gradient fails checks that the EP
 gradient passes: those show as XPASS).
