@@ -7,6 +7,7 @@
 (``_base``) over the fitted models of ``_models``, ``_multiclass_models`` and ``_two_latent_model``, the plan of a
 fit (``_plan``), the hyperparameter vector (``_hyper``) and the evidence search of ``_search``."""
 
+from relaxep.estimators._mixture import HyperSamples
 from relaxep.estimators._search import SearchStep
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
@@ -20,5 +21,6 @@ __all__ = [
     "GPOrdinalClassifier",
     "GPPreferenceLearner",
     "GPRegressor",
+    "HyperSamples",
     "SearchStep",
 ]
