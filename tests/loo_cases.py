@@ -37,7 +37,7 @@ def synth(n: int | None = None, rule=None, inducing_points=None, optimizer=None)
     kernel = C(1.0) * RBF([1.0, 1.0]) if optimizer else C(3.79**2) * RBF([0.427, 0.859])
     return GPClassifier(
         kernel, likelihood=Probit(), rule=rule, tol=TOL, optimizer=optimizer, inducing_points=inducing_points,
-        learn_inducing_points=False, max_sweeps=1000,
+        learn_inducing_points=False, max_sweeps=1000, prior=None,  # (learned: by ML-II, as the kernel above was)
     ).fit(X, y)  # fmt: skip
 
 
