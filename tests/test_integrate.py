@@ -259,3 +259,37 @@ def test_estimators_without_integrate_refuse_it(name):
     assert estimator.integrate == "map" and "integrate" not in estimator.get_params()
     with pytest.raises(ValueError, match="integrate"):
         estimator.set_params(integrate="ccd")
+
+
+def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy():
+    """``integrate="ccd"`` on array-api-strict arrays (scikit-learn's array_api_dispatch; a subprocess, for
+    ``SCIPY_ARRAY_API=1``): the same design weights, probabilities and leave-one-out as numpy's, dense and sparse."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import json, warnings, numpy as np, sklearn, array_api_strict as xs\n"
+        "from sklearn.datasets import make_classification\n"
+        "from relaxep import GPClassifier\n"
+        "from relaxep._xp import to_numpy\n"
+        "warnings.simplefilter('ignore')\n"
+        "X, y = make_classification(60, 2, n_redundant=0, random_state=0)\n"
+        "out = []\n"
+        "for kw in ({}, {'inducing_points': 8, 'random_state': 0}):\n"
+        "    ref = GPClassifier(integrate='ccd', **kw).fit(X, y)\n"
+        "    with sklearn.config_context(array_api_dispatch=True):\n"
+        "        dev = GPClassifier(integrate='ccd', **kw).fit(xs.asarray(X), xs.asarray(y))\n"
+        "        p = to_numpy(dev.predict_proba(xs.asarray(X[:10])))\n"
+        "        loo = float(dev.loo().elpd_loo)\n"
+        "    out.append([np.abs(p - ref.predict_proba(X[:10])).max(),\n"
+        "                np.abs(dev.hyper_samples_.weights - ref.hyper_samples_.weights).max(),\n"
+        "                abs(loo - ref.loo().elpd_loo), len(ref.hyper_samples_.weights)])\n"
+        "print(json.dumps(out))\n"
+    )
+    env = dict(os.environ, SCIPY_ARRAY_API="1")
+    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    (dense, sparse) = json.loads(run.stdout.strip().splitlines()[-1])
+    assert dense[3] == 9 and sparse[3] == 9  # (2 hyperparameters: the CCD's 9 points)
+    assert max(dense[:3]) < 1e-6 and max(sparse[:3]) < 1e-4
