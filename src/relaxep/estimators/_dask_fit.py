@@ -39,7 +39,7 @@ from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch, evidence_at
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
-from relaxep.hyper.log_prior import DataScales, check_prior, input_scales
+from relaxep.hyper.log_prior import DataScales, check_prior
 from relaxep.inference.sharded import ShardedFITC, ShardedResult
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.rbf import as_scaled_rbf
@@ -184,10 +184,11 @@ class DaskSparseFit(BaseEstimator):
             raise ValueError(f"{name} must have shape ({X.shape[0]},), got {y.shape}")
         return y.rechunk(X.chunks[0])
 
-    def _search(self, plan: SparseFit, X: Any) -> _EvidenceSearch:
+    def _search(self, plan: SparseFit, shards: ShardedFITC) -> _EvidenceSearch:
         """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards), and
-        ``prior`` scaled to the rows ``X`` (one reduction over the cluster) and :meth:`_output_scales`."""
-        scales = None if self.prior is None else DataScales(input_scales(X), self._output_scales())
+        ``prior`` scaled to the shards' feature standard deviations (their one map of moments, which the stochastic
+        search reads too) and :meth:`_output_scales`."""
+        scales = None if self.prior is None else DataScales(shards.feature_scale()[1], self._output_scales())
         return _EvidenceSearch(
             plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun, ftol=plan.ftol,
             prior=self.prior, scales=scales,
@@ -220,7 +221,7 @@ class DaskSparseFit(BaseEstimator):
             self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,
             float(self.min_step), check_timeout(self.timeout),
         )  # fmt: skip
-        search = self._search(plan, X)
+        search = self._search(plan, shards)
         Z = plan.Z
         if plan.stochastic:
             Z = self._learn_stochastic(shards, plan, noise, search)

@@ -72,16 +72,14 @@ class Entry:
 
 
 def input_scales(X: Any) -> Array | None:
-    """Each feature's standard deviation of the rows ``X`` (numpy, another array library's, or a Dask array: one
-    reduction where they live, read once), or ``None`` where ``X`` is not a 2-d array of numbers (a kernel on
-    strings or structures: its length-scales get no default)."""
+    """Each feature's standard deviation of the rows ``X`` (numpy, or another array library's: one reduction where
+    they live, read once), or ``None`` where ``X`` is not a 2-d array of numbers (a kernel on strings or structures:
+    its length-scales get no default).  (Dask's estimators read their shards' moments instead.)"""
     if X is None or isinstance(X, (list, tuple)) or not hasattr(X, "shape") or len(X.shape) != 2:
         return None
     dtype = getattr(X, "dtype", None)
     if dtype is not None and getattr(dtype, "kind", "f") not in "fiub":
         return None
-    if hasattr(X, "compute"):  # a Dask array: one pass over its blocks
-        return np.asarray(X.std(axis=0).compute(), dtype=float)
     if isinstance(X, np.ndarray):
         return np.std(X, axis=0)
     xp = namespace(X).xp

@@ -151,6 +151,7 @@ class ShardedFITC:
         self.states = [client.submit(shards.new, xf, yf, pure=False) for xf, yf in zip(x_futs, y_futs, strict=True)]
         self.warm = WarmStarts(keep=self._keep_on_shards)
         self.shard_rows: list[int] | None = None  # the shards' row counts (feature_scale)
+        self._feature_scale: tuple[int, Array] | None = None  # (rows, the features' sds): the rows are fixed
         self.rounds: list[tuple[float, float]] | None = None  # (start, end) of each gather, where a list is set
         self.stall_window: int | None = None  # a search's runs: "abandoned" after so many sweeps without progress
 
@@ -280,12 +281,15 @@ class ShardedFITC:
 
     # ------------------------------------------------------------ the stochastic search
     def feature_scale(self) -> tuple[int, Array]:
-        """Rows and the features' standard deviations (one map, ``d`` numbers back per shard)."""
-        parts = self._gather(self._map(shards.stats))
-        self.shard_rows = [p[0] for p in parts]
-        n = sum(self.shard_rows)
-        mean = sum(p[1] for p in parts) / n
-        return n, np.sqrt(np.maximum(sum(p[2] for p in parts) / n - mean**2, 0.0))
+        """Rows and the features' standard deviations (one map, ``d`` numbers back per shard, the first call; the
+        rows do not change, so later calls reuse its answer)."""
+        if self._feature_scale is None:
+            parts = self._gather(self._map(shards.stats))
+            self.shard_rows = [p[0] for p in parts]
+            n = sum(self.shard_rows)
+            mean = sum(p[1] for p in parts) / n
+            self._feature_scale = (n, np.sqrt(np.maximum(sum(p[2] for p in parts) / n - mean**2, 0.0)))
+        return self._feature_scale
 
     def minibatches(self, batch_size: int, rng: np.random.Generator) -> Any:
         """The stochastic search's ``evaluate``: each step one map, every shard drawing its share of
