@@ -155,6 +155,30 @@ def test_constant_hazard_is_the_exponential_weibull_model():
     np.testing.assert_allclose(np.exp(cox.log_survival_given(np.log(t), 0.2)), np.exp(-lam * np.exp(0.2) * t))
 
 
+def test_predictive_survival_and_median_against_quadrature_and_hand_inversion():
+    lik = CoxPH(BREAKS, HAZARDS)
+    times = np.array([1e-9, 0.3, 0.5, 1.7, 6.0])
+    mean, var = np.array([-0.4, 1.1]), np.array([0.5, 2.0])
+    got = lik.survival(np.log(times), mean, var)
+    for i in range(2):
+        for j, t in enumerate(times):
+            cum = _cum_hazard(t)
+            want = integrate.quad(
+                lambda f, c=cum, i=i: np.exp(-c * np.exp(f)) * np.exp(-0.5 * (f - mean[i]) ** 2 / var[i]),
+                mean[i] - 40.0, mean[i] + 40.0, epsabs=1e-13, limit=200,
+            )[0] / np.sqrt(2 * np.pi * var[i])  # fmt: skip
+            assert got[i, j] == pytest.approx(want, abs=1e-8)  # (the base's 80-point Gauss-Hermite: 1.4e-9)
+    # a point latent's median: Lambda_0(t) = log(2) e^{-f}, inverted by hand on the piecewise-linear Lambda_0,
+    # from the first interval (t ~ 1e-12) to far in the last
+    f = np.array([27.0, 3.0, 0.0, -0.5, -1.0, -6.0])
+    target = np.log(2.0) * np.exp(-f)
+    starts = np.array([0.0, *BREAKS])
+    cum = np.concatenate([[0.0], np.cumsum(HAZARDS[:-1] * np.diff(starts))])
+    k = np.searchsorted(cum, target, side="right") - 1
+    median = starts[k] + (target - cum[k]) / HAZARDS[k]
+    np.testing.assert_allclose(lik.median_log_time(f, np.full(f.size, 1e-24)), np.log(median), rtol=1e-9)
+
+
 def test_initial_hazards_are_the_hand_counted_piecewise_exponential_mle():
     # events at 0.5, 1.5, 2.5, 3.5; right-censored at 1.0 and 3.0; one break at 2.0
     time = np.array([0.5, 1.5, 2.5, 3.5, 1.0, 3.0])
