@@ -227,7 +227,7 @@ def test_ep_fit_recovers_the_relative_hazards():
 
 
 def test_evidence_learns_the_hazards_toward_the_truth():
-    X, y, _ = _simulate(200, 1)
+    X, y, _ = _simulate(150, 2)
     start = CoxPH(BREAKS, 4.0 * HAZARDS)
     kernel = ConstantKernel(1.0) * RBF(1.0)
     plan = GPRegressor(kernel=kernel, prior=None, random_state=0)._plan(X, kernel.n_dims + start.n_dims)

@@ -293,34 +293,38 @@ class CoxPH(SurvivalLikelihood):
         return a - log_lam[k] + tail
 
     def _weights(self, b: Array) -> Array:
-        r""":math:`w_k(e^b) = \lambda_k E_k(e^b)/\Lambda_0(e^b)`, a last axis over the intervals (``b`` finite)."""
-        s, log_lam, _, _ = self._pieces()
-        exposure = _exposure(np.exp(b), s)
-        log_e = np.log(np.maximum(exposure, np.finfo(float).tiny))
-        log_e[..., 0] = np.minimum(b, np.log(s[0]) if s.size else np.inf)  # E_1 = min(t, s_1), exact at tiny t
-        w = np.exp(log_lam + log_e - self._alpha(b)[..., None])
-        return np.where(exposure > 0.0, w, 0.0) if s.size else np.ones_like(w)
+        r""":math:`w_k(e^b) = \lambda_k E_k(e^b)/\Lambda_0(e^b)`, a last axis over the intervals (``b`` finite; all in
+        the first interval where :math:`e^b` underflows)."""
+        s, lam = self._baseline()
+        share = _exposure(np.exp(np.minimum(b, _Z_CAP)), s) * lam
+        total = np.sum(share, axis=-1, keepdims=True)
+        with np.errstate(invalid="ignore"):
+            return np.where(total > 0.0, share / total, np.arange(lam.size) == 0)
 
     def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
         if not self.n_dims:
             return np.zeros((*np.shape(f), 0))
-        f = np.asarray(f, dtype=float)
-        y = np.asarray(y, dtype=float)
-        lo, hi = self._rows(y, f, nodes=f.ndim > y.ndim - 1)
+        f, y = np.asarray(f, dtype=float), np.asarray(y, dtype=float)
+        nodes = f.ndim > y.ndim - 1
+        lo, hi = self._rows(y, f, nodes=nodes)
         s = self._baseline()[0]
         event = lo == hi
         finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
-        b_lo, b_hi = np.where(finite_lo, lo, 0.0), np.where(finite_hi, hi, 0.0)
-        z_lo = np.where(finite_lo, self._z(b_lo, f), -np.inf)
-        z_hi = np.where(finite_hi, self._z(b_hi, f), np.inf)
-        w_lo, w_hi = self._weights(b_lo), self._weights(b_hi)
+        z_lo = np.where(finite_lo, self._z(np.where(finite_lo, lo, 0.0), f), -np.inf)
+        z_hi = np.where(finite_hi, self._z(np.where(finite_hi, hi, 0.0), f), np.inf)
+        # the rows' own factors (not the nodes'): weights at each end, the event's interval
+        row_b = np.where(np.isfinite(y), y, 0.0)
+        w_lo, w_hi = self._weights(row_b[..., 0]), self._weights(row_b[..., 1])
+        here = np.arange(s.size + 1) == np.searchsorted(np.log(s), row_b[..., 0], side="right")[..., None]
+        if nodes:
+            w_lo, w_hi, here = (a[..., None, :] for a in (w_lo, w_hi, here))
         noise = self.noise
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             zf_lo = np.where(finite_lo, z_lo, 0.0)
-            here = np.arange(s.size + 1) == np.searchsorted(np.log(s), b_lo, side="right")[..., None]
-            ev = here - w_lo * np.exp(np.minimum(zf_lo, _Z_CAP))[..., None]
             log_d = interval_log_mass(noise, z_lo, np.where(event, z_lo + 1.0, z_hi))
             q_lo = np.where(finite_lo, np.exp(noise.log_pdf(zf_lo) - log_d), 0.0)
             q_hi = np.where(finite_hi, np.exp(noise.log_pdf(np.where(finite_hi, z_hi, 0.0)) - log_d), 0.0)
-            censored = q_hi[..., None] * w_hi - q_lo[..., None] * w_lo
-        return np.where(event[..., None], ev, censored)
+            # event: [t in I_k] - w_k(t) e^z; censored: q_hi w_k(u) - q_lo w_k(l)
+            c_lo = np.where(event, np.exp(np.minimum(zf_lo, _Z_CAP)), q_lo)
+            c_hi = np.where(event, 0.0, q_hi)
+        return event[..., None] * here + c_hi[..., None] * w_hi - c_lo[..., None] * w_lo
