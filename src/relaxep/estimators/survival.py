@@ -217,8 +217,10 @@ class GPSurvivalRegressor(_LatentGPEstimator):
     def _start_likelihood(self, likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikelihood:
         """The likelihood the search starts from: an AFT's at the intercept-only model, a PH model's baseline
         placed on the event times where it has none."""
-        if hasattr(likelihood, "with_baseline") and getattr(likelihood, "hazards", None) is None:
-            return likelihood.with_baseline(rows)
+        if hasattr(likelihood, "with_baseline"):
+            if likelihood.breaks is None or likelihood.hazards is None:
+                return likelihood.with_baseline(rows)
+            return likelihood
         return intercept_only(likelihood, rows)
 
     def _output_scales(self) -> tuple[float, ...]:
