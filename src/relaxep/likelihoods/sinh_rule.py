@@ -9,8 +9,9 @@ is not log-concave it finds a point of that bracket, which only places the nodes
 the trapezoid rule in :math:`x` after the substitution :math:`f = \hat f + a\sinh x`, :math:`a = \min(\ell, w)`
 (:math:`\ell` the Laplace standard deviation, :math:`w` the width of the likelihood's transition): nodes are dense
 at the mode and spread geometrically into the tails, so both scales are resolved; the half-width
-:math:`\operatorname{arcsinh}(14\max(s, \ell)/a)` reaches 14 of the wider scale, and the step is small enough that
-the transition, centred at ``transition``, is sampled at least every :math:`w/4` where it lies within that reach.  The trapezoid rule converges
+:math:`\operatorname{arcsinh}(14\max(s, \ell)/a)` reaches 14 of the wider scale, and the step is small
+enough that the transition, centred at ``transition``, is sampled at least every :math:`w/4` where it lies within
+that reach.  The trapezoid rule converges
 geometrically for integrands analytic in a strip (Trefethen & Weideman 2014, "The exponentially convergent
 trapezoidal rule", SIAM Review 56), so the error is set by the truncation, below 1e-10 in the tests of each family.
 
