@@ -153,8 +153,10 @@ def test_the_set_is_censored_as_the_issue_asks():
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_ep_marginals_match_the_sampler(runs, name):
-    """|m_EP - m_MC| <= 0.1 sd + 3 MCSE everywhere, variances within 15% (measured in the report: worst
-    |m_EP - m_MC| 0.03 sd, variance ratios 0.89-1.08)."""
+    """|m_EP - m_MC| <= 0.1 sd + 3 MCSE everywhere, variances within 15%.  Measured: worst |m_EP - m_MC| 0.034 sd
+    (MCSE <= 0.015 sd), variance ratios v_EP / v_MC 0.89-1.05; over sampler seeds 0-2, 0.89-1.06 (16 x 8000
+    Weibull samples: 0.94-1.02 and 0.010 sd, so most of the spread is the chains').  With the library's
+    left-censored rows given S for F (3 rows of 36), EP is 1.1-1.5 sd off."""
     _, _, _, ep, mc = runs(name)
     assert ep.converged and mc.rhat < 1.05  # the chains agree (Weibull 1.006-1.023 over three seeds)
     sd = np.sqrt(mc.var)
