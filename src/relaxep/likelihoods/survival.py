@@ -175,7 +175,7 @@ class SurvivalLikelihood(Likelihood):
             i2 = q_hi * s_hi - q_lo * s_lo - i1**2
             d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
             d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
-        return beta * d1, beta**2 * d2
+            return beta * d1, beta**2 * d2
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         f = np.asarray(f, dtype=float)
