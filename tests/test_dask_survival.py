@@ -77,7 +77,7 @@ def _targets(data, form):
 @pytest.mark.parametrize("case", list(CASES))
 def test_dask_survival_equals_gpsurvivalregressor_on_the_same_rows_and_inducing_inputs(client, data, case):
     """Right-censored rows ([log t, inf]) and left-censored and interval rows ([-inf, log u], [log l, log u]) on the
-    shards: the same EP run (sweeps, evidence) and the same predictions to 1e-8."""
+    shards: the same EP run (sweeps, evidence), the same predictions and leave-one-out terms to 1e-8."""
     likelihood, form = CASES[case]
     y_ref, y_dask = _targets(data, form)
     X, Xt, Z = data["X"], data["Xt"], data["Z"]
@@ -98,6 +98,11 @@ def test_dask_survival_equals_gpsurvivalregressor_on_the_same_rows_and_inducing_
     assert isinstance(survival, da.Array) and survival.shape == (60, len(TIMES))
     np.testing.assert_allclose(survival.compute(), ref.predict_survival_function(Xt, TIMES), rtol=0, atol=1e-8)
     np.testing.assert_allclose(got.predict_median(Xd).compute(), ref.predict_median(Xt), rtol=1e-8)
+    # leave-one-out from the shards' cavities: the one-process terms, on rows it recognises as the same
+    loo, want = got.loo(), ref.loo()
+    assert loo.fingerprint == want.fingerprint
+    np.testing.assert_allclose(loo.pointwise, want.pointwise, rtol=0, atol=1e-8)
+    np.testing.assert_allclose(got.loo_predict().mean, ref.loo_predict().mean, rtol=0, atol=1e-8)
 
 
 def test_the_aft_start_is_the_intercept_only_weibull_maximum_likelihood(client, data):
@@ -167,6 +172,15 @@ def test_defaults_fit_and_predict(client, data):
     assert np.all(np.isfinite(model.predict_survival_function(data["Xt"])))
     assert model.score(X, y) > 0.7
     assert DaskGPSurvivalRegressor().get_params()["likelihood"] == "weibull"
+
+
+@pytest.mark.slow
+def test_the_defaults_alone_fit_and_predict(client, data):
+    """Only a client and inducing_points, the search run to its own stop (about 20 s on 2 cores)."""
+    X, y = data["X"][:100], right_censored(data["event"][:100], data["time"][:100])
+    model = DaskGPSurvivalRegressor(client, inducing_points=6).fit(_chunked(X, 25), y)
+    assert model.result_.status == "converged" and np.all(np.isfinite(model.predict_median(data["Xt"])))
+    assert model.score(X, y) > 0.7
 
 
 @pytest.mark.parametrize(
