@@ -61,6 +61,8 @@ CASES = {
     "weibull-structured": (WeibullAFT(1.8, "fixed", location=1.2), "structured"),
     "lognormal-intervals": (LogNormalAFT(0.6, "fixed", location=1.1), "intervals"),
     "loglogistic-dask-time-event": (LogLogisticAFT(2.5, "fixed", location=1.2), "dask"),
+    # (its baseline placed by with_baseline on the rows gathered once; skipped until relaxep has CoxPH)
+    "coxph-dask-time-event": ("coxph", "dask"),
 }
 
 
@@ -79,6 +81,8 @@ def test_dask_survival_equals_gpsurvivalregressor_on_the_same_rows_and_inducing_
     """Right-censored rows ([log t, inf]) and left-censored and interval rows ([-inf, log u], [log l, log u]) on the
     shards: the same EP run (sweeps, evidence), the same predictions and leave-one-out terms to 1e-8."""
     likelihood, form = CASES[case]
+    if likelihood == "coxph":
+        pytest.importorskip("relaxep.likelihoods.coxph")
     y_ref, y_dask = _targets(data, form)
     X, Xt, Z = data["X"], data["Xt"], data["Z"]
     params = dict(likelihood=likelihood, rule=EP(), inducing_points=Z, optimizer=None)
