@@ -9,8 +9,8 @@ structured array, :func:`relaxep.right_censored`, :func:`relaxep.interval_censor
 array: read on the client, then scattered as float rows), or a Dask array of shape ``(n, 2)`` of columns
 ``(time, event)`` (a structured dtype does not chunk well in Dask), read on each row chunk.
 
-Before the search, on the client, from sums over the shards (Vanhatalo et al. 2013's empirical start, as
-:class:`~relaxep.GPSurvivalRegressor` does in one process):
+Before the search, on the client, from sums over the shards (the empirical-Bayes start
+:class:`~relaxep.GPSurvivalRegressor` takes in one process):
 
 - an AFT likelihood's location :math:`c` and shape at the intercept-only model's maximum likelihood,
   :math:`\max_{c,\theta}\sum_i\log p(y_i | f_i = 0)`: the same L-BFGS-B run as in one process
@@ -24,7 +24,8 @@ times (:attr:`unique_times_`, the predictions' default times: :math:`O(\text{dis
 The fit is then :class:`~relaxep.estimators._dask_fit.DaskSparseFit`'s; the predictions are those of the fitted
 ``GPSurvivalRegressor`` of :meth:`to_local`, lazily a row chunk at a time for a Dask ``X`` (survival and cumulative
 hazard functions as ``(n, T)`` Dask arrays); :meth:`score` gathers the risk scores and targets (Harrell's
-concordance compares every pair).
+concordance compares every pair); ``loo()`` is the one-process estimator's, from the shards' cavities
+(:mod:`relaxep.estimators._dask_loo`).
 
     from dask.distributed import Client
     client = Client("tcp://scheduler:8786")
