@@ -20,6 +20,7 @@ with the pointwise band of :math:`S(t | f)` under the latent's posterior.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -83,15 +84,23 @@ def intercept_only(likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikel
     r"""An AFT likelihood with its ``location`` :math:`c` and shape at the intercept-only model's maximum
     likelihood, :math:`\max_{c, \theta}\sum_i \log p(y_i | f_i = 0)` (L-BFGS-B; the shape within its bounds, kept
     where fixed, the location kept where the user gave one); another likelihood as it is."""
+    finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
+    zero = np.zeros(rows.shape[0])
+    return intercept_only_from(likelihood, float(np.mean(finite)), lambda at: float(np.sum(at.log_lik(rows, zero))))
+
+
+def intercept_only_from(
+    likelihood: SurvivalLikelihood, mean_log_time: float, total: Callable[[SurvivalLikelihood], float]
+) -> SurvivalLikelihood:
+    r""":func:`intercept_only` from the rows' mean finite log-time (the location's start) and ``total``, which gives
+    :math:`\sum_i \log p(y_i | f_i = 0)` under a likelihood (over the rows in memory, or a Dask fit's shards)."""
     names = getattr(likelihood, "hyperparameter_names", ())
     if not hasattr(likelihood, "location") or len(names) != 1:
         return likelihood
     name = names[0]
     fixed_shape = isinstance(getattr(likelihood, f"{name}_bounds"), str)
     given = likelihood.location is not None
-    finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
-    start = [likelihood.location if given else float(np.mean(finite)), float(np.log(getattr(likelihood, name)))]
-    zero = np.zeros(rows.shape[0])
+    start = [likelihood.location if given else mean_log_time, float(np.log(getattr(likelihood, name)))]
 
     def at(x: Array) -> SurvivalLikelihood:
         params = {"location": float(start[0] if given else x[0])}
@@ -100,7 +109,7 @@ def intercept_only(likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikel
         return clone(likelihood).set_params(**params)
 
     def objective(x: Array) -> float:
-        value = -float(np.sum(at(x).log_lik(rows, zero)))
+        value = -total(at(x))
         return value if np.isfinite(value) else 1e300
 
     bounds = [(None, None), tuple(np.log(getattr(likelihood, f"{name}_bounds")))] if not fixed_shape else None
