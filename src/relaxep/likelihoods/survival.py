@@ -150,32 +150,51 @@ class SurvivalLikelihood(Likelihood):
     # ------------------------------------------------------------ pointwise
     def _row_terms(self, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
         r""":math:`\log p(y | f)` (``order`` 0) or its first two derivatives in ``f`` (``order`` 1), per row kind
-        (module docstring), each kind on finite stand-ins and chosen by ``np.where``."""
-        noise, beta = self.noise, self._beta
+        (module docstring): each kind's form computed on its own rows only (a right-censored set never pays for
+        the interval's two tails)."""
+        lo, hi, f = np.broadcast_arrays(lo, hi, f)
         event = lo == hi
         right, left = (hi == np.inf) & ~event, (lo == -np.inf) & ~event
-        finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
-        b_lo, b_hi = np.where(finite_lo, lo, 0.0), np.where(finite_hi, hi, 0.0)
-        z_lo, z_hi = self._z(b_lo, f), self._z(b_hi, f)
+        kinds = (("event", event), ("right", right), ("left", left), ("interval", ~(event | right | left)))
+        outs = [np.zeros(f.shape) for _ in range(1 if order == 0 else 2)]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for kind, mask in kinds:
+                if mask.all():
+                    return self._kind_terms(kind, lo, hi, f, order)
+                if mask.any():
+                    for out, value in zip(
+                        outs, self._kind_terms(kind, lo[mask], hi[mask], f[mask], order), strict=True
+                    ):
+                        out[mask] = value
+        return tuple(outs)
+
+    def _kind_terms(self, kind: str, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
+        """One row kind's log-likelihood (``order`` 0) or its two derivatives in ``f`` (module docstring)."""
+        noise, beta = self.noise, self._beta
+        if kind == "event":
+            z = self._z(lo, f)
             if order == 0:
-                ev = noise.log_pdf(z_lo) + self._log_dalpha(b_lo) - b_lo
-                interval = interval_log_mass(
-                    noise, np.where(finite_lo, z_lo, -np.inf), np.where(finite_hi, z_hi, np.inf)
-                )
-                out = np.where(event, ev, np.where(right, noise.log_sf(z_lo), np.where(left, noise.log_cdf(z_hi), 0)))
-                return (np.where(event | right | left, out, interval),)
-            e1, e2 = noise.dlog_pdf(z_lo)
-            r1, r2 = noise.dlog_sf(z_lo)
-            l1, l2 = noise.dlog_cdf(z_hi)
-            log_d = interval_log_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
+                return (noise.log_pdf(z) + self._log_dalpha(lo) - lo,)
+            d1, d2 = noise.dlog_pdf(z)
+        elif kind == "right":
+            z = self._z(lo, f)
+            if order == 0:
+                return (noise.log_sf(z),)
+            d1, d2 = noise.dlog_sf(z)
+        elif kind == "left":
+            z = self._z(hi, f)
+            if order == 0:
+                return (noise.log_cdf(z),)
+            d1, d2 = noise.dlog_cdf(z)
+        else:
+            z_lo, z_hi = self._z(lo, f), self._z(hi, f)
+            log_d = interval_log_mass(noise, z_lo, z_hi)
+            if order == 0:
+                return (log_d,)
             q_lo, q_hi = np.exp(noise.log_pdf(z_lo) - log_d), np.exp(noise.log_pdf(z_hi) - log_d)
-            s_lo, s_hi = noise.dlog_pdf(z_lo)[0], noise.dlog_pdf(z_hi)[0]
-            i1 = q_hi - q_lo
-            i2 = q_hi * s_hi - q_lo * s_lo - i1**2
-            d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
-            d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
-            return beta * d1, beta**2 * d2
+            d1 = q_hi - q_lo
+            d2 = q_hi * noise.dlog_pdf(z_hi)[0] - q_lo * noise.dlog_pdf(z_lo)[0] - d1**2
+        return beta * d1, beta**2 * d2
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         f = np.asarray(f, dtype=float)
