@@ -49,7 +49,7 @@ from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.sinh_rule import moments_from_nodes, sinh_nodes
 from relaxep.likelihoods.survival_noise import NoiseFamily
 
-__all__ = ["SurvivalLikelihood", "interval_log_mass"]
+__all__ = ["SurvivalLikelihood", "interval_dlog_mass", "interval_log_mass"]
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
@@ -66,9 +66,48 @@ def interval_log_mass(noise: NoiseFamily, z_lo: Array, z_hi: Array) -> Array:
         sf_hi = np.where(np.isfinite(z_hi), noise.log_sf(hi_f), np.where(z_hi < 0, 0.0, -np.inf))
         cdf_lo = np.where(np.isfinite(z_lo), noise.log_cdf(lo_f), np.where(z_lo < 0, -np.inf, 0.0))
         cdf_hi = np.where(np.isfinite(z_hi), noise.log_cdf(hi_f), np.where(z_hi < 0, -np.inf, 0.0))
-        upper = sf_lo + np.log1p(-np.exp(np.minimum(sf_hi - sf_lo, 0.0)))
-        lower = cdf_hi + np.log1p(-np.exp(np.minimum(cdf_lo - cdf_hi, 0.0)))
+        # (a tail that underflows in log space, -inf - -inf, has R = 0: its log mass is -inf)
+        upper = sf_lo + np.log(-np.expm1(np.fmin(sf_hi - sf_lo, 0.0)))
+        lower = cdf_hi + np.log(-np.expm1(np.fmin(cdf_lo - cdf_hi, 0.0)))
     return np.where(z_lo > noise.median, upper, lower)
+
+
+def interval_dlog_mass(noise: NoiseFamily, z_lo: Array, z_hi: Array) -> tuple[Array, Array, Array, Array]:
+    r"""The first two derivatives of :math:`\log D`, :math:`D = F(z_{hi}) - F(z_{lo})`, under a common shift of
+    both ends, and the end ratios :math:`q = p(z)/D` (0 at an infinite end), without forming :math:`p/D` from
+    logarithms that cancel far in a tail.
+
+    From the smaller tail (as :func:`interval_log_mass`): above the median :math:`\log D = \log S(z_{lo}) +
+    \log(1 - R)`, :math:`R = S(z_{hi})/S(z_{lo})`; with :math:`w = R/(1 - R)` and :math:`\rho_k = (\log
+    S)^{(k)}(z_{hi}) - (\log S)^{(k)}(z_{lo})`,
+
+    .. math::
+        (\log D)' = (\log S)'(z_{lo}) - w\rho_1,\qquad
+        (\log D)'' = (\log S)''(z_{lo}) - w\rho_2 - w(1 + w)\rho_1^2,
+
+    :math:`q_{lo} = h(z_{lo})/(1 - R)`, :math:`q_{hi} = h(z_{hi})\,w` (:math:`h = -(\log S)'`, the hazard); below
+    the median the mirror image in :math:`\log F` and the reversed hazard :math:`(\log F)'`."""
+    fin_lo, fin_hi = np.isfinite(z_lo), np.isfinite(z_hi)
+    lo_f, hi_f = np.where(fin_lo, z_lo, 0.0), np.where(fin_hi, z_hi, 0.0)
+    upper = z_lo > noise.median
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s1_lo, s2_lo = noise.dlog_sf(lo_f)
+        s1_hi, s2_hi = noise.dlog_sf(hi_f)
+        c1_lo, c2_lo = noise.dlog_cdf(lo_f)
+        c1_hi, c2_hi = (np.where(fin_hi, c, 0.0) for c in noise.dlog_cdf(hi_f))
+        log_r_sf = np.where(fin_hi, noise.log_sf(hi_f), -np.inf) - noise.log_sf(lo_f)
+        log_r_cdf = np.where(fin_lo, noise.log_cdf(lo_f), -np.inf) - np.where(fin_hi, noise.log_cdf(hi_f), 0.0)
+        log_r = np.where(np.isnan(log_r_sf), -np.inf, log_r_sf)  # both S underflowed: R = 0
+        log_r = np.minimum(np.where(upper, log_r, log_r_cdf), 0.0)
+        w, one_minus = 1.0 / np.expm1(-log_r), -np.expm1(log_r)  # R / (1 - R) (0 where R = 0), 1 - R
+        has_r = w > 0
+        rho1 = np.where(upper, s1_hi - s1_lo, c1_lo - c1_hi)
+        rho2 = np.where(upper, s2_hi - s2_lo, c2_lo - c2_hi)
+        d1 = np.where(upper, s1_lo, c1_hi) - np.where(has_r, w * rho1, 0.0)
+        d2 = np.where(upper, s2_lo, c2_hi) - np.where(has_r, w * rho2 + w * (1.0 + w) * rho1**2, 0.0)
+        q_lo = np.where(upper, -s1_lo / one_minus, np.where(has_r, c1_lo * w, 0.0))
+        q_hi = np.where(upper, np.where(has_r, -s1_hi * w, 0.0), c1_hi / one_minus)
+    return d1, d2, np.where(fin_lo, q_lo, 0.0), np.where(fin_hi, q_hi, 0.0)
 
 
 class SurvivalLikelihood(Likelihood):
@@ -162,11 +201,7 @@ class SurvivalLikelihood(Likelihood):
             e1, e2 = noise.dlog_pdf(z_lo)
             r1, r2 = noise.dlog_sf(z_lo)
             l1, l2 = noise.dlog_cdf(z_hi)
-            log_d = interval_log_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
-            q_lo, q_hi = np.exp(noise.log_pdf(z_lo) - log_d), np.exp(noise.log_pdf(z_hi) - log_d)
-            s_lo, s_hi = noise.dlog_pdf(z_lo)[0], noise.dlog_pdf(z_hi)[0]
-            i1 = q_hi - q_lo
-            i2 = q_hi * s_hi - q_lo * s_lo - i1**2
+            i1, i2, _, _ = interval_dlog_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
             d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
             d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
         return beta * d1, beta**2 * d2
@@ -176,13 +211,13 @@ class SurvivalLikelihood(Likelihood):
         lo, hi = self._rows(y, f)
         return self._row_terms(lo, hi, f, 0)[0]
 
-    def _transition(self, lo: Array, hi: Array) -> Array:
-        """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bound (the midpoint of
-        an interval's)."""
+    def _transition(self, lo: Array, hi: Array) -> tuple[Array, Array]:
+        """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bounds (an interval's two
+        ends, a one-sided row's one end twice)."""
         beta = self._beta
         at_lo = -self._alpha(np.where(np.isfinite(lo), lo, 0.0)) / beta
         at_hi = -self._alpha(np.where(np.isfinite(hi), hi, 0.0)) / beta
-        return np.where(~np.isfinite(hi), at_lo, np.where(~np.isfinite(lo), at_hi, 0.5 * (at_lo + at_hi)))
+        return np.where(np.isfinite(lo), at_lo, at_hi), np.where(np.isfinite(hi), at_hi, at_lo)
 
     def _nodes(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
         """The sinh rule's nodes, weights and ``log Z`` (:func:`~relaxep.likelihoods.sinh_rule.sinh_nodes`)."""
