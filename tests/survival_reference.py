@@ -87,9 +87,10 @@ def _extent(g, c: float, step: float, direction: float, drop: float = 90.0) -> f
     return d
 
 
-def tilted_reference(kind, sigma, row, m, v, u=1.0, extra=None):
+def tilted_reference(kind, sigma, row, m, v, u=1.0, extra=None, log_z_only=False):
     """``log Z`` of :math:`\\int p(y|f)^u N(f | m, v)\\,df` and the tilted central moments of orders 1 to 4
-    (mean, variance, third, fourth), by ``quad``; ``extra(f)`` adds :math:`E[\\mathrm{extra}(f)]` at the end."""
+    (mean, variance, third, fourth), by ``quad``; ``extra(f)`` adds :math:`E[\\mathrm{extra}(f)]` at the end;
+    ``log_z_only``: ``log Z`` alone."""
     lo, hi = float(row[0]), float(row[1])
     sd = math.sqrt(v)
 
@@ -112,6 +113,8 @@ def tilted_reference(kind, sigma, row, m, v, u=1.0, extra=None):
 
     z0 = moment(lambda f: 1.0)
     log_z = top + math.log(z0) - 0.5 * math.log(2.0 * math.pi * v)
+    if log_z_only:
+        return log_z
     mean = c + moment(lambda f: f - c) / z0
     central = [moment(lambda f, k=k: (f - mean) ** k) / z0 for k in (2, 3, 4)]
     out = [log_z, mean, *central]

@@ -29,7 +29,10 @@ p'(z_\ell))`.  Each is log-concave in :math:`f` (a log-concave density's interva
 location, Prekopa's theorem), so the tilted integral is unimodal and is taken by the mode-centred sinh rule
 (:mod:`relaxep.likelihoods.sinh_rule`), to 1e-8 of adaptive quadrature; the tilted expectations (Relaxed EP's
 :math:`E[\log p]`, the cumulants, the hyperparameters' gradients) on the same nodes.  The predictive at a latent
-:math:`N(m, v)`: :math:`S_*(t) = E_f[S(t | f)]` by an 80-point Gauss-Hermite rule, its pointwise band from
+:math:`N(m, v)`: :math:`S_*(t) = E_f[S(t | f)]` by an 80-point Gauss-Hermite rule in :math:`f` where the latent is
+narrower than the likelihood's step (:math:`|\beta|\sqrt v \le 1`), else as :math:`E_\epsilon[\Phi((\epsilon -
+\alpha(b) - \beta m)/(|\beta|\sqrt v))]` by the trapezoid rule in the noise (the integrand smooth on the
+scale of the wider of the two), its pointwise band from
 :math:`S(t | m \pm q\sqrt v)` (:math:`S(t|f)` is monotone in :math:`f`), and the median time where
 :math:`S_*(t) = 1/2` by bisection.  On the host only (a fit on another array library computes these sites there).
 """
@@ -41,7 +44,7 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
@@ -53,6 +56,9 @@ __all__ = ["SurvivalLikelihood", "interval_dlog_mass", "interval_log_mass"]
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
+#: the trapezoid rule in the noise (step 0.2 over [-40, 40], where each family's density is below e^-37)
+_EPS_STEP = 0.2
+_EPS_NODES = np.linspace(-40.0, 40.0, 401)
 _BISECTIONS = 200
 
 
@@ -270,15 +276,31 @@ class SurvivalLikelihood(Likelihood):
         r""":math:`\log S(t | f) = \log S_\epsilon(z(\log t, f))`, broadcast."""
         return self.noise.log_sf(self._z(np.asarray(log_t, dtype=float), np.asarray(f, dtype=float)))
 
+    def _predictive_sf(self, a: Array, mean: Array, sd: Array) -> Array:
+        r""":math:`E_f[S_\epsilon(a + \beta f)]`, :math:`f \sim N(m, s^2)`, for ``a`` (rows, times) and ``mean``,
+        ``sd`` (rows,): Gauss-Hermite in :math:`f` where :math:`|\beta| s \le 1`, else the trapezoid rule in
+        :math:`\epsilon` of :math:`p(\epsilon)\Phi((\epsilon - a - \beta m)/(|\beta| s))` (module docstring)."""
+        beta, noise = self._beta, self.noise
+        out = np.empty(a.shape)
+        narrow = np.abs(beta) * sd <= 1.0
+        if np.any(narrow):
+            f = mean[narrow, None, None] + sd[narrow, None, None] * _GH_NODES
+            out[narrow] = np.exp(noise.log_sf(a[narrow][..., None] + beta * f)) @ _GH_WEIGHTS
+        wide = np.flatnonzero(~narrow)
+        weights = np.exp(noise.log_pdf(_EPS_NODES)) * _EPS_STEP
+        for rows in np.array_split(wide, max(1, wide.size * a.shape[1] * _EPS_NODES.size // 2**22)):
+            shift = (a[rows] + beta * mean[rows, None])[..., None]
+            out[rows] = ndtr((_EPS_NODES - shift) / (np.abs(beta) * sd[rows, None, None])) @ weights
+        return np.clip(out, 0.0, 1.0)
+
     def survival(self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
         r"""The predictive survival :math:`S_*(t) = \int S(t | f)\,N(f | m, v)\,df` at each latent ``N(mean,
-        var)`` (shape ``(n,)``) and log-time (shape ``(T,)``): shape ``(n, T)``, by 80-point Gauss-Hermite."""
+        var)`` (shape ``(n,)``) and log-time (shape ``(T,)``): shape ``(n, T)`` (module docstring's rules)."""
         log_t = np.asarray(log_t, dtype=float).ravel()
         mean = np.asarray(mean, dtype=float).ravel()
         sd = np.sqrt(np.asarray(var, dtype=float).ravel())
-        f = mean[:, None, None] + sd[:, None, None] * _GH_NODES
-        out = np.exp(self.log_survival_given(log_t[None, :, None], f)) @ _GH_WEIGHTS
-        return np.clip(out, 0.0, 1.0)
+        a = np.broadcast_to(self._alpha(log_t)[None, :], (mean.size, log_t.size))
+        return self._predictive_sf(a, mean, sd)
 
     def survival_band(
         self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike, level: float = 0.95
@@ -302,8 +324,7 @@ class SurvivalLikelihood(Likelihood):
         lo, hi = np.minimum(*ends) - 1e-9, np.maximum(*ends) + 1e-9
         for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
-            f = mean[:, None] + sd[:, None] * _GH_NODES
-            above = np.exp(self.log_survival_given(mid[:, None], f)) @ _GH_WEIGHTS > 0.5
+            above = self._predictive_sf(self._alpha(mid)[:, None], mean, sd)[:, 0] > 0.5
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
             if np.all(hi - lo <= 1e-12 * (1.0 + np.abs(mid))):
                 break
