@@ -199,15 +199,20 @@ class SurvivalLikelihood(Likelihood):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             if order == 0:
                 ev = noise.log_pdf(z_lo) + self._log_dalpha(b_lo) - b_lo
-                interval = interval_log_mass(
-                    noise, np.where(finite_lo, z_lo, -np.inf), np.where(finite_hi, z_hi, np.inf)
+                interval = (
+                    interval_log_mass(noise, np.where(finite_lo, z_lo, -np.inf), np.where(finite_hi, z_hi, np.inf))
+                    if np.any(finite_lo & finite_hi & ~event)
+                    else np.zeros_like(z_lo)
                 )
                 out = np.where(event, ev, np.where(right, noise.log_sf(z_lo), np.where(left, noise.log_cdf(z_hi), 0)))
                 return (np.where(event | right | left, out, interval),)
             e1, e2 = noise.dlog_pdf(z_lo)
             r1, r2 = noise.dlog_sf(z_lo)
             l1, l2 = noise.dlog_cdf(z_hi)
-            i1, i2, _, _ = interval_dlog_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
+            if np.any(finite_lo & finite_hi & ~event):  # (the intervals' terms, only where there are any)
+                i1, i2, _, _ = interval_dlog_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
+            else:
+                i1 = i2 = np.zeros_like(z_lo)
             d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
             d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
         return beta * d1, beta**2 * d2
