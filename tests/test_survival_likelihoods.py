@@ -75,7 +75,7 @@ def _check_grid(kind, cases):
                     abs(tm[i] - mean) / max(1.0, math.sqrt(vi)),  # in cavity sds past 1
                     abs(tv[i] - var) / var,
                 )
-                assert max(err) < 1e-8, (kind, hyper, name, mi, vi, u, err)
+                assert max(err) < 1e-8, (kind, hyper, name, mi, vi, u, err, lz.log_z[i], log_z, tm[i], mean)
                 worst[name] = np.maximum(worst.get(name, 0.0), err)
     return worst
 

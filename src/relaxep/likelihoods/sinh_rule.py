@@ -46,8 +46,9 @@ def tilted_mode(
     :math:`\ell^2 = 1/(1/s^2 - u(\log t)''(\hat f))` (bounded by :math:`s^2` where :math:`t` is not log-concave).
 
     Newton's method on :math:`u(\log t)'(f) - (f - \mu)/s^2`, safeguarded by bisection on the bracket of the module
-    docstring, until the step is below 1e-10 relative everywhere.  A bracket end at an infinite slope (a likelihood
-    that vanishes steeply where the cavity sits) is held within :math:`10^4` cavity standard deviations.
+    docstring (where Newton leaves it or its step exceeds half the one before last, as rtsafe), until the step is
+    below 1e-10 relative everywhere.  A bracket end at an infinite slope (a likelihood that vanishes steeply where
+    the cavity sits) is held within :math:`10^4` cavity standard deviations.
     """
     d1_mu, _ = dlog_lik(mean)
     reach = 1e4 * np.sqrt(var)
