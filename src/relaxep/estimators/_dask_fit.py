@@ -199,7 +199,7 @@ class DaskSparseFit(BaseEstimator):
         return (1.0,)
 
     def _default_kernel(self, d: int) -> Kernel:
-        """The kernel where ``kernel=None``: ``ConstantKernel(1.0) * RBF(1.0)`` (the survival estimator's: ARD)."""
+        """The kernel where ``kernel=None``: ``ConstantKernel(1.0) * RBF(1.0)``."""
         return ConstantKernel(1.0) * RBF(1.0)
 
     def _fit_shards(

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from sklearn.base import BaseEstimator
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
+from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
@@ -120,8 +120,8 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
     ----------
     client : distributed.Client or None
         ``None``: ``distributed.default_client()``.
-    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(np.ones(d))``
-        As :class:`~relaxep.GPSurvivalRegressor`'s (ARD); learning it needs ``RBF`` or ``ConstantKernel * RBF``.
+    kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
+        As :class:`~relaxep.GPSurvivalRegressor`'s; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
     likelihood : {"weibull", "loglogistic", "lognormal", "coxph"} or SurvivalLikelihood, default "weibull"
         As :class:`~relaxep.GPSurvivalRegressor`'s.
     rule : SiteRule or None, default None (``EP()``)
@@ -174,9 +174,6 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
         likelihood = survival_likelihood(self.likelihood)
         check_jitter(self.jitter)
         return rule, likelihood
-
-    def _default_kernel(self, d: int) -> Kernel:
-        return ConstantKernel(1.0) * RBF(np.ones(d))
 
     def fit(self, X: Any, y: Any) -> DaskGPSurvivalRegressor:
         """Fit on a Dask array ``X`` (n x d, chunked by rows only) and survival targets ``y``; numpy is scattered.

@@ -128,7 +128,10 @@ class SiteUpdates(InferenceMethod):
                                   self.on_improper)  # fmt: skip
             relaxation = end.relaxation
             if ledger.status == "diverged":
-                post = prior.posterior(end.tau, end.nu)
+                try:
+                    post = prior.posterior(end.tau, end.nu)
+                except ImproperPosteriorError:  # (its last sites improper: the last proper posterior, diverged)
+                    pass
         else:
             post, relaxation = self._sequential(prior, post, updater, ledger, relaxation)
         status = ledger.status
