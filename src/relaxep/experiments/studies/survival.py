@@ -17,12 +17,13 @@ Per test split: Harrell's concordance of the risk scores (:math:`c = P(r_i > r_j
 ties in risk counting one half; Harrell, Califf, Pryor, Lee & Rosati 1982), the integrated Brier score with
 inverse-probability-of-censoring weights (Graf, Schmoor, Sauerbrei & Schumacher 1999),
 :math:`\mathrm{IBS} = \frac{1}{t_K - t_1}\int_{t_1}^{t_K} \mathrm{BS}(t)\,dt` by the trapezoidal rule, and the fit's
-wall time.  The IBS grid is scikit-survival's "evaluating survival models" guide's: the whole days between the
-10th and 90th percentiles of the data set's observed times (at most 400 points, evenly spaced, beyond that),
-kept inside the test split's follow-up.  Test times beyond the training set's last time are set to it for the
-IBS alone: every grid time lies below it, so no Brier term changes, and the censoring distribution stays
-defined.  Every contender is a function ``(X_train, y_train, X_test, times) -> (risk, S, fit seconds)``, ``S``
-the survival estimate (n_test, len(times)); one whose package does not import gives a "not installed" row.
+wall time.  The IBS grid is scikit-survival's "evaluating survival models" guide's: steps of one day (one week
+for Rossi) from the 10th to the 90th percentile of the data set's observed times (at most 400 points, evenly
+spaced, beyond that), kept inside the test split's follow-up.  Test times beyond the training set's last time are
+set to it for the IBS alone: every grid time lies below it, so no Brier term changes, and scikit-survival's
+censoring distribution (the cross-check) stays defined.  Every contender is a function ``(X_train, y_train,
+X_test, times) -> (risk, S, fit seconds)``, ``S`` the survival estimate (n_test, len(times)); one whose package
+does not import gives a "not installed" row.
 """
 
 from __future__ import annotations
@@ -74,8 +75,9 @@ def splits(name: str, quick: bool) -> list[tuple[np.ndarray, np.ndarray]]:
 
 
 def ibs_times(all_times: np.ndarray, y_test: np.ndarray, limit: int = 400) -> np.ndarray:
-    """The IBS grid: whole days from the 10th to the 90th percentile of ``all_times`` (scikit-survival's guide),
-    inside ``[min, max)`` of the test times, thinned to ``limit`` evenly spaced points."""
+    """The IBS grid: ``np.arange(lower, upper + 1)``, ``lower, upper`` the 10th and 90th percentiles of
+    ``all_times`` (scikit-survival's guide), inside ``[min, max)`` of the test times, thinned to ``limit`` evenly
+    spaced points."""
     lower, upper = np.percentile(all_times, [10, 90])
     grid = np.arange(lower, upper + 1)
     grid = grid[(grid >= y_test["time"].min()) & (grid < y_test["time"].max())]
