@@ -130,6 +130,10 @@ def test_brier_hand_computed_weights():
     expected = (0.9**2 + 0.8**2 * 1.5 + 0.4**2 * 1.5 + 0.5**2 * 1.5) / 5
     times, scores = brier_score(train, test, estimate, 2.5)
     assert times.tolist() == [2.5] and scores[0] == pytest.approx(expected, rel=1e-14)
+    # a censored test row beyond the training follow-up (5 > 4) needs G only at t: a control of weight 3/2
+    test = right_censored([1, 1, 0, 1, 0, 0], [1.5, 2.0, 2.2, 3.5, 4.0, 5.0])
+    _, scores = brier_score(train, test, np.r_[estimate, 0.4], [2.5])
+    assert scores[0] == pytest.approx((expected * 5 + 0.6**2 * 1.5) / 6, rel=1e-14)
 
 
 def test_ipcw_brier_of_the_true_survival_matches_the_uncensored_brier():

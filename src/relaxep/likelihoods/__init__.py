@@ -1,5 +1,6 @@
 """Likelihoods: each answers ``log Z`` and its derivatives for a target and a Gaussian cavity (GPML's design)."""
 
+from relaxep.likelihoods.aft import LogLogisticAFT, LogNormalAFT, WeibullAFT
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.binary_base import BinaryLikelihood
@@ -12,6 +13,7 @@ from relaxep.likelihoods.ordinal import OrdinalProbit
 from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
+from relaxep.likelihoods.survival import SurvivalLikelihood
 from relaxep.likelihoods.tobit import Tobit
 from relaxep.likelihoods.two_latent import TwoLatentLikelihood
 
@@ -21,6 +23,8 @@ __all__ = [
     "Heteroscedastic",
     "Laplace",
     "Likelihood",
+    "LogLogisticAFT",
+    "LogNormalAFT",
     "Logistic",
     "MulticlassLikelihood",
     "MultinomialProbit",
@@ -33,7 +37,9 @@ __all__ = [
     "QuadratureLikelihood",
     "RobustMax",
     "StudentT",
+    "SurvivalLikelihood",
     "TiltedLogZ",
     "Tobit",
     "TwoLatentLikelihood",
+    "WeibullAFT",
 ]

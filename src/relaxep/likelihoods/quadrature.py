@@ -8,13 +8,13 @@ from types import ModuleType
 from typing import ClassVar
 
 import numpy as np
-from scipy.special import logsumexp
 
 from relaxep._typing import Array
 from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods.base import TiltedLogZ
 from relaxep.likelihoods.binary_base import BinaryLikelihood
 from relaxep.likelihoods.quadrature_on import SinhNodes, sinh_nodes_on, tilted_log_t_on, tilted_log_z_on
+from relaxep.likelihoods.sinh_rule import MAX_NODES, moments_from_nodes, sinh_nodes
 
 __all__ = ["QuadratureLikelihood"]
 
@@ -44,8 +44,7 @@ class QuadratureLikelihood(BinaryLikelihood):
     :math:`\log t` over the same rule's normalised weights at ``u = 1``, on either.
     """
 
-    _newton_iterations: int = 60
-    _max_nodes: int = 4096
+    _max_nodes: int = MAX_NODES
     tilted_on_device = True
     relaxed_on_device = True
     #: where the device rule's Newton search for the mode starts (``None``: the cavity mean)
@@ -110,62 +109,16 @@ class QuadratureLikelihood(BinaryLikelihood):
             xp, lambda: (self._folded_log_z(mean, var, 1.0), self._folded_expected_log_lik(mean, var)), fixed
         )
 
-    def _laplace(self, mean: Array, var: Array, power: float) -> tuple[Array, Array]:
-        """Mode of the tilted density and the inverse curvature there."""
-        d1_mu, _ = self._folded_dlog_lik(mean)
-        lo = mean.copy()
-        hi = mean + var * power * d1_mu
-        g = 0.5 * (lo + hi)
-        for _ in range(self._newton_iterations):
-            d1, d2 = self._folded_dlog_lik(g)
-            grad = power * d1 - (g - mean) / var
-            hess = power * d2 - 1.0 / var
-            lo = np.where(grad > 0, g, lo)
-            hi = np.where(grad > 0, hi, g)
-            step = g - grad / hess
-            outside = ~((step >= lo) & (step <= hi))
-            g_new = np.where(outside, 0.5 * (lo + hi), step)
-            done = np.all(np.abs(g_new - g) <= 1e-10 * (1.0 + np.abs(g)))
-            g = g_new
-            if done:
-                break
-        _, d2 = self._folded_dlog_lik(g)
-        # log-concave t: d2 <= 0, the bound is inactive; otherwise it keeps the width positive
-        return g, 1.0 / np.maximum(1.0 / var - power * d2, 1.0 / var)
-
     def _sinh_nodes(self, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
-        """Nodes ``g_k``, normalised tilted weights and ``log Z`` (nodes on the last axis)."""
-        mean, var = np.broadcast_arrays(mean, var)
-        mode, lap_var = self._laplace(mean, var, power)
-        lap_sd = np.sqrt(lap_var)
-        width = self._transition_width
-        scale = np.minimum(lap_sd, width)
-        half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
-        max_step = np.minimum(0.08, 0.25 * width / np.maximum(np.abs(mode), scale))
-        n_nodes = int(np.clip(np.max(np.ceil(2.0 * half_width / max_step), initial=1) + 1, 64, self._max_nodes))
-        x = np.linspace(-1.0, 1.0, n_nodes) * half_width[..., None]
-        step = (2.0 * half_width / (n_nodes - 1))[..., None]
-        g = mode[..., None] + scale[..., None] * np.sinh(x)
-        m, v = mean[..., None], var[..., None]
-        log_terms = (
-            np.log(step * scale[..., None] * np.cosh(x))
-            + power * self._folded_log_lik(g)
-            - 0.5 * (g - m) ** 2 / v
-            - 0.5 * np.log(2.0 * np.pi * v)
+        """Nodes ``g_k``, normalised tilted weights and ``log Z`` (nodes on the last axis): the mode-centred sinh
+        rule of :mod:`relaxep.likelihoods.sinh_rule`, the transition at ``g = 0``."""
+        return sinh_nodes(
+            self._folded_log_lik, self._folded_dlog_lik, mean, var, power, self._transition_width, 0.0, self._max_nodes
         )
-        log_z = logsumexp(log_terms, axis=-1)
-        weights = np.exp(log_terms - log_z[..., None])
-        return g, weights, log_z
 
     def _adaptive_log_z(self, mean: Array, var: Array, power: float) -> TiltedLogZ:
         """The adaptive sinh rule's ``log Z`` and derivatives (numpy)."""
-        g, weights, log_z = self._sinh_nodes(mean, var, power)
-        mean_b, var_b = np.broadcast_arrays(mean, var)
-        tilted_mean = np.sum(weights * g, axis=-1)
-        tilted_var = np.sum(weights * (g - tilted_mean[..., None]) ** 2, axis=-1)
-        dlog_z = (tilted_mean - mean_b) / var_b
-        d2log_z = (tilted_var - var_b) / var_b**2
-        return TiltedLogZ(log_z, dlog_z, d2log_z)
+        return moments_from_nodes(*self._sinh_nodes(mean, var, power), mean, var)
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         g, weights, _ = self._sinh_nodes(mean, var, 1.0)

@@ -1,0 +1,275 @@
+r"""Survival likelihoods: event times, right-, left- and interval-censored, as rows on the log-time scale.
+
+A target is a row :math:`[\ell, \upsilon]` of log-times: an event at :math:`t` is :math:`[\log t, \log t]`, a
+right-censored time ("alive at :math:`t`") :math:`[\log t, \infty]`, a left-censored one :math:`[-\infty, \log t]`,
+an interval :math:`[\log l, \log u]`.  Every model here is a standardised noise :math:`\epsilon`
+(:mod:`relaxep.likelihoods.survival_noise`) in a variable that is increasing in the log-time :math:`b` and linear
+in the latent,
+
+.. math::
+    z(b, f) = \alpha(b) + \beta f,
+
+so that :math:`P(\ell < \log T < \upsilon \mid f) = F(z(\upsilon, f)) - F(z(\ell, f))` and an event has the density
+of :math:`T` at :math:`t = e^b`, :math:`p(z)\,\alpha'(b)\,e^{-b}`.  An accelerated-failure-time model (Kalbfleisch &
+Prentice 2002, section 2.3) has :math:`\alpha(b) = b/\sigma`, :math:`\beta = -1/\sigma` (:math:`\log T = f +
+\sigma\epsilon`; :mod:`relaxep.likelihoods.aft`); a proportional-hazards model with baseline cumulative hazard
+:math:`\Lambda_0` has :math:`\alpha(b) = \log\Lambda_0(e^b)`, :math:`\beta = 1` and the minimum-Gumbel noise
+(:math:`S(t | f) = \exp(-\Lambda_0(t)e^f)`; :mod:`relaxep.likelihoods.coxph`).  Per row,
+
+.. math::
+    \log p(y | f) = \begin{cases}
+        \log p(z_b) + \log\alpha'(b) - b & \text{event at } b,\\
+        \log S(z_\ell) & \text{right-censored},\qquad \log F(z_\upsilon) \quad \text{left-censored},\\
+        \log\big(F(z_\upsilon) - F(z_\ell)\big) & \text{interval},
+    \end{cases}
+
+the interval's mass taken in log space from whichever tail is small (:func:`interval_log_mass`), its derivatives in
+:math:`f` from :math:`D' = \beta(p(z_\upsilon) - p(z_\ell))` and :math:`D'' = \beta^2(p'(z_\upsilon) -
+p'(z_\ell))`.  Each is log-concave in :math:`f` (a log-concave density's interval masses are log-concave in its
+location, Prekopa's theorem), so the tilted integral is unimodal and is taken by the mode-centred sinh rule
+(:mod:`relaxep.likelihoods.sinh_rule`), to 1e-8 of adaptive quadrature; the tilted expectations (Relaxed EP's
+:math:`E[\log p]`, the cumulants, the hyperparameters' gradients) on the same nodes.  The predictive at a latent
+:math:`N(m, v)`: :math:`S_*(t) = E_f[S(t | f)]` by an 80-point Gauss-Hermite rule, its pointwise band from
+:math:`S(t | m \pm q\sqrt v)` (:math:`S(t|f)` is monotone in :math:`f`), and the median time where
+:math:`S_*(t) = 1/2` by bisection.  On the host only (a fit on another array library computes these sites there).
+"""
+
+from __future__ import annotations
+
+from abc import abstractmethod
+from typing import ClassVar
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.special import ndtri
+
+from relaxep._typing import Array
+from relaxep._validation import check_unit_interval
+from relaxep.likelihoods.base import Likelihood, TiltedLogZ
+from relaxep.likelihoods.sinh_rule import moments_from_nodes, sinh_nodes
+from relaxep.likelihoods.survival_noise import NoiseFamily
+
+__all__ = ["SurvivalLikelihood", "interval_log_mass"]
+
+_GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
+_GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
+_BISECTIONS = 200
+
+
+def interval_log_mass(noise: NoiseFamily, z_lo: Array, z_hi: Array) -> Array:
+    r""":math:`\log(F(z_{hi}) - F(z_{lo}))` for :math:`z_{lo} < z_{hi}` (either may be infinite), from the upper
+    tail :math:`S(z_{lo}) - S(z_{hi})` where :math:`z_{lo}` is above the median, else from the lower tail: the
+    smaller tail's difference, :math:`\log A + \operatorname{log1p}(-e^{\log B - \log A})`, never cancels."""
+    lo_f, hi_f = np.where(np.isfinite(z_lo), z_lo, 0.0), np.where(np.isfinite(z_hi), z_hi, 0.0)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        sf_lo = np.where(np.isfinite(z_lo), noise.log_sf(lo_f), np.where(z_lo < 0, 0.0, -np.inf))
+        sf_hi = np.where(np.isfinite(z_hi), noise.log_sf(hi_f), np.where(z_hi < 0, 0.0, -np.inf))
+        cdf_lo = np.where(np.isfinite(z_lo), noise.log_cdf(lo_f), np.where(z_lo < 0, -np.inf, 0.0))
+        cdf_hi = np.where(np.isfinite(z_hi), noise.log_cdf(hi_f), np.where(z_hi < 0, -np.inf, 0.0))
+        upper = sf_lo + np.log1p(-np.exp(np.minimum(sf_hi - sf_lo, 0.0)))
+        lower = cdf_hi + np.log1p(-np.exp(np.minimum(cdf_lo - cdf_hi, 0.0)))
+    return np.where(z_lo > noise.median, upper, lower)
+
+
+class SurvivalLikelihood(Likelihood):
+    r"""A survival model :math:`z(b, f) = \alpha(b) + \beta f` with a standardised noise (module docstring).
+
+    A subclass gives :attr:`noise`, :meth:`_alpha`, :meth:`_log_dalpha`, :meth:`_alpha_inverse` and
+    :attr:`_beta`, and :meth:`_dlog_lik_dtheta` for its hyperparameters; targets are rows ``[log_lower,
+    log_upper]`` (:meth:`check_targets`).
+
+    Attributes
+    ----------
+    risk_sign : float
+        ``-1`` where a larger latent means a later event (accelerated failure time: :math:`f` is the log-time's
+        location), ``+1`` where an earlier one (proportional hazards: :math:`f` is the log relative hazard); a risk
+        score is ``risk_sign`` times the latent.
+    """
+
+    target_width: ClassVar[int] = 2
+    risk_sign: ClassVar[float] = -1.0
+    noise: ClassVar[NoiseFamily]
+
+    # ------------------------------------------------------------ the model's transform
+    @abstractmethod
+    def _alpha(self, b: Array) -> Array:
+        r""":math:`\alpha(b)` at finite log-times ``b``, increasing."""
+
+    @abstractmethod
+    def _log_dalpha(self, b: Array) -> Array:
+        r""":math:`\log\alpha'(b)` at finite ``b``."""
+
+    @abstractmethod
+    def _alpha_inverse(self, a: Array) -> Array:
+        r"""The log-time ``b`` with :math:`\alpha(b) = a`."""
+
+    @property
+    @abstractmethod
+    def _beta(self) -> float:
+        r""":math:`\beta`, the latent's coefficient in :math:`z`."""
+
+    # ------------------------------------------------------------ targets
+    def check_targets(self, y: ArrayLike, n: int | None = None) -> Array:
+        """Rows ``[log_lower, log_upper]`` (module docstring) as a float ``(n, 2)`` array, or a ``ValueError``
+        naming ``y``; the estimators build them from scikit-survival's structured arrays."""
+        try:
+            arr = np.array(y, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError("y must be rows [log_lower, log_upper] of log-times, shape (n, 2)") from None
+        if arr.ndim != 2 or arr.shape[1] != 2 or (n is not None and arr.shape[0] != n):
+            want = "(n, 2)" if n is None else f"({n}, 2)"
+            raise ValueError(f"y must be rows [log_lower, log_upper] of log-times, shape {want}, got {arr.shape}")
+        lo, hi = arr[:, 0], arr[:, 1]
+        if np.any(np.isnan(arr)):
+            raise ValueError("y holds NaN log-times")
+        if np.any(lo > hi):
+            raise ValueError("y has a row whose lower log-time is above its upper one")
+        if np.any(lo == np.inf) or np.any(hi == -np.inf):
+            raise ValueError("y has a row censored beyond every time (lower +inf or upper -inf)")
+        return arr
+
+    @staticmethod
+    def _rows(y: Array, like: Array, nodes: bool = False) -> tuple[Array, Array]:
+        """``(lower, upper)`` of the rows ``y`` broadcast against ``like`` (``nodes``: ``like`` has a last axis of
+        quadrature nodes beyond the rows')."""
+        y = np.asarray(y, dtype=float)
+        lo, hi = (y[..., 0, None], y[..., 1, None]) if nodes else (y[..., 0], y[..., 1])
+        lo, hi, _ = np.broadcast_arrays(lo, hi, like)
+        return lo, hi
+
+    def _z(self, b: Array, f: Array) -> Array:
+        """:math:`z(b, f)` at finite ``b`` (``b`` broadcast against ``f``)."""
+        return self._alpha(b) + self._beta * f
+
+    # ------------------------------------------------------------ pointwise
+    def _row_terms(self, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
+        r""":math:`\log p(y | f)` (``order`` 0) or its first two derivatives in ``f`` (``order`` 1), per row kind
+        (module docstring), each kind on finite stand-ins and chosen by ``np.where``."""
+        noise, beta = self.noise, self._beta
+        event = lo == hi
+        right, left = (hi == np.inf) & ~event, (lo == -np.inf) & ~event
+        finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
+        b_lo, b_hi = np.where(finite_lo, lo, 0.0), np.where(finite_hi, hi, 0.0)
+        z_lo, z_hi = self._z(b_lo, f), self._z(b_hi, f)
+        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            if order == 0:
+                ev = noise.log_pdf(z_lo) + self._log_dalpha(b_lo) - b_lo
+                interval = interval_log_mass(
+                    noise, np.where(finite_lo, z_lo, -np.inf), np.where(finite_hi, z_hi, np.inf)
+                )
+                out = np.where(event, ev, np.where(right, noise.log_sf(z_lo), np.where(left, noise.log_cdf(z_hi), 0)))
+                return (np.where(event | right | left, out, interval),)
+            e1, e2 = noise.dlog_pdf(z_lo)
+            r1, r2 = noise.dlog_sf(z_lo)
+            l1, l2 = noise.dlog_cdf(z_hi)
+            log_d = interval_log_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
+            q_lo, q_hi = np.exp(noise.log_pdf(z_lo) - log_d), np.exp(noise.log_pdf(z_hi) - log_d)
+            s_lo, s_hi = noise.dlog_pdf(z_lo)[0], noise.dlog_pdf(z_hi)[0]
+            i1 = q_hi - q_lo
+            i2 = q_hi * s_hi - q_lo * s_lo - i1**2
+            d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
+            d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
+        return beta * d1, beta**2 * d2
+
+    def _log_lik(self, y: Array, f: Array) -> Array:
+        f = np.asarray(f, dtype=float)
+        lo, hi = self._rows(y, f)
+        return self._row_terms(lo, hi, f, 0)[0]
+
+    def _transition(self, lo: Array, hi: Array) -> Array:
+        """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bound (the midpoint of
+        an interval's)."""
+        beta = self._beta
+        at_lo = -self._alpha(np.where(np.isfinite(lo), lo, 0.0)) / beta
+        at_hi = -self._alpha(np.where(np.isfinite(hi), hi, 0.0)) / beta
+        return np.where(~np.isfinite(hi), at_lo, np.where(~np.isfinite(lo), at_hi, 0.5 * (at_lo + at_hi)))
+
+    def _nodes(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
+        """The sinh rule's nodes, weights and ``log Z`` (:func:`~relaxep.likelihoods.sinh_rule.sinh_nodes`)."""
+        mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
+        lo, hi = self._rows(y, mean)
+        mean, var = np.broadcast_to(mean, lo.shape), np.broadcast_to(var, lo.shape)
+
+        def expand(f: Array) -> tuple[Array, Array]:
+            return (lo[..., None], hi[..., None]) if f.ndim > lo.ndim else (lo, hi)
+
+        def log_lik(f: Array) -> Array:
+            return self._row_terms(*np.broadcast_arrays(*expand(f), f)[:2], f, 0)[0]
+
+        def dlog_lik(f: Array) -> tuple[Array, Array]:
+            return self._row_terms(*np.broadcast_arrays(*expand(f), f)[:2], f, 1)  # type: ignore[return-value]
+
+        width = 1.0 / abs(self._beta)
+        return sinh_nodes(log_lik, dlog_lik, mean, var, power, width, self._transition(lo, hi))
+
+    def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
+        f, weights, log_z = self._nodes(y, mean, var, power)
+        return moments_from_nodes(f, weights, log_z, np.broadcast_to(mean, log_z.shape), var)
+
+    def _tilted_nodes(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array]:
+        f, weights, _ = self._nodes(y, mean, var, 1.0)
+        return f, weights
+
+    def _expected_log_lik(self, y: Array, mean: Array, var: Array) -> Array:
+        f, weights = self._tilted_nodes(y, mean, var)
+        return np.sum(weights * self._row_terms(*self._rows(y, f, nodes=True), f, 0)[0], axis=-1)
+
+    def dlog_z_dtheta(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r""":math:`\partial\log Z/\partial\theta = E_{\hat p}[\partial_\theta\log p(y|f)]` on the tilted integral's
+        nodes, shape ``(..., n_dims)``; ``y`` rows ``[log_lower, log_upper]``."""
+        mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
+        if self.n_dims == 0:
+            return np.zeros((*mean.shape, 0))
+        f, weights = self._tilted_nodes(np.asarray(y, dtype=float), mean, var)
+        return np.sum(weights[..., None] * self._dlog_lik_dtheta(np.asarray(y, dtype=float), f), axis=-2)
+
+    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
+        f, weights = self._tilted_nodes(y, mean, var)
+        k1 = np.sum(weights * f, axis=-1)
+        d = f - k1[..., None]
+        k2 = np.sum(weights * d**2, axis=-1)
+        return k1, k2, np.sum(weights * d**3, axis=-1), np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
+
+    # ------------------------------------------------------------ predictive
+    def log_survival_given(self, log_t: ArrayLike, f: ArrayLike) -> Array:
+        r""":math:`\log S(t | f) = \log S_\epsilon(z(\log t, f))`, broadcast."""
+        return self.noise.log_sf(self._z(np.asarray(log_t, dtype=float), np.asarray(f, dtype=float)))
+
+    def survival(self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""The predictive survival :math:`S_*(t) = \int S(t | f)\,N(f | m, v)\,df` at each latent ``N(mean,
+        var)`` (shape ``(n,)``) and log-time (shape ``(T,)``): shape ``(n, T)``, by 80-point Gauss-Hermite."""
+        log_t = np.asarray(log_t, dtype=float).ravel()
+        mean = np.asarray(mean, dtype=float).ravel()
+        sd = np.sqrt(np.asarray(var, dtype=float).ravel())
+        f = mean[:, None, None] + sd[:, None, None] * _GH_NODES
+        out = np.exp(self.log_survival_given(log_t[None, :, None], f)) @ _GH_WEIGHTS
+        return np.clip(out, 0.0, 1.0)
+
+    def survival_band(
+        self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike, level: float = 0.95
+    ) -> tuple[Array, Array]:
+        r"""The pointwise central ``level`` band of :math:`S(t | f)` under the latent's posterior: :math:`S(t | m
+        \pm q\sqrt v)`, :math:`q = \Phi^{-1}((1 + \ell)/2)` (monotone in :math:`f`, so these are its quantiles)."""
+        level = check_unit_interval(level, "level")
+        q = float(ndtri(0.5 * (1.0 + level)))
+        log_t = np.asarray(log_t, dtype=float).ravel()[None, :]
+        mean = np.asarray(mean, dtype=float).ravel()[:, None]
+        sd = np.sqrt(np.asarray(var, dtype=float).ravel())[:, None]
+        a, b = (np.exp(self.log_survival_given(log_t, mean + s * q * sd)) for s in (-1.0, 1.0))
+        return np.minimum(a, b), np.maximum(a, b)
+
+    def median_log_time(self, mean: ArrayLike, var: ArrayLike) -> Array:
+        r"""The predictive median log-time: :math:`S_*(t) = 1/2`, by bisection between the conditional medians
+        :math:`\alpha^{-1}(F^{-1}(1/2) - \beta f)` at :math:`f = m \pm 10\sqrt v`."""
+        mean = np.asarray(mean, dtype=float).ravel()
+        sd = np.sqrt(np.asarray(var, dtype=float).ravel())
+        ends = [self._alpha_inverse(self.noise.median - self._beta * (mean + s * sd)) for s in (-10.0, 10.0)]
+        lo, hi = np.minimum(*ends) - 1e-9, np.maximum(*ends) + 1e-9
+        for _ in range(_BISECTIONS):
+            mid = 0.5 * (lo + hi)
+            f = mean[:, None] + sd[:, None] * _GH_NODES
+            above = np.exp(self.log_survival_given(mid[:, None], f)) @ _GH_WEIGHTS > 0.5
+            lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
+            if np.all(hi - lo <= 1e-12 * (1.0 + np.abs(mid))):
+                break
+        return 0.5 * (lo + hi)
