@@ -16,7 +16,7 @@ from relaxep.assessment import (
     integrated_brier_score,
     kaplan_meier,
 )
-from relaxep.estimators._survival_targets import right_censored
+from relaxep.likelihoods.survival_targets import right_censored
 
 
 def brute_force_concordance(event, time, risk, tol=1e-8):

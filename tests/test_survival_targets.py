@@ -4,7 +4,7 @@ hand-written rows), every malformed one refused with a message naming the argume
 import numpy as np
 import pytest
 
-from relaxep.estimators._survival_targets import event_and_time, interval_censored, right_censored, survival_targets
+from relaxep.likelihoods.survival_targets import event_and_time, interval_censored, right_censored, survival_targets
 
 INF = np.inf
 EXPECTED = np.log([[2.0, 2.0], [3.0, INF], [4.0, 4.0]])  # events at 2 and 4, censored at 3

@@ -23,6 +23,7 @@ from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.estimators.regressor import GPRegressor
+from relaxep.estimators.survival import GPSurvivalRegressor
 from relaxep.inference import (
     Attempt,
     Auto,
@@ -56,6 +57,7 @@ __all__ = [
     "GPOrdinalClassifier",
     "GPPreferenceLearner",
     "GPRegressor",
+    "GPSurvivalRegressor",
     "ImproperPosteriorError",
     "InferenceMethod",
     "InferenceResult",

@@ -10,7 +10,7 @@ scikit-survival is never needed).
   1999): the squared error of predicted survival probabilities, each row weighted by the inverse of the censoring
   survival :math:`\hat G` estimated by Kaplan–Meier from the training rows.
 
-Targets ``y`` are right-censored, in any form :func:`~relaxep.estimators._survival_targets.event_and_time` reads
+Targets ``y`` are right-censored, in any form :func:`~relaxep.likelihoods.survival_targets.event_and_time` reads
 (scikit-survival's structured array, or columns (time, event)).
 """
 
@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from relaxep.estimators._survival_targets import event_and_time, right_censored
+from relaxep.likelihoods.survival_targets import event_and_time, right_censored
 
 __all__ = [
     "ConcordanceCounts",

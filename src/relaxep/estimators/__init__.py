@@ -14,6 +14,7 @@ from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.estimators.regressor import GPRegressor
+from relaxep.estimators.survival import GPSurvivalRegressor
 
 __all__ = [
     "GPClassifier",
@@ -21,6 +22,7 @@ __all__ = [
     "GPOrdinalClassifier",
     "GPPreferenceLearner",
     "GPRegressor",
+    "GPSurvivalRegressor",
     "HyperSamples",
     "SearchStep",
 ]

@@ -14,6 +14,7 @@ from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 from relaxep.likelihoods.student_t import StudentT
 from relaxep.likelihoods.survival import SurvivalLikelihood
+from relaxep.likelihoods.survival_targets import interval_censored, right_censored
 from relaxep.likelihoods.tobit import Tobit
 from relaxep.likelihoods.two_latent import TwoLatentLikelihood
 
@@ -42,4 +43,6 @@ __all__ = [
     "Tobit",
     "TwoLatentLikelihood",
     "WeibullAFT",
+    "interval_censored",
+    "right_censored",
 ]

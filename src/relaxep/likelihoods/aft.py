@@ -34,7 +34,18 @@ from relaxep.likelihoods.base import check_hyperparameter
 from relaxep.likelihoods.survival import SurvivalLikelihood, interval_log_mass
 from relaxep.likelihoods.survival_noise import GumbelMin, LogisticNoise, NoiseFamily, NormalNoise
 
-__all__ = ["LogLogisticAFT", "LogNormalAFT", "WeibullAFT"]
+__all__ = ["LogLogisticAFT", "LogNormalAFT", "WeibullAFT", "check_location"]
+
+
+def check_location(location: object) -> float | None:
+    """``None`` or a finite real (``TypeError``/``ValueError`` naming ``location``), returned as given."""
+    if location is None:
+        return None
+    if isinstance(location, bool) or not isinstance(location, int | float | np.floating | np.integer):
+        raise TypeError(f"location must be a finite real number or None, got {location!r}")
+    if not np.isfinite(location):
+        raise ValueError(f"location must be finite, got {location!r}")
+    return location
 
 
 class _AFT(SurvivalLikelihood):
@@ -50,9 +61,15 @@ class _AFT(SurvivalLikelihood):
         r"""The noise's scale :math:`\sigma` on the log-time axis."""
         raise NotImplementedError
 
+    location: float | None
+
     @property
     def _beta(self) -> float:
         return -1.0 / self._sigma
+
+    @property
+    def _shift(self) -> float:
+        return 0.0 if self.location is None else float(self.location)
 
     def _alpha(self, b: Array) -> Array:
         return b / self._sigma
@@ -93,6 +110,10 @@ class WeibullAFT(_AFT):
         falling hazard, above 1 a rising one.
     shape_bounds : pair of float or "fixed"
         Bounds for learning ``shape`` (in log space).
+    location : float or None
+        A fixed prior mean :math:`c` of the latent on the log-time axis: the model is :math:`\log T = c + f +
+        \sigma\epsilon`, :math:`f` the zero-mean GP (``None``: 0 alone; :class:`~relaxep.GPSurvivalRegressor`
+        sets it from the intercept-only model).
 
     Notes
     -----
@@ -103,8 +124,14 @@ class WeibullAFT(_AFT):
     hyperparameter_names = ("shape",)
     noise: ClassVar[NoiseFamily] = GumbelMin()
 
-    def __init__(self, shape: float = 1.0, shape_bounds: tuple[float, float] | str = (1e-2, 1e2)) -> None:
+    def __init__(
+        self,
+        shape: float = 1.0,
+        shape_bounds: tuple[float, float] | str = (1e-2, 1e2),
+        location: float | None = None,
+    ) -> None:
         self.shape, self.shape_bounds = check_hyperparameter(shape, shape_bounds, "shape")
+        self.location = check_location(location)
 
     @property
     def _sigma(self) -> float:
@@ -120,6 +147,8 @@ class LogLogisticAFT(_AFT):
         The shape :math:`k = 1/\sigma > 0` (scipy's ``fisk`` ``c``): above 1 the hazard rises then falls.
     shape_bounds : pair of float or "fixed"
         Bounds for learning ``shape`` (in log space).
+    location : float or None
+        A fixed prior mean of the latent on the log-time axis (as :class:`WeibullAFT`'s).
 
     Notes
     -----
@@ -129,8 +158,14 @@ class LogLogisticAFT(_AFT):
     hyperparameter_names = ("shape",)
     noise: ClassVar[NoiseFamily] = LogisticNoise()
 
-    def __init__(self, shape: float = 1.0, shape_bounds: tuple[float, float] | str = (1e-2, 1e2)) -> None:
+    def __init__(
+        self,
+        shape: float = 1.0,
+        shape_bounds: tuple[float, float] | str = (1e-2, 1e2),
+        location: float | None = None,
+    ) -> None:
         self.shape, self.shape_bounds = check_hyperparameter(shape, shape_bounds, "shape")
+        self.location = check_location(location)
 
     @property
     def _sigma(self) -> float:
@@ -146,6 +181,8 @@ class LogNormalAFT(_AFT):
         The standard deviation :math:`\sigma > 0` of the log-time about :math:`f` (scipy's ``lognorm`` ``s``).
     sigma_bounds : pair of float or "fixed"
         Bounds for learning ``sigma`` (in log space).
+    location : float or None
+        A fixed prior mean of the latent on the log-time axis (as :class:`WeibullAFT`'s).
 
     Notes
     -----
@@ -156,8 +193,14 @@ class LogNormalAFT(_AFT):
     noise: ClassVar[NoiseFamily] = NormalNoise()
     _kappa: ClassVar[float] = -1.0
 
-    def __init__(self, sigma: float = 1.0, sigma_bounds: tuple[float, float] | str = (1e-2, 1e2)) -> None:
+    def __init__(
+        self,
+        sigma: float = 1.0,
+        sigma_bounds: tuple[float, float] | str = (1e-2, 1e2),
+        location: float | None = None,
+    ) -> None:
         self.sigma, self.sigma_bounds = check_hyperparameter(sigma, sigma_bounds, "sigma")
+        self.location = check_location(location)
 
     @property
     def _sigma(self) -> float:

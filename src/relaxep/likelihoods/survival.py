@@ -137,9 +137,15 @@ class SurvivalLikelihood(Likelihood):
         lo, hi, _ = np.broadcast_arrays(lo, hi, like)
         return lo, hi
 
+    @property
+    def _shift(self) -> float:
+        """A fixed offset :math:`c` of the latent, :math:`z = \alpha(b) + \beta(f + c)` (an AFT model's
+        ``location``; 0 here)."""
+        return 0.0
+
     def _z(self, b: Array, f: Array) -> Array:
-        """:math:`z(b, f)` at finite ``b`` (``b`` broadcast against ``f``)."""
-        return self._alpha(b) + self._beta * f
+        """:math:`z(b, f) = \alpha(b) + \beta(f + c)` at finite ``b`` (``b`` broadcast against ``f``)."""
+        return self._alpha(b) + self._beta * (f + self._shift)
 
     # ------------------------------------------------------------ pointwise
     def _row_terms(self, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
@@ -179,9 +185,9 @@ class SurvivalLikelihood(Likelihood):
     def _transition(self, lo: Array, hi: Array) -> Array:
         """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bound (the midpoint of
         an interval's)."""
-        beta = self._beta
-        at_lo = -self._alpha(np.where(np.isfinite(lo), lo, 0.0)) / beta
-        at_hi = -self._alpha(np.where(np.isfinite(hi), hi, 0.0)) / beta
+        beta, shift = self._beta, self._shift
+        at_lo = -self._alpha(np.where(np.isfinite(lo), lo, 0.0)) / beta - shift
+        at_hi = -self._alpha(np.where(np.isfinite(hi), hi, 0.0)) / beta - shift
         return np.where(~np.isfinite(hi), at_lo, np.where(~np.isfinite(lo), at_hi, 0.5 * (at_lo + at_hi)))
 
     def _nodes(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
@@ -263,7 +269,9 @@ class SurvivalLikelihood(Likelihood):
         :math:`\alpha^{-1}(F^{-1}(1/2) - \beta f)` at :math:`f = m \pm 10\sqrt v`."""
         mean = np.asarray(mean, dtype=float).ravel()
         sd = np.sqrt(np.asarray(var, dtype=float).ravel())
-        ends = [self._alpha_inverse(self.noise.median - self._beta * (mean + s * sd)) for s in (-10.0, 10.0)]
+        ends = [
+            self._alpha_inverse(self.noise.median - self._beta * (mean + self._shift + s * sd)) for s in (-10.0, 10.0)
+        ]
         lo, hi = np.minimum(*ends) - 1e-9, np.maximum(*ends) + 1e-9
         for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
