@@ -114,8 +114,10 @@ def test_the_quick_study_with_relaxeps_estimator(tmp_path):
     from relaxep.experiments.study import StudyContext
 
     tables = survival.STUDY.run(StudyContext(cache_dir=str(tmp_path / "cache"), quick=True, progress=False))
-    gp = [r for r in tables["survival"] if r["contender"].startswith("GPSurvival")]
-    assert gp and all(r["status"] == "ok" for r in gp)
+    rows = [r for r in tables["survival"] if r["contender"].startswith("GPSurvival")]
+    assert all(r["status"] == "ok" or r["status"].startswith("not installed") for r in rows)  # no fit fails
+    gp = [r for r in rows if r["status"] == "ok"]
+    assert {r["contender"] for r in gp} >= {survival.HEADLINE}
     for r in gp:  # better than chance on every set (the published Cox models: c 0.63-0.80)
         assert r["c_index"] > 0.55 and 0.0 < r["ibs"] < 0.25
     section = survival.STUDY.report(tables, tmp_path)
