@@ -264,8 +264,15 @@ def run(context: StudyContext) -> Tables:
     }
 
 
+def _failures(rows: list[dict[str, Any]]) -> str:
+    """``"k of n splits failed: <the first failure>"``."""
+    failed = [r["status"] for r in rows if r["status"] != "ok"]
+    return f"{len(failed)} of {len(rows)} splits failed: {failed[0]}"
+
+
 def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per data set and contender: mean and sd over the splits of the concordance and the IBS, the mean fit time."""
+    """Per data set and contender: mean and sd over the splits that did not fail of the concordance and the IBS, the
+    mean fit time, and the failures."""
     out = []
     for dataset in DATASETS:
         for contender in CONTENDERS:
@@ -288,7 +295,7 @@ def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                     "ibs": float(ibs.mean()),
                     "ibs_sd": sd(ibs),
                     "fit_s": float(np.mean([r["fit_s"] for r in ok])),
-                    "status": "ok",
+                    "status": "ok" if len(ok) == len(mine) else _failures(mine),
                 }
             )
     return out
