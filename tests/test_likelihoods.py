@@ -62,7 +62,8 @@ POWERS = [1.0, 0.8, 0.5]
 def test_every_likelihood_is_tested():
     """Every concrete scalar likelihood the package exports has a row in LIKELIHOODS (GPflow's meta-test);
     the multi-class ones (one latent per class) are checked in tests/test_multiclass.py, the two-latent ones
-    in tests/test_heteroscedastic.py and tests/test_two_latent_model.py."""
+    in tests/test_heteroscedastic.py and tests/test_two_latent_model.py, the survival ones (targets are rows of
+    log-times) in tests/test_survival_likelihoods.py and tests/test_coxph.py."""
     classes = {
         obj
         for obj in vars(likmod).values()
@@ -70,6 +71,7 @@ def test_every_likelihood_is_tested():
         and issubclass(obj, likmod.Likelihood)
         and not issubclass(obj, likmod.MulticlassLikelihood)
         and not issubclass(obj, likmod.TwoLatentLikelihood)
+        and not issubclass(obj, likmod.SurvivalLikelihood)
         and not inspect.isabstract(obj)
     }
     tested = {type(lik) for lik, _ in LIKELIHOODS.values()}

@@ -18,7 +18,7 @@ from relaxep.errors import (
     MemoryLimitError,
 )
 from relaxep.estimators.classifier import GPClassifier
-from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor
+from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor, DaskGPSurvivalRegressor
 from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
 from relaxep.estimators.preference import GPPreferenceLearner
@@ -48,6 +48,7 @@ __all__ = [
     "ConvergentEP",
     "DaskGPClassifier",
     "DaskGPRegressor",
+    "DaskGPSurvivalRegressor",
     "DensePrior",
     "DivergenceError",
     "DoubleLoopEP",

@@ -30,6 +30,7 @@ from numpy.typing import ArrayLike
 from scipy import linalg
 
 from relaxep._memory import check_memory, dense_bytes
+from relaxep._threads import small_matrix_threads
 from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, cholesky_factor
 from relaxep.likelihoods import Likelihood
@@ -206,15 +207,16 @@ def _run_chains(
     per_chain = (slice(None),) + (None,) * (F.ndim - 1)  # an angle's cos and sin broadcast over a state
     n_burn, n_samples = steps
     evals = 0
-    for it in range(n_burn + n_samples):
-        nu = prior_draw()
+    with small_matrix_threads():  # small products in a loop: one BLAS thread (relaxep._threads)
+        for it in range(n_burn + n_samples):
+            nu = prior_draw()
 
-        def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
-            return centre + (F[a] - centre) * c[per_chain] + nu[a] * s[per_chain]
+            def on_ellipse(a: Array, c: Array, s: Array, nu: Array = nu) -> Array:
+                return centre + (F[a] - centre) * c[per_chain] + nu[a] * s[per_chain]
 
-        evals += _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
-        if it >= n_burn:
-            keep(it - n_burn)
+            evals += _slice_on_ellipses(F, cur, on_ellipse, log_lik, rng)
+            if it >= n_burn:
+                keep(it - n_burn)
     return evals
 
 
@@ -242,7 +244,8 @@ def elliptical_slice(
     n_samples, n_burn, n_chains : int
         Kept samples per chain (a multiple of 40: two halves of 20 batches), discarded
         warm-up samples, chains.  Chain ``c`` starts at :math:`f = y\,\delta_c` with
-        over-dispersed :math:`\delta_c \in [0.1, 3]`, inside any hard constraint.
+        over-dispersed :math:`\delta_c \in [0.1, 3]`, inside any hard constraint (rows of targets: their first
+        column, or the last where the first is infinite, as a left-censored survival row's; 0 where neither is finite).
     random_state : int, Generator or None
     approx : (mean, cov), optional
         A Gaussian approximation of the posterior whose ellipses the sampler follows (the
@@ -281,7 +284,8 @@ def elliptical_slice(
             ll = ll + log_gauss(f, np.zeros(n), chol) - log_gauss(f, centre, base_chol)
         return ll
 
-    F = (y if y.ndim == 1 else y[:, 0]) * np.geomspace(0.1, 3.0, n_chains)[:, None]  # (rows: their values)
+    start = y if y.ndim == 1 else np.where(np.isfinite(y[:, 0]), y[:, 0], y[:, -1])  # rows: their (finite) values
+    F = np.where(np.isfinite(start), start, 0.0) * np.geomspace(0.1, 3.0, n_chains)[:, None]
     if approx is not None:
         draws = centre + np.geomspace(0.5, 2.0, n_chains)[:, None] * (rng.standard_normal((n_chains, n)) @ base_chol.T)
         inside = np.isfinite(log_lik(draws))

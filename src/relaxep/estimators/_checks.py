@@ -14,7 +14,13 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._xp import namespace
 from relaxep.inference import InferenceMethod
-from relaxep.likelihoods import BinaryLikelihood, Likelihood, MulticlassLikelihood, OrdinalProbit
+from relaxep.likelihoods import (
+    BinaryLikelihood,
+    Likelihood,
+    MulticlassLikelihood,
+    OrdinalProbit,
+    SurvivalLikelihood,
+)
 from relaxep.likelihoods.counts import CountLikelihood
 from relaxep.posterior.rbf import as_scaled_rbf
 from relaxep.sites import SiteRule
@@ -99,6 +105,7 @@ _PURPOSE = {
     "multiclass": ("more than two unordered classes", "GPClassifier", None),
     "ordinal": ("ordered classes", "GPOrdinalClassifier", None),
     "count": ("counts", "GPRegressor", "DaskGPRegressor"),
+    "survival": ("censored event times", "GPSurvivalRegressor", "DaskGPSurvivalRegressor"),
     "real": ("real targets", "GPRegressor", "DaskGPRegressor"),
 }
 
@@ -109,6 +116,8 @@ _ACCEPTS = {
     "GPOrdinalClassifier": ("ordinal",),
     "GPRegressor": ("real", "count"),
     "DaskGPRegressor": ("real", "count"),
+    "GPSurvivalRegressor": ("survival",),
+    "DaskGPSurvivalRegressor": ("survival",),
 }
 
 _REGRESSION = (
@@ -118,14 +127,15 @@ _REGRESSION = (
 
 
 def likelihood_kind(likelihood: Likelihood) -> str | None:
-    """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"real"`` (a likelihood of one real latent
-    per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None`` (another
-    latent dimension)."""
+    """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"survival"``, ``"real"`` (a likelihood of one
+    real latent per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None``
+    (another latent dimension)."""
     for kind, cls in (
         ("binary", BinaryLikelihood),
         ("multiclass", MulticlassLikelihood),
         ("ordinal", OrdinalProbit),
         ("count", CountLikelihood),
+        ("survival", SurvivalLikelihood),
     ):
         if isinstance(likelihood, cls):
             return kind

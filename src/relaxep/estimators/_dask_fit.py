@@ -198,6 +198,10 @@ class DaskSparseFit(BaseEstimator):
         """The latent's scale for the default priors: 1, a classifier's (the regressor's: its targets')."""
         return (1.0,)
 
+    def _default_kernel(self, d: int) -> Kernel:
+        """The kernel where ``kernel=None``: ``ConstantKernel(1.0) * RBF(1.0)`` (the survival estimator's: ARD)."""
+        return ConstantKernel(1.0) * RBF(1.0)
+
     def _fit_shards(
         self, X: Any, targets: Any, likelihood: Likelihood, rule: SiteRule, noise: float
     ) -> tuple[FitReport, ShardedFITC]:
@@ -206,7 +210,7 @@ class DaskSparseFit(BaseEstimator):
         the report and the shards (the caller drops them: their futures hold the shards' rows on the cluster)."""
         n, d = X.shape
         self.n_features_in_ = d
-        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
+        kernel = self._default_kernel(d) if self.kernel is None else clone(self.kernel)
         n_learned = kernel.n_dims + likelihood.n_dims
         plan = SparseFit.plan(
             _Rows(X), inducing_points=self.inducing_points, inducing_init=self.inducing_init,

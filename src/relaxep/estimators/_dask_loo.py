@@ -83,10 +83,12 @@ def _gathered(estimator: Any) -> tuple[CavityLOO, Array, str]:
 
 
 def _user_y(estimator: Any, y: Array) -> Array:
-    """The targets as the one-process estimator fingerprints them: class indices, or ``y`` unnormalised (a count's,
-    without its log exposure)."""
+    """The targets as the one-process estimator fingerprints them: class indices, ``y`` unnormalised (a count's,
+    without its log exposure), or a survival model's rows as they are."""
     if hasattr(estimator, "classes_"):
         return (y > 0).astype(float)
+    if not hasattr(estimator, "_y_train_std"):
+        return y
     y = y[:, 0] if y.ndim == 2 else y
     return y * estimator._y_train_std + estimator._y_train_mean
 
@@ -96,7 +98,8 @@ def dask_loo(estimator: Any) -> LooResult:
     the same rows (``pointwise`` in the units of ``y`` as passed)."""
     terms, y, rows = _gathered(estimator)
     likelihood = estimator.likelihood_
-    shift = np.log(estimator._y_train_std) if not hasattr(estimator, "classes_") and _continuous(likelihood) else 0.0
+    std = getattr(estimator, "_y_train_std", 1.0)
+    shift = np.log(std) if not hasattr(estimator, "classes_") and _continuous(likelihood) else 0.0
     return LooResult(
         pointwise=terms.loo - shift, in_sample=terms.in_sample - shift, n_improper=terms.n_improper,
         fingerprint=rows, name=f"{type(estimator).__name__}({likelihood!r}, {estimator.kernel_})",
@@ -110,7 +113,7 @@ def dask_loo_predict(estimator: Any) -> LooPrediction:
     terms, _, _ = _gathered(estimator)
     mean, var = terms.cavity_mean, terms.cavity_var
     if not hasattr(estimator, "classes_"):
-        std, centre = estimator._y_train_std, estimator._y_train_mean
+        std, centre = getattr(estimator, "_y_train_std", 1.0), getattr(estimator, "_y_train_mean", 0.0)
         return LooPrediction(mean=mean * std + centre, var=var * std**2)
     proba = proba_of(estimator.likelihood_.predict_log_odds(mean, np.maximum(var, 1e-300)))
     return LooPrediction(mean=mean, var=var, proba=proba, classes=estimator.classes_)

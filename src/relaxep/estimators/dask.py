@@ -1,5 +1,5 @@
-r"""Sparse EP beyond one machine: ``DaskGPClassifier`` and ``DaskGPRegressor`` on Dask arrays whose row chunks
-stay on the workers.
+r"""Sparse EP beyond one machine: ``DaskGPClassifier``, ``DaskGPRegressor`` and ``DaskGPSurvivalRegressor`` on Dask
+arrays whose row chunks stay on the workers.
 
 Following the conventions of LightGBM's and XGBoost's Dask estimators: ``client=None`` uses
 the default client (``distributed.default_client()``); ``fit`` takes Dask arrays (numpy is
@@ -54,5 +54,6 @@ Pointing it at an existing cluster::
 
 from relaxep.estimators.dask_classifier import DaskGPClassifier
 from relaxep.estimators.dask_regressor import DaskGPRegressor
+from relaxep.estimators.dask_survival import DaskGPSurvivalRegressor
 
-__all__ = ["DaskGPClassifier", "DaskGPRegressor"]
+__all__ = ["DaskGPClassifier", "DaskGPRegressor", "DaskGPSurvivalRegressor"]

@@ -20,6 +20,7 @@ with the pointwise band of :math:`S(t | f)` under the latent's posterior.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -31,22 +32,33 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
-from relaxep._xp import to_numpy
+from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.assessment.survival_metrics import concordance_index
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import check_jitter, check_kernel, check_rule, input_format, store_parameters
+from relaxep.estimators._checks import (
+    check_jitter,
+    check_kernel,
+    check_likelihood_for,
+    check_rule,
+    input_format,
+    store_parameters,
+)
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._search import ROBUST
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
-from relaxep.likelihoods import LogLogisticAFT, LogNormalAFT, SurvivalLikelihood, WeibullAFT
+from relaxep.likelihoods import Likelihood, LogLogisticAFT, LogNormalAFT, SurvivalLikelihood, WeibullAFT
 from relaxep.likelihoods.survival_targets import survival_targets
 from relaxep.sites import SiteRule
 
 __all__ = ["GPSurvivalRegressor", "survival_likelihood"]
 
 _NAMES = ("weibull", "loglogistic", "lognormal", "coxph")
+_ACCEPTED = (
+    "'weibull', 'loglogistic', 'lognormal', 'coxph' or a survival likelihood instance (WeibullAFT(), "
+    "LogLogisticAFT(), LogNormalAFT(), CoxPH())"
+)
 
 
 def survival_likelihood(likelihood: Any) -> SurvivalLikelihood:
@@ -54,6 +66,8 @@ def survival_likelihood(likelihood: Any) -> SurvivalLikelihood:
     else a ``TypeError``/``ValueError`` naming ``likelihood``."""
     if isinstance(likelihood, SurvivalLikelihood):
         return clone(likelihood)
+    if isinstance(likelihood, Likelihood):  # (another kind's: the error names the estimator that fits it)
+        check_likelihood_for(likelihood, "GPSurvivalRegressor", _ACCEPTED)
     if isinstance(likelihood, str):
         if likelihood == "coxph":
             from relaxep.likelihoods.coxph import CoxPH
@@ -63,25 +77,30 @@ def survival_likelihood(likelihood: Any) -> SurvivalLikelihood:
         if likelihood in classes:
             return classes[likelihood]()
         raise ValueError(f"likelihood must be one of {_NAMES} or a survival likelihood instance, got {likelihood!r}")
-    raise TypeError(
-        "likelihood must be 'weibull', 'loglogistic', 'lognormal', 'coxph' or a survival likelihood instance "
-        f"(WeibullAFT(), LogLogisticAFT(), LogNormalAFT(), CoxPH()), got {likelihood!r}"
-    )
+    raise TypeError(f"likelihood must be {_ACCEPTED}, got {likelihood!r}")
 
 
 def intercept_only(likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikelihood:
     r"""An AFT likelihood with its ``location`` :math:`c` and shape at the intercept-only model's maximum
     likelihood, :math:`\max_{c, \theta}\sum_i \log p(y_i | f_i = 0)` (L-BFGS-B; the shape within its bounds, kept
     where fixed, the location kept where the user gave one); another likelihood as it is."""
+    finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
+    zero = np.zeros(rows.shape[0])
+    return intercept_only_from(likelihood, float(np.mean(finite)), lambda at: float(np.sum(at.log_lik(rows, zero))))
+
+
+def intercept_only_from(
+    likelihood: SurvivalLikelihood, mean_log_time: float, total: Callable[[SurvivalLikelihood], float]
+) -> SurvivalLikelihood:
+    r""":func:`intercept_only` from the rows' mean finite log-time (the location's start) and ``total``, which gives
+    :math:`\sum_i \log p(y_i | f_i = 0)` under a likelihood (over the rows in memory, or a Dask fit's shards)."""
     names = getattr(likelihood, "hyperparameter_names", ())
     if not hasattr(likelihood, "location") or len(names) != 1:
         return likelihood
     name = names[0]
     fixed_shape = isinstance(getattr(likelihood, f"{name}_bounds"), str)
     given = likelihood.location is not None
-    finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
-    start = [likelihood.location if given else float(np.mean(finite)), float(np.log(getattr(likelihood, name)))]
-    zero = np.zeros(rows.shape[0])
+    start = [likelihood.location if given else mean_log_time, float(np.log(getattr(likelihood, name)))]
 
     def at(x: Array) -> SurvivalLikelihood:
         params = {"location": float(start[0] if given else x[0])}
@@ -90,7 +109,7 @@ def intercept_only(likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikel
         return clone(likelihood).set_params(**params)
 
     def objective(x: Array) -> float:
-        value = -float(np.sum(at(x).log_lik(rows, zero)))
+        value = -total(at(x))
         return value if np.isfinite(value) else 1e300
 
     bounds = [(None, None), tuple(np.log(getattr(likelihood, f"{name}_bounds")))] if not fixed_shape else None
@@ -207,8 +226,10 @@ class GPSurvivalRegressor(_LatentGPEstimator):
     def _start_likelihood(self, likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikelihood:
         """The likelihood the search starts from: an AFT's at the intercept-only model, a PH model's baseline
         placed on the event times where it has none."""
-        if hasattr(likelihood, "with_baseline") and getattr(likelihood, "hazards", None) is None:
-            return likelihood.with_baseline(rows)
+        if hasattr(likelihood, "with_baseline"):
+            if likelihood.breaks is None or likelihood.hazards is None:
+                return likelihood.with_baseline(rows)
+            return likelihood
         return intercept_only(likelihood, rows)
 
     def _output_scales(self) -> tuple[float, ...]:
@@ -232,7 +253,8 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         ``risk_sign`` times the latent's posterior mean, with an AFT model's location (:math:`-(c + m_*)`)."""
         mean, _ = self.latent_mean_and_variance(X)
         likelihood = self.likelihood_
-        return likelihood.risk_sign * (mean + likelihood._shift)
+        risk = likelihood.risk_sign * (mean + likelihood._shift)
+        return risk if namespace(X).on_host else on_device_of(risk, X)
 
     def score(self, X: ArrayLike, y: Any) -> float:
         """Harrell's concordance index of :meth:`predict` on ``(X, y)`` (right-censored targets;

@@ -4,6 +4,7 @@ from relaxep.likelihoods.aft import LogLogisticAFT, LogNormalAFT, WeibullAFT
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.binary import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.likelihoods.binary_base import BinaryLikelihood
+from relaxep.likelihoods.coxph import CoxPH
 from relaxep.likelihoods.gaussian import Gaussian
 from relaxep.likelihoods.heteroscedastic import Heteroscedastic
 from relaxep.likelihoods.laplace import Laplace
@@ -20,6 +21,7 @@ from relaxep.likelihoods.two_latent import TwoLatentLikelihood
 
 __all__ = [
     "BinaryLikelihood",
+    "CoxPH",
     "Gaussian",
     "Heteroscedastic",
     "Laplace",

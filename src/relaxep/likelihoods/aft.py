@@ -31,7 +31,7 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.likelihoods.base import check_hyperparameter
-from relaxep.likelihoods.survival import SurvivalLikelihood, interval_log_mass
+from relaxep.likelihoods.survival import SurvivalLikelihood, interval_dlog_mass
 from relaxep.likelihoods.survival_noise import GumbelMin, LogisticNoise, NoiseFamily, NormalNoise
 
 __all__ = ["LogLogisticAFT", "LogNormalAFT", "WeibullAFT", "check_location"]
@@ -92,11 +92,8 @@ class _AFT(SurvivalLikelihood):
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             zf_lo = np.where(finite_lo, z_lo, 0.0)
             ev = zf_lo * noise.dlog_pdf(zf_lo)[0] + 1.0
-            log_d = interval_log_mass(noise, z_lo, np.where(event, z_lo + 1.0, z_hi))
-            end_lo = np.where(finite_lo, z_lo * np.exp(noise.log_pdf(zf_lo) - log_d), 0.0)
-            zf_hi = np.where(finite_hi, z_hi, 0.0)
-            end_hi = np.where(finite_hi, z_hi * np.exp(noise.log_pdf(zf_hi) - log_d), 0.0)
-            grad = np.where(event, ev, end_hi - end_lo)
+            _, _, q_lo, q_hi = interval_dlog_mass(noise, z_lo, np.where(event, z_lo + 1.0, z_hi))
+            grad = np.where(event, ev, np.where(finite_hi, z_hi, 0.0) * q_hi - zf_lo * q_lo)
         return (self._kappa * grad)[..., None]
 
 

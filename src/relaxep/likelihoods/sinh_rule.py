@@ -35,7 +35,7 @@ LogLik = Callable[[Array], Array]
 #: ``((log t)', (log t)'')`` at ``f``, as :data:`LogLik`
 DLogLik = Callable[[Array], tuple[Array, Array]]
 
-NEWTON_ITERATIONS = 60
+NEWTON_ITERATIONS = 100
 MAX_NODES = 4096
 
 
@@ -46,24 +46,31 @@ def tilted_mode(
     :math:`\ell^2 = 1/(1/s^2 - u(\log t)''(\hat f))` (bounded by :math:`s^2` where :math:`t` is not log-concave).
 
     Newton's method on :math:`u(\log t)'(f) - (f - \mu)/s^2`, safeguarded by bisection on the bracket of the module
-    docstring, until the step is below 1e-10 relative everywhere.  A bracket end at an infinite slope (a likelihood
-    that vanishes steeply where the cavity sits) is held within :math:`10^4` cavity standard deviations.
+    docstring (where Newton leaves it or its step exceeds half the one before last, as rtsafe), until the step is
+    below 1e-10 relative everywhere.  A bracket end at an infinite slope (a likelihood that vanishes steeply where
+    the cavity sits) is held within :math:`10^4` cavity standard deviations.
     """
     d1_mu, _ = dlog_lik(mean)
     reach = 1e4 * np.sqrt(var)
     far = mean + np.clip(var * power * d1_mu, -reach, reach)
     lo, hi = np.minimum(mean, far), np.maximum(mean, far)
     f = 0.5 * (lo + hi)
+    dx, dx_old = hi - lo, hi - lo
     for _ in range(iterations):
         d1, d2 = dlog_lik(f)
         grad = power * d1 - (f - mean) / var
         hess = power * d2 - 1.0 / var
         lo = np.where(grad > 0, f, lo)
         hi = np.where(grad > 0, hi, f)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
             step = f - grad / hess
+        # bisect where Newton leaves the bracket or is slow: its step over half the one before last (rtsafe, Press
+        # et al., Numerical Recipes 3rd ed., section 9.4; from far out on an exponential tail Newton moves by
+        # a constant step, and bisection's halving of the bracket reaches the mode first)
+        slow = ~(np.abs(step - f) <= 0.5 * np.abs(dx_old))
         outside = ~((step >= lo) & (step <= hi))
-        f_new = np.where(outside, 0.5 * (lo + hi), step)
+        f_new = np.where(outside | slow, 0.5 * (lo + hi), step)
+        dx_old, dx = dx, f_new - f
         done = np.all(np.abs(f_new - f) <= 1e-10 * (1.0 + np.abs(f)))
         f = f_new
         if done:
@@ -79,35 +86,43 @@ def sinh_nodes(
     var: Array,
     power: float,
     width: float | Array,
-    transition: float | Array = 0.0,
+    transition: float | Array | tuple[Array, ...] = 0.0,
     max_nodes: int = MAX_NODES,
 ) -> tuple[Array, Array, Array]:
     r"""Nodes :math:`f_k`, normalised tilted weights and :math:`\log Z` (nodes on the last axis) of
     :math:`\int t(f)^u N(f | \mu, s^2)\,df` by the mode-centred sinh rule (module docstring).
 
     ``width`` is the likelihood's transition width :math:`w`, ``transition`` where the transition is centred (the
-    step is at most :math:`w/4` over the distance from the mode to it).  ``log_lik`` and ``dlog_lik`` take
+    step is at most :math:`w/4` over the distance from the mode to it), or a tuple of such places (an interval's
+    two ends: the farther one counts).  ``log_lik`` and ``dlog_lik`` take
     ``f`` with the rows' shape (the mode's search) and with a last axis of nodes.
     """
     mean, var = np.broadcast_arrays(mean, var)
     mode, lap_var = tilted_mode(dlog_lik, mean, var, power)
-    lap_sd = np.sqrt(lap_var)
-    scale = np.minimum(lap_sd, width)
-    half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
-    max_step = np.minimum(0.08, 0.25 * width / np.maximum(np.abs(mode - transition), scale))
-    n_nodes = int(np.clip(np.max(np.ceil(2.0 * half_width / max_step), initial=1) + 1, 64, max_nodes))
-    x = np.linspace(-1.0, 1.0, n_nodes) * half_width[..., None]
-    step = (2.0 * half_width / (n_nodes - 1))[..., None]
-    f = mode[..., None] + scale[..., None] * np.sinh(x)
-    m, v = mean[..., None], var[..., None]
-    log_terms = (
-        np.log(step * scale[..., None] * np.cosh(x))
-        + power * log_lik(f)
-        - 0.5 * (f - m) ** 2 / v
-        - 0.5 * np.log(2.0 * np.pi * v)
-    )
-    log_z = logsumexp(log_terms, axis=-1)
-    weights = np.exp(log_terms - log_z[..., None])
+    # (a row whose likelihood underflows at every node, log Z = -inf, or whose curvature overflows, answers NaN
+    # moments: a failed site, which the inference reports, not a warning)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        lap_sd = np.sqrt(lap_var)
+        scale = np.minimum(lap_sd, width)
+        half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
+        ends = transition if isinstance(transition, tuple) else (transition,)
+        distance = np.max([np.abs(mode - end) for end in ends], axis=0)
+        max_step = np.minimum(0.08, 0.25 * width / np.maximum(distance, scale))
+        wanted = np.ceil(2.0 * half_width / max_step)
+        wanted = np.where(np.isfinite(wanted), wanted, 1.0)  # (a failed row sets no node count)
+        n_nodes = int(np.clip(np.max(wanted, initial=1) + 1, 64, max_nodes))
+        x = np.linspace(-1.0, 1.0, n_nodes) * half_width[..., None]
+        step = (2.0 * half_width / (n_nodes - 1))[..., None]
+        f = mode[..., None] + scale[..., None] * np.sinh(x)
+        m, v = mean[..., None], var[..., None]
+        log_terms = (
+            np.log(step * scale[..., None] * np.cosh(x))
+            + power * log_lik(f)
+            - 0.5 * (f - m) ** 2 / v
+            - 0.5 * np.log(2.0 * np.pi * v)
+        )
+        log_z = logsumexp(log_terms, axis=-1)
+        weights = np.exp(log_terms - log_z[..., None])
     return f, weights, log_z
 
 
@@ -115,6 +130,7 @@ def moments_from_nodes(f: Array, weights: Array, log_z: Array, mean: Array, var:
     r""":math:`\log Z` and its derivatives in the cavity mean from the tilted moments on the nodes:
     :math:`\partial_\mu\log Z = (E[f] - \mu)/s^2`, :math:`\partial^2_\mu\log Z = (\operatorname{Var}[f] - s^2)/s^4`."""
     mean, var = np.broadcast_arrays(mean, var)
-    tilted_mean = np.sum(weights * f, axis=-1)
-    tilted_var = np.sum(weights * (f - tilted_mean[..., None]) ** 2, axis=-1)
+    with np.errstate(invalid="ignore"):
+        tilted_mean = np.sum(weights * f, axis=-1)
+        tilted_var = np.sum(weights * (f - tilted_mean[..., None]) ** 2, axis=-1)
     return TiltedLogZ(log_z, (tilted_mean - mean) / var, (tilted_var - var) / var**2)

@@ -29,7 +29,10 @@ p'(z_\ell))`.  Each is log-concave in :math:`f` (a log-concave density's interva
 location, Prekopa's theorem), so the tilted integral is unimodal and is taken by the mode-centred sinh rule
 (:mod:`relaxep.likelihoods.sinh_rule`), to 1e-8 of adaptive quadrature; the tilted expectations (Relaxed EP's
 :math:`E[\log p]`, the cumulants, the hyperparameters' gradients) on the same nodes.  The predictive at a latent
-:math:`N(m, v)`: :math:`S_*(t) = E_f[S(t | f)]` by an 80-point Gauss-Hermite rule, its pointwise band from
+:math:`N(m, v)`: :math:`S_*(t) = E_f[S(t | f)]` by an 80-point Gauss-Hermite rule in :math:`f` where the latent is
+narrower than the likelihood's step (:math:`|\beta|\sqrt v \le 1`), else as :math:`E_\epsilon[\Phi((\epsilon -
+\alpha(b) - \beta m)/(|\beta|\sqrt v))]` by the trapezoid rule in the noise (the integrand smooth on the
+scale of the wider of the two), its pointwise band from
 :math:`S(t | m \pm q\sqrt v)` (:math:`S(t|f)` is monotone in :math:`f`), and the median time where
 :math:`S_*(t) = 1/2` by bisection.  On the host only (a fit on another array library computes these sites there).
 """
@@ -41,7 +44,7 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
@@ -49,10 +52,13 @@ from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.sinh_rule import moments_from_nodes, sinh_nodes
 from relaxep.likelihoods.survival_noise import NoiseFamily
 
-__all__ = ["SurvivalLikelihood", "interval_log_mass"]
+__all__ = ["SurvivalLikelihood", "interval_dlog_mass", "interval_log_mass"]
 
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_WEIGHTS = _GH_WEIGHTS / np.sqrt(2.0 * np.pi)
+#: the trapezoid rule in the noise (step 0.2 over [-40, 40], where each family's density is below e^-37)
+_EPS_STEP = 0.2
+_EPS_NODES = np.linspace(-40.0, 40.0, 401)
 _BISECTIONS = 200
 
 
@@ -66,9 +72,48 @@ def interval_log_mass(noise: NoiseFamily, z_lo: Array, z_hi: Array) -> Array:
         sf_hi = np.where(np.isfinite(z_hi), noise.log_sf(hi_f), np.where(z_hi < 0, 0.0, -np.inf))
         cdf_lo = np.where(np.isfinite(z_lo), noise.log_cdf(lo_f), np.where(z_lo < 0, -np.inf, 0.0))
         cdf_hi = np.where(np.isfinite(z_hi), noise.log_cdf(hi_f), np.where(z_hi < 0, -np.inf, 0.0))
-        upper = sf_lo + np.log1p(-np.exp(np.minimum(sf_hi - sf_lo, 0.0)))
-        lower = cdf_hi + np.log1p(-np.exp(np.minimum(cdf_lo - cdf_hi, 0.0)))
+        # (a tail that underflows in log space, -inf - -inf, has R = 0: its log mass is -inf)
+        upper = sf_lo + np.log(-np.expm1(np.fmin(sf_hi - sf_lo, 0.0)))
+        lower = cdf_hi + np.log(-np.expm1(np.fmin(cdf_lo - cdf_hi, 0.0)))
     return np.where(z_lo > noise.median, upper, lower)
+
+
+def interval_dlog_mass(noise: NoiseFamily, z_lo: Array, z_hi: Array) -> tuple[Array, Array, Array, Array]:
+    r"""The first two derivatives of :math:`\log D`, :math:`D = F(z_{hi}) - F(z_{lo})`, under a common shift of
+    both ends, and the end ratios :math:`q = p(z)/D` (0 at an infinite end), without forming :math:`p/D` from
+    logarithms that cancel far in a tail.
+
+    From the smaller tail (as :func:`interval_log_mass`): above the median :math:`\log D = \log S(z_{lo}) +
+    \log(1 - R)`, :math:`R = S(z_{hi})/S(z_{lo})`; with :math:`w = R/(1 - R)` and :math:`\rho_k = (\log
+    S)^{(k)}(z_{hi}) - (\log S)^{(k)}(z_{lo})`,
+
+    .. math::
+        (\log D)' = (\log S)'(z_{lo}) - w\rho_1,\qquad
+        (\log D)'' = (\log S)''(z_{lo}) - w\rho_2 - w(1 + w)\rho_1^2,
+
+    :math:`q_{lo} = h(z_{lo})/(1 - R)`, :math:`q_{hi} = h(z_{hi})\,w` (:math:`h = -(\log S)'`, the hazard); below
+    the median the mirror image in :math:`\log F` and the reversed hazard :math:`(\log F)'`."""
+    fin_lo, fin_hi = np.isfinite(z_lo), np.isfinite(z_hi)
+    lo_f, hi_f = np.where(fin_lo, z_lo, 0.0), np.where(fin_hi, z_hi, 0.0)
+    upper = z_lo > noise.median
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+        s1_lo, s2_lo = noise.dlog_sf(lo_f)
+        s1_hi, s2_hi = noise.dlog_sf(hi_f)
+        c1_lo, c2_lo = noise.dlog_cdf(lo_f)
+        c1_hi, c2_hi = (np.where(fin_hi, c, 0.0) for c in noise.dlog_cdf(hi_f))
+        log_r_sf = np.where(fin_hi, noise.log_sf(hi_f), -np.inf) - noise.log_sf(lo_f)
+        log_r_cdf = np.where(fin_lo, noise.log_cdf(lo_f), -np.inf) - np.where(fin_hi, noise.log_cdf(hi_f), 0.0)
+        log_r = np.where(np.isnan(log_r_sf), -np.inf, log_r_sf)  # both S underflowed: R = 0
+        log_r = np.minimum(np.where(upper, log_r, log_r_cdf), 0.0)
+        w, one_minus = 1.0 / np.expm1(-log_r), -np.expm1(log_r)  # R / (1 - R) (0 where R = 0), 1 - R
+        has_r = w > 0
+        rho1 = np.where(upper, s1_hi - s1_lo, c1_lo - c1_hi)
+        rho2 = np.where(upper, s2_hi - s2_lo, c2_lo - c2_hi)
+        d1 = np.where(upper, s1_lo, c1_hi) - np.where(has_r, w * rho1, 0.0)
+        d2 = np.where(upper, s2_lo, c2_hi) - np.where(has_r, w * rho2 + w * (1.0 + w) * rho1**2, 0.0)
+        q_lo = np.where(upper, -s1_lo / one_minus, np.where(has_r, c1_lo * w, 0.0))
+        q_hi = np.where(upper, np.where(has_r, -s1_hi * w, 0.0), c1_hi / one_minus)
+    return d1, d2, np.where(fin_lo, q_lo, 0.0), np.where(fin_hi, q_hi, 0.0)
 
 
 class SurvivalLikelihood(Likelihood):
@@ -150,31 +195,47 @@ class SurvivalLikelihood(Likelihood):
     # ------------------------------------------------------------ pointwise
     def _row_terms(self, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
         r""":math:`\log p(y | f)` (``order`` 0) or its first two derivatives in ``f`` (``order`` 1), per row kind
-        (module docstring), each kind on finite stand-ins and chosen by ``np.where``."""
-        noise, beta = self.noise, self._beta
+        (module docstring): each kind's form computed on its own rows only (a right-censored set never pays for
+        the interval's two tails)."""
+        lo, hi, f = np.broadcast_arrays(lo, hi, f)
         event = lo == hi
         right, left = (hi == np.inf) & ~event, (lo == -np.inf) & ~event
-        finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
-        b_lo, b_hi = np.where(finite_lo, lo, 0.0), np.where(finite_hi, hi, 0.0)
-        z_lo, z_hi = self._z(b_lo, f), self._z(b_hi, f)
+        kinds = (("event", event), ("right", right), ("left", left), ("interval", ~(event | right | left)))
+        outs = [np.zeros(f.shape) for _ in range(1 if order == 0 else 2)]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
+            for kind, mask in kinds:
+                if mask.all():
+                    return self._kind_terms(kind, lo, hi, f, order)
+                if mask.any():
+                    for out, value in zip(
+                        outs, self._kind_terms(kind, lo[mask], hi[mask], f[mask], order), strict=True
+                    ):
+                        out[mask] = value
+        return tuple(outs)
+
+    def _kind_terms(self, kind: str, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
+        """One row kind's log-likelihood (``order`` 0) or its two derivatives in ``f`` (module docstring)."""
+        noise, beta = self.noise, self._beta
+        if kind == "event":
+            z = self._z(lo, f)
             if order == 0:
-                ev = noise.log_pdf(z_lo) + self._log_dalpha(b_lo) - b_lo
-                interval = interval_log_mass(
-                    noise, np.where(finite_lo, z_lo, -np.inf), np.where(finite_hi, z_hi, np.inf)
-                )
-                out = np.where(event, ev, np.where(right, noise.log_sf(z_lo), np.where(left, noise.log_cdf(z_hi), 0)))
-                return (np.where(event | right | left, out, interval),)
-            e1, e2 = noise.dlog_pdf(z_lo)
-            r1, r2 = noise.dlog_sf(z_lo)
-            l1, l2 = noise.dlog_cdf(z_hi)
-            log_d = interval_log_mass(noise, z_lo, np.where(z_hi > z_lo, z_hi, z_lo + 1.0))
-            q_lo, q_hi = np.exp(noise.log_pdf(z_lo) - log_d), np.exp(noise.log_pdf(z_hi) - log_d)
-            s_lo, s_hi = noise.dlog_pdf(z_lo)[0], noise.dlog_pdf(z_hi)[0]
-            i1 = q_hi - q_lo
-            i2 = q_hi * s_hi - q_lo * s_lo - i1**2
-            d1 = np.where(event, e1, np.where(right, r1, np.where(left, l1, i1)))
-            d2 = np.where(event, e2, np.where(right, r2, np.where(left, l2, i2)))
+                return (noise.log_pdf(z) + self._log_dalpha(lo) - lo,)
+            d1, d2 = noise.dlog_pdf(z)
+        elif kind == "right":
+            z = self._z(lo, f)
+            if order == 0:
+                return (noise.log_sf(z),)
+            d1, d2 = noise.dlog_sf(z)
+        elif kind == "left":
+            z = self._z(hi, f)
+            if order == 0:
+                return (noise.log_cdf(z),)
+            d1, d2 = noise.dlog_cdf(z)
+        else:
+            z_lo, z_hi = self._z(lo, f), self._z(hi, f)
+            if order == 0:
+                return (interval_log_mass(noise, z_lo, z_hi),)
+            d1, d2, _, _ = interval_dlog_mass(noise, z_lo, z_hi)
         return beta * d1, beta**2 * d2
 
     def _log_lik(self, y: Array, f: Array) -> Array:
@@ -182,13 +243,13 @@ class SurvivalLikelihood(Likelihood):
         lo, hi = self._rows(y, f)
         return self._row_terms(lo, hi, f, 0)[0]
 
-    def _transition(self, lo: Array, hi: Array) -> Array:
-        """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bound (the midpoint of
-        an interval's)."""
+    def _transition(self, lo: Array, hi: Array) -> tuple[Array, Array]:
+        """Where each row's likelihood bends in ``f``: where :math:`z = 0` at its finite bounds (an interval's two
+        ends, a one-sided row's one end twice)."""
         beta, shift = self._beta, self._shift
         at_lo = -self._alpha(np.where(np.isfinite(lo), lo, 0.0)) / beta - shift
         at_hi = -self._alpha(np.where(np.isfinite(hi), hi, 0.0)) / beta - shift
-        return np.where(~np.isfinite(hi), at_lo, np.where(~np.isfinite(lo), at_hi, 0.5 * (at_lo + at_hi)))
+        return np.where(np.isfinite(lo), at_lo, at_hi), np.where(np.isfinite(hi), at_hi, at_lo)
 
     def _nodes(self, y: Array, mean: Array, var: Array, power: float) -> tuple[Array, Array, Array]:
         """The sinh rule's nodes, weights and ``log Z`` (:func:`~relaxep.likelihoods.sinh_rule.sinh_nodes`)."""
@@ -241,15 +302,32 @@ class SurvivalLikelihood(Likelihood):
         r""":math:`\log S(t | f) = \log S_\epsilon(z(\log t, f))`, broadcast."""
         return self.noise.log_sf(self._z(np.asarray(log_t, dtype=float), np.asarray(f, dtype=float)))
 
+    def _predictive_sf(self, a: Array, mean: Array, sd: Array) -> Array:
+        r""":math:`E_f[S_\epsilon(a + \beta f)]`, :math:`f \sim N(m, s^2)` (``mean`` with the shift :math:`c`), for
+        ``a`` (rows, times) and ``mean``,
+        ``sd`` (rows,): Gauss-Hermite in :math:`f` where :math:`|\beta| s \le 1`, else the trapezoid rule in
+        :math:`\epsilon` of :math:`p(\epsilon)\Phi((\epsilon - a - \beta m)/(|\beta| s))` (module docstring)."""
+        beta, noise = self._beta, self.noise
+        out = np.empty(a.shape)
+        narrow = np.abs(beta) * sd <= 1.0
+        if np.any(narrow):
+            f = mean[narrow, None, None] + sd[narrow, None, None] * _GH_NODES
+            out[narrow] = np.exp(noise.log_sf(a[narrow][..., None] + beta * f)) @ _GH_WEIGHTS
+        wide = np.flatnonzero(~narrow)
+        weights = np.exp(noise.log_pdf(_EPS_NODES)) * _EPS_STEP
+        for rows in np.array_split(wide, max(1, wide.size * a.shape[1] * _EPS_NODES.size // 2**22)):
+            shift = (a[rows] + beta * mean[rows, None])[..., None]
+            out[rows] = ndtr((_EPS_NODES - shift) / (np.abs(beta) * sd[rows, None, None])) @ weights
+        return np.clip(out, 0.0, 1.0)
+
     def survival(self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
         r"""The predictive survival :math:`S_*(t) = \int S(t | f)\,N(f | m, v)\,df` at each latent ``N(mean,
-        var)`` (shape ``(n,)``) and log-time (shape ``(T,)``): shape ``(n, T)``, by 80-point Gauss-Hermite."""
+        var)`` (shape ``(n,)``) and log-time (shape ``(T,)``): shape ``(n, T)`` (module docstring's rules)."""
         log_t = np.asarray(log_t, dtype=float).ravel()
         mean = np.asarray(mean, dtype=float).ravel()
         sd = np.sqrt(np.asarray(var, dtype=float).ravel())
-        f = mean[:, None, None] + sd[:, None, None] * _GH_NODES
-        out = np.exp(self.log_survival_given(log_t[None, :, None], f)) @ _GH_WEIGHTS
-        return np.clip(out, 0.0, 1.0)
+        a = np.broadcast_to(self._alpha(log_t)[None, :], (mean.size, log_t.size))
+        return self._predictive_sf(a, mean + self._shift, sd)
 
     def survival_band(
         self, log_t: ArrayLike, mean: ArrayLike, var: ArrayLike, level: float = 0.95
@@ -275,8 +353,7 @@ class SurvivalLikelihood(Likelihood):
         lo, hi = np.minimum(*ends) - 1e-9, np.maximum(*ends) + 1e-9
         for _ in range(_BISECTIONS):
             mid = 0.5 * (lo + hi)
-            f = mean[:, None] + sd[:, None] * _GH_NODES
-            above = np.exp(self.log_survival_given(mid[:, None], f)) @ _GH_WEIGHTS > 0.5
+            above = self._predictive_sf(self._alpha(mid)[:, None], mean + self._shift, sd)[:, 0] > 0.5
             lo, hi = np.where(above, mid, lo), np.where(above, hi, mid)
             if np.all(hi - lo <= 1e-12 * (1.0 + np.abs(mid))):
                 break

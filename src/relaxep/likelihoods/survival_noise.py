@@ -89,15 +89,21 @@ class GumbelMin(NoiseFamily):
         return -x, -x
 
     def log_cdf(self, z: Array) -> Array:
-        return np.log(-np.expm1(-np.exp(z)))
+        z = np.asarray(z, dtype=float)
+        # far below, log(1 - e^{-x}) = log x - x/2 + x^2/24 - ...: z itself where e^z underflows
+        with np.errstate(divide="ignore"):
+            return np.where(z < -20.0, z - 0.5 * np.exp(z), np.log(-np.expm1(-np.exp(z))))
 
     def dlog_cdf(self, z: Array) -> tuple[Array, Array]:
         x = np.exp(np.minimum(z, 6.0))  # beyond e^6 = 403, F = 1 to rounding: both derivatives 0
         em1 = np.expm1(x)
-        d1 = x / em1
+        with np.errstate(invalid="ignore"):
+            d1 = np.where(x > 0.0, x / em1, 1.0)  # x / expm1(x) -> 1 as x -> 0 (e^z underflowing)
         # expm1(x) - x e^x = -(x^2/2 + x^3/3 + x^4/8 + ...): its series where the difference cancels
         diff = np.where(x < 1e-3, -(x**2) * (0.5 + x / 3.0 + x**2 / 8.0), em1 - x * np.exp(x))
-        d2 = x * diff / em1**2
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # x / expm1(x) = 1 - x/2 + x^2/12 - ..., so d2 = x (-1/2 + x/6) + O(x^4) where em1^2 underflows
+            d2 = np.where(x < 1e-3, x * (x / 6.0 - 0.5), x * diff / em1**2)
         far = z > 6.0
         return np.where(far, 0.0, d1), np.where(far, 0.0, d2)
 
