@@ -1,5 +1,5 @@
 """Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression,
-ordinal and count data."""
+ordinal, count and survival data."""
 
 from relaxep.datasets._download import fetch
 from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_coal_mining, load_ordinal
@@ -19,6 +19,7 @@ from relaxep.datasets.regression import (
 from relaxep.datasets.ripley import load_synth
 from relaxep.datasets.splits import fixed_splits, paper_splits, random_splits
 from relaxep.datasets.suite import make_problem, problem_grid, synthetic_problems
+from relaxep.datasets.survival import load_flchain, load_gbsg2, load_rossi, load_veterans
 from relaxep.datasets.synthetic import flip_labels, make_synthetic, make_toy, synthetic_data
 from relaxep.datasets.uci import load_dataset
 
@@ -36,11 +37,15 @@ __all__ = [
     "get_data_home",
     "load_coal_mining",
     "load_dataset",
+    "load_flchain",
+    "load_gbsg2",
     "load_mcycle",
     "load_nh4",
     "load_ordinal",
     "load_regression",
+    "load_rossi",
     "load_synth",
+    "load_veterans",
     "make_friedman",
     "make_neal",
     "make_problem",

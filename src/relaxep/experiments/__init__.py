@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
-|heteroscedastic|modelcomparison --out DIR`` or
+|heteroscedastic|modelcomparison|survival --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -18,6 +18,7 @@ from relaxep.experiments.studies import (
     ordinal,
     regression,
     robustness,
+    survival,
     synthetic,
     toy,
     uci,
@@ -41,6 +42,7 @@ STUDIES: dict[str, Study] = {
         censored.STUDY,
         heteroscedastic.STUDY,
         modelcomparison.STUDY,
+        survival.STUDY,
     )
 }
 

@@ -76,6 +76,8 @@ def reproduce(
         title = "model assessment by EP's leave-one-out"
     elif list(studies) == ["heteroscedastic"]:
         title = "heteroscedastic GP regression by EP"
+    elif list(studies) == ["survival"]:
+        title = "survival analysis by EP"
     else:
         title = "robustness of EP and its remedies"
     head = (
