@@ -37,6 +37,7 @@ DLogLik = Callable[[Array], tuple[Array, Array]]
 
 NEWTON_ITERATIONS = 100
 MAX_NODES = 4096
+MAX_STEP = 0.08
 
 
 def tilted_mode(
@@ -115,7 +116,7 @@ def sinh_nodes(
         half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
         ends = transition if isinstance(transition, tuple) else (transition,)
         distance = np.max([np.abs(mode - end) for end in ends], axis=0)
-        max_step = np.minimum(0.08, 0.25 * width / np.maximum(distance, scale))
+        max_step = np.minimum(MAX_STEP, 0.25 * width / np.maximum(distance, scale))
         wanted = np.ceil(2.0 * half_width / max_step)
         wanted = np.where(np.isfinite(wanted), wanted, 1.0)  # (a failed row sets no node count)
         n_nodes = int(np.clip(np.max(wanted, initial=1) + 1, 64, max_nodes))
