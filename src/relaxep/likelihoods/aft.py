@@ -97,7 +97,26 @@ class _AFT(SurvivalLikelihood):
         return (self._kappa * grad)[..., None]
 
 
-class WeibullAFT(_AFT):
+class _ShapeAFT(_AFT):
+    r"""An AFT likelihood learned by its shape :math:`k = 1/\sigma` (the Weibull and the log-logistic)."""
+
+    hyperparameter_names = ("shape",)
+
+    def __init__(
+        self,
+        shape: float = 1.0,
+        shape_bounds: tuple[float, float] | str = (1e-2, 1e2),
+        location: float | None = None,
+    ) -> None:
+        self.shape, self.shape_bounds = check_hyperparameter(shape, shape_bounds, "shape")
+        self.location = check_location(location)
+
+    @property
+    def _sigma(self) -> float:
+        return 1.0 / float(self.shape)
+
+
+class WeibullAFT(_ShapeAFT):
     r"""Weibull event times: :math:`S(t | f) = \exp(-(t e^{-f})^k)` (module docstring).
 
     Parameters
@@ -118,24 +137,10 @@ class WeibullAFT(_AFT):
     event.  Targets: rows ``[log_lower, log_upper]`` (:mod:`relaxep.likelihoods.survival`).
     """
 
-    hyperparameter_names = ("shape",)
     noise: ClassVar[NoiseFamily] = GumbelMin()
 
-    def __init__(
-        self,
-        shape: float = 1.0,
-        shape_bounds: tuple[float, float] | str = (1e-2, 1e2),
-        location: float | None = None,
-    ) -> None:
-        self.shape, self.shape_bounds = check_hyperparameter(shape, shape_bounds, "shape")
-        self.location = check_location(location)
 
-    @property
-    def _sigma(self) -> float:
-        return 1.0 / float(self.shape)
-
-
-class LogLogisticAFT(_AFT):
+class LogLogisticAFT(_ShapeAFT):
     r"""Log-logistic event times: :math:`S(t | f) = 1/(1 + (t e^{-f})^k)` (module docstring).
 
     Parameters
@@ -152,21 +157,7 @@ class LogLogisticAFT(_AFT):
     :math:`e^f` is the median time given :math:`f`.  Targets: rows ``[log_lower, log_upper]``.
     """
 
-    hyperparameter_names = ("shape",)
     noise: ClassVar[NoiseFamily] = LogisticNoise()
-
-    def __init__(
-        self,
-        shape: float = 1.0,
-        shape_bounds: tuple[float, float] | str = (1e-2, 1e2),
-        location: float | None = None,
-    ) -> None:
-        self.shape, self.shape_bounds = check_hyperparameter(shape, shape_bounds, "shape")
-        self.location = check_location(location)
-
-    @property
-    def _sigma(self) -> float:
-        return 1.0 / float(self.shape)
 
 
 class LogNormalAFT(_AFT):

@@ -290,13 +290,6 @@ class SurvivalLikelihood(Likelihood):
         f, weights = self._tilted_nodes(np.asarray(y, dtype=float), mean, var)
         return np.sum(weights[..., None] * self._dlog_lik_dtheta(np.asarray(y, dtype=float), f), axis=-2)
 
-    def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
-        f, weights = self._tilted_nodes(y, mean, var)
-        k1 = np.sum(weights * f, axis=-1)
-        d = f - k1[..., None]
-        k2 = np.sum(weights * d**2, axis=-1)
-        return k1, k2, np.sum(weights * d**3, axis=-1), np.sum(weights * d**4, axis=-1) - 3.0 * k2**2
-
     # ------------------------------------------------------------ predictive
     def log_survival_given(self, log_t: ArrayLike, f: ArrayLike) -> Array:
         r""":math:`\log S(t | f) = \log S_\epsilon(z(\log t, f))`, broadcast."""
