@@ -33,6 +33,8 @@ from relaxep.likelihoods import (
     StudentT,
     Tobit,
 )
+from relaxep.likelihoods.aft import LogLogisticAFT, LogNormalAFT, WeibullAFT
+from relaxep.likelihoods.coxph import CoxPH
 
 #: rounding-level agreement: every reference is a closed form (or a quadrature to 1e-12) evaluated in
 #: log space, and ``log p`` is never computed from a cancelling difference on either side
@@ -127,6 +129,58 @@ MULTICLASS = {
 }
 
 
+#: survival likelihoods: (instance, scipy's law of T at the latent f) for the AFT models; rows [log lo, log hi]
+SURVIVAL = {
+    "weibull shape=1.7": (WeibullAFT(1.7, location=0.3), lambda f: stats.weibull_min(1.7, scale=np.exp(0.3 + f))),
+    "log-logistic shape=2.5": (LogLogisticAFT(2.5, location=-0.2), lambda f: stats.fisk(2.5, scale=np.exp(-0.2 + f))),
+    "log-normal sigma=0.6": (LogNormalAFT(0.6, location=0.1), lambda f: stats.lognorm(0.6, scale=np.exp(0.1 + f))),
+}
+_COX = CoxPH(breaks=(1.0, 2.5), hazards=(0.4, 0.9, 1.6))
+
+
+def _cox_cumulative(t):
+    """The Cox model's baseline cumulative hazard, summed by hand over its three intervals."""
+    edges = np.array([0.0, 1.0, 2.5, np.inf])
+    return np.sum(np.clip(np.minimum(t[..., None], edges[1:]) - edges[:-1], 0.0, None) * [0.4, 0.9, 1.6], axis=-1)
+
+
+@pytest.mark.parametrize("key", SURVIVAL)
+def test_survival_log_lik_equals_scipys_law(key):
+    """An event's log density of T, a right-censored row's log survival, a left-censored row's log CDF and an
+    interval's log mass, against scipy's law at every latent of a grid."""
+    lik, law = SURVIVAL[key]
+    t = np.array([0.3, 1.2, 4.0])
+    f = np.linspace(-2.0, 2.0, 9)[:, None]
+    inf = np.full(t.shape, np.inf)
+    rows = {
+        "event": (np.column_stack([np.log(t), np.log(t)]), law(f).logpdf(t)),
+        "right": (np.column_stack([np.log(t), inf]), law(f).logsf(t)),
+        "left": (np.column_stack([-inf, np.log(t)]), law(f).logcdf(t)),
+        "interval": (  # (from the upper tail, S(l) - S(u), where the CDFs' difference cancels)
+            np.column_stack([np.log(t), np.log(2 * t)]),
+            law(f).logsf(t) + np.log1p(-np.exp(law(f).logsf(2 * t) - law(f).logsf(t))),
+        ),
+    }
+    for y, expected in rows.values():
+        np.testing.assert_allclose(lik.log_lik(y, f), expected, rtol=1e-10)
+
+
+def test_cox_log_lik_equals_the_piecewise_formula():
+    """h(t | f) = lambda_0(t) e^f, S = exp(-Lambda_0(t) e^f): an event f + log lambda_0(t) - Lambda_0(t) e^f, a
+    right-censored row -Lambda_0(t) e^f, an interval log(S(l) - S(u))."""
+    t = np.array([0.3, 1.2, 4.0])
+    f = np.linspace(-2.0, 2.0, 9)[:, None]
+    rate = np.array([0.4, 0.9, 1.6])[np.searchsorted([1.0, 2.5], t, side="right")]
+    H, H2 = _cox_cumulative(t), _cox_cumulative(2 * t)
+    event = np.column_stack([np.log(t), np.log(t)])
+    right = np.column_stack([np.log(t), np.full(3, np.inf)])
+    interval = np.column_stack([np.log(t), np.log(2 * t)])
+    np.testing.assert_allclose(_COX.log_lik(event, f), f + np.log(rate) - H * np.exp(f), rtol=1e-10)
+    np.testing.assert_allclose(_COX.log_lik(right, f), -H * np.exp(f), rtol=1e-10)
+    expected = np.log(np.exp(-H * np.exp(f)) - np.exp(-H2 * np.exp(f)))
+    np.testing.assert_allclose(_COX.log_lik(interval, f), expected, rtol=1e-10)
+
+
 #: two-latent likelihoods: (instance, reference log p(y | f, g))
 TWO_LATENT = {
     "heteroscedastic": (Heteroscedastic(), lambda y, f, g: stats.norm.logpdf(y, f, np.exp(0.5 * g))),
@@ -153,8 +207,8 @@ def test_every_exported_likelihood_has_a_reference_formula():
         for obj in vars(likmod).values()
         if isinstance(obj, type) and issubclass(obj, likmod.Likelihood) and not inspect.isabstract(obj)
     }
-    tables = (BINARY, REGRESSION, DISCRETE, MULTICLASS, TWO_LATENT)
-    tested = {type(lik) for table in tables for lik, *_ in table.values()}
+    tables = (BINARY, REGRESSION, DISCRETE, MULTICLASS, TWO_LATENT, SURVIVAL)
+    tested = {type(lik) for table in tables for lik, *_ in table.values()} | {CoxPH}
     assert classes - tested == set(), "likelihoods without a log_lik formula in tests/test_log_lik.py"
     assert tested <= classes
 

@@ -233,6 +233,8 @@ class _Objective:
 
     def __call__(self, x: Array, eval_gradient: bool = True) -> Any:
         lml, grad = self.evidence(x, eval_gradient)
+        if eval_gradient and not np.all(np.isfinite(grad)):  # (a run whose gradient failed is a failed run)
+            lml, grad = -np.inf, np.zeros(np.shape(grad))
         lp = 0.0
         if self.log_prior is not None and np.isfinite(lml):
             n_theta = len(self.log_prior.priors)

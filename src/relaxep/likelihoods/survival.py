@@ -288,7 +288,8 @@ class SurvivalLikelihood(Likelihood):
         if self.n_dims == 0:
             return np.zeros((*mean.shape, 0))
         f, weights = self._tilted_nodes(np.asarray(y, dtype=float), mean, var)
-        return np.sum(weights[..., None] * self._dlog_lik_dtheta(np.asarray(y, dtype=float), f), axis=-2)
+        with np.errstate(invalid="ignore"):  # (a failed row's NaN is the search's to read, not a warning)
+            return np.sum(weights[..., None] * self._dlog_lik_dtheta(np.asarray(y, dtype=float), f), axis=-2)
 
     # ------------------------------------------------------------ predictive
     def log_survival_given(self, log_t: ArrayLike, f: ArrayLike) -> Array:

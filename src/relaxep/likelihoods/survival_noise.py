@@ -91,8 +91,11 @@ class GumbelMin(NoiseFamily):
     def log_cdf(self, z: Array) -> Array:
         z = np.asarray(z, dtype=float)
         # far below, log(1 - e^{-x}) = log x - x/2 + x^2/24 - ...: z itself where e^z underflows
-        with np.errstate(divide="ignore"):
-            return np.where(z < -20.0, z - 0.5 * np.exp(z), np.log(-np.expm1(-np.exp(z))))
+        # above log log 2 (F > 1/2), log1p(-e^{-x}) keeps the relative accuracy of log F near 0
+        with np.errstate(divide="ignore", over="ignore"):
+            x = np.exp(z)
+            upper = np.log1p(-np.exp(-x))
+            return np.where(z < -20.0, z - 0.5 * x, np.where(x > np.log(2.0), upper, np.log(-np.expm1(-x))))
 
     def dlog_cdf(self, z: Array) -> tuple[Array, Array]:
         x = np.exp(np.minimum(z, 6.0))  # beyond e^6 = 403, F = 1 to rounding: both derivatives 0
