@@ -6,7 +6,7 @@ scikit-survival is never needed).
   scores are ordered as their times; :math:`O(n \log^2 n)` by dominance counting over dyadic blocks.
 - :func:`kaplan_meier` (Kaplan & Meier, *JASA* 53, 1958): the product-limit estimate; :func:`evaluate_step` reads
   it (or any right-continuous step function) at arbitrary times.
-- :func:`brier_score`, :func:`integrated_brier_score` (Graf, Schmoor, Sauerbrei & Schumacher, *Stat. Med.* 18,
+- :func:`brier_score`, :func:`integrated_brier_score` (Graf, Schmoor, Sauerbrei & Schumacher, Statistics in Medicine 18,
   1999): the squared error of predicted survival probabilities, each row weighted by the inverse of the censoring
   survival :math:`\hat G` estimated by Kaplan–Meier from the training rows.
 
@@ -255,7 +255,7 @@ def _check_estimate(estimate: Any, n: int, n_times: int) -> np.ndarray:
 
 
 def brier_score(y_train: Any, y_test: Any, estimate: Any, times: Any) -> tuple[np.ndarray, np.ndarray]:
-    r"""The time-dependent Brier score under right censoring (Graf et al., *Stat. Med.* 18, 2529–2545, 1999),
+    r"""The time-dependent Brier score under right censoring (Graf et al., Statistics in Medicine 18, 2529–2545, 1999),
 
     .. math:: \mathrm{BS}(t) = \frac1n \sum_{i=1}^n \left[ \frac{\hat S_i(t)^2\, 1\{y_i \le t, \delta_i = 1\}}
               {\hat G(y_i)} + \frac{(1 - \hat S_i(t))^2\, 1\{y_i > t\}}{\hat G(t)} \right],
