@@ -8,7 +8,7 @@ import numpy as np
 
 from relaxep._validation import check_positive_number
 
-__all__ = ["check_bounds", "check_hyperparameter"]
+__all__ = ["ValueEquality", "check_bounds", "check_hyperparameter"]
 
 _Bounds = TypeVar("_Bounds")
 
@@ -34,3 +34,24 @@ def check_bounds(value: object, name: str) -> tuple[float, float] | str:
     if not (0.0 < low <= high < np.inf):
         raise ValueError(f"{name} must satisfy 0 < low <= high < inf, got {value!r}")
     return (low, high)
+
+
+def _frozen(value: object) -> object:
+    """A parameter as a hashable value: ``None``, strings and scalars as they are, arrays as tuples of floats."""
+    if value is None or isinstance(value, str) or np.ndim(value) == 0:
+        return value
+    return tuple(np.asarray(value, dtype=float).ravel().tolist())
+
+
+class ValueEquality:
+    """Equality and hashing by the constructor's parameters, arrays compared by value (a likelihood whose
+    parameters include vectors: ``OrdinalProbit``'s cut-points, ``CoxPH``'s breaks and hazards)."""
+
+    def _key(self) -> tuple[object, ...]:
+        return tuple((k, _frozen(v)) for k, v in sorted(self.get_params().items()))  # type: ignore[attr-defined]
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self._key()))

@@ -44,6 +44,7 @@ from scipy.optimize import minimize
 from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._typing import Array
+from relaxep.likelihoods._hyperparameters import ValueEquality
 from relaxep.likelihoods.base import check_bounds
 from relaxep.likelihoods.survival import SurvivalLikelihood, interval_log_mass
 from relaxep.likelihoods.survival_noise import GumbelMin, NoiseFamily
@@ -75,10 +76,6 @@ def _check_hazards(hazards: ArrayLike, n_intervals: int) -> Array:
     if not np.all(np.isfinite(lam)) or np.any(lam <= 0.0):
         raise ValueError(f"hazards must be finite and positive, got {hazards!r}")
     return lam
-
-
-def _frozen(value: object) -> object:
-    return value if value is None or isinstance(value, str) else tuple(np.asarray(value, dtype=float).ravel().tolist())
 
 
 def default_n_intervals(n_events: int) -> int:
@@ -150,7 +147,7 @@ def piecewise_exponential_mle(y: ArrayLike, breaks: ArrayLike, floor: float = 1e
     return np.exp(fit.x)
 
 
-class CoxPH(SurvivalLikelihood):
+class CoxPH(ValueEquality, SurvivalLikelihood):
     r"""Proportional hazards with a piecewise-constant baseline: :math:`S(t | f) = \exp(-\Lambda_0(t) e^f)`
     (module docstring).
 
@@ -248,15 +245,6 @@ class CoxPH(SurvivalLikelihood):
         if self.n_dims:
             params["hazards"] = tuple(float(v) for v in np.exp(theta))
         return type(self)(**params)
-
-    def _key(self) -> tuple[object, ...]:
-        return tuple((k, _frozen(v)) for k, v in sorted(self.get_params().items()))
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
 
     # ------------------------------------------------------------ the transform
     @property

@@ -39,6 +39,7 @@ from sklearn.gaussian_process.kernels import Hyperparameter
 from relaxep._typing import Array
 from relaxep._validation import check_positive_number, check_target_vector
 from relaxep._xp import adaptive_or_fixed
+from relaxep.likelihoods._hyperparameters import ValueEquality
 from relaxep.likelihoods._panels import node_levels, split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, check_bounds, refuse_off_host
 from relaxep.likelihoods.truncated_normal import class_interval, interval_terms
@@ -51,13 +52,7 @@ _AT_ONE_ONLY = "OrdinalProbit's tilted log Z on a device is its closed form at u
 _Reduce = Callable[..., tuple[Array, ...]]
 
 
-def _frozen(value: object) -> object:
-    if value is None or isinstance(value, str) or np.ndim(value) == 0:
-        return value
-    return tuple(np.asarray(value, dtype=float).ravel().tolist())
-
-
-class OrdinalProbit(Likelihood):
+class OrdinalProbit(ValueEquality, Likelihood):
     r"""Ordinal regression's probit likelihood (Chu & Ghahramani 2005): :math:`K` ordered classes.
 
     .. math::
@@ -193,15 +188,6 @@ class OrdinalProbit(Likelihood):
         if noise:
             params["noise"] = float(np.exp(theta[-1]))
         return type(self)(**params)
-
-    def _key(self) -> tuple[object, ...]:
-        return tuple((k, _frozen(v)) for k, v in sorted(self.get_params().items()))
-
-    def __eq__(self, other: object) -> bool:
-        return type(self) is type(other) and self._key() == other._key()  # type: ignore[attr-defined]
-
-    def __hash__(self) -> int:
-        return hash((type(self).__name__, self._key()))
 
     # ------------------------------------------------------------ targets and pointwise
     class_targets: ClassVar[bool] = True
