@@ -84,17 +84,27 @@ class _AFT(SurvivalLikelihood):
         if not self.n_dims:
             return np.zeros((*np.shape(f), 0))
         lo, hi = self._rows(y, f, nodes=True)
-        noise = self.noise
-        event = lo == hi
-        finite_lo, finite_hi = np.isfinite(lo), np.isfinite(hi)
-        z_lo = np.where(finite_lo, self._z(np.where(finite_lo, lo, 0.0), f), -np.inf)
-        z_hi = np.where(finite_hi, self._z(np.where(finite_hi, hi, 0.0), f), np.inf)
-        with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-            zf_lo = np.where(finite_lo, z_lo, 0.0)
-            ev = zf_lo * noise.dlog_pdf(zf_lo)[0] + 1.0
-            _, _, q_lo, q_hi = interval_dlog_mass(noise, z_lo, np.where(event, z_lo + 1.0, z_hi))
-            grad = np.where(event, ev, np.where(finite_hi, z_hi, 0.0) * q_hi - zf_lo * q_lo)
+        (grad,) = self._by_kind(lo, hi, f, self._kind_dtheta, 1)
         return (self._kappa * grad)[..., None]
+
+    def _kind_dtheta(self, kind: str, lo: Array, hi: Array, f: Array) -> tuple[Array]:
+        r"""One row kind's :math:`\partial\log p/\partial\theta` over :math:`\kappa` (module docstring): with
+        :math:`\partial z/\partial\theta = \kappa z`, :math:`z(\log p_\epsilon)'(z) + 1` for an event, :math:`z` times
+        the log survival's or log CDF's derivative for a one-sided row, the ends' :math:`z\,p(z)/D` for an
+        interval."""
+        noise = self.noise
+        if kind == "event":
+            z = self._z(lo, f)
+            return (z * noise.dlog_pdf(z)[0] + 1.0,)
+        if kind == "right":
+            z = self._z(lo, f)
+            return (z * noise.dlog_sf(z)[0],)
+        if kind == "left":
+            z = self._z(hi, f)
+            return (z * noise.dlog_cdf(z)[0],)
+        z_lo, z_hi = self._z(lo, f), self._z(hi, f)
+        _, _, q_lo, q_hi = interval_dlog_mass(noise, z_lo, z_hi)
+        return (z_hi * q_hi - z_lo * q_lo,)
 
 
 class _ShapeAFT(_AFT):

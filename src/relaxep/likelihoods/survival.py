@@ -40,6 +40,7 @@ scale of the wider of the two), its pointwise band from
 from __future__ import annotations
 
 from abc import abstractmethod
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -195,21 +196,26 @@ class SurvivalLikelihood(Likelihood):
     # ------------------------------------------------------------ pointwise
     def _row_terms(self, lo: Array, hi: Array, f: Array, order: int) -> tuple[Array, ...]:
         r""":math:`\log p(y | f)` (``order`` 0) or its first two derivatives in ``f`` (``order`` 1), per row kind
-        (module docstring): each kind's form computed on its own rows only (a right-censored set never pays for
-        the interval's two tails)."""
+        (module docstring, :meth:`_kind_terms`)."""
+        return self._by_kind(lo, hi, f, lambda *rows: self._kind_terms(*rows, order), 1 if order == 0 else 2)
+
+    @staticmethod
+    def _by_kind(
+        lo: Array, hi: Array, f: Array, terms: Callable[..., tuple[Array, ...]], n_out: int
+    ) -> tuple[Array, ...]:
+        """``terms(kind, lo, hi, f)`` (``n_out`` arrays) per row kind (event, right, left, interval), each kind's
+        form computed on its own rows only (a right-censored set never pays for the interval's two tails)."""
         lo, hi, f = np.broadcast_arrays(lo, hi, f)
         event = lo == hi
         right, left = (hi == np.inf) & ~event, (lo == -np.inf) & ~event
         kinds = (("event", event), ("right", right), ("left", left), ("interval", ~(event | right | left)))
-        outs = [np.zeros(f.shape) for _ in range(1 if order == 0 else 2)]
+        outs = [np.zeros(f.shape) for _ in range(n_out)]
         with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
             for kind, mask in kinds:
                 if mask.all():
-                    return self._kind_terms(kind, lo, hi, f, order)
+                    return terms(kind, lo, hi, f)
                 if mask.any():
-                    for out, value in zip(
-                        outs, self._kind_terms(kind, lo[mask], hi[mask], f[mask], order), strict=True
-                    ):
+                    for out, value in zip(outs, terms(kind, lo[mask], hi[mask], f[mask]), strict=True):
                         out[mask] = value
         return tuple(outs)
 
