@@ -71,14 +71,15 @@ def input_format(kernel: Kernel | None, X: Any = None) -> dict[str, Any]:
     return {"dtype": None, "ensure_2d": False}
 
 
-def check_kernel(kernel: object) -> None:
-    """``kernel``: ``None`` or one scikit-learn ``Kernel`` (not a ``CompoundKernel``, which holds one per output)."""
+def check_kernel(kernel: object, per_output: bool = False) -> None:
+    """``kernel``: ``None`` or one scikit-learn ``Kernel`` (not a ``CompoundKernel``, which holds one per output,
+    unless ``per_output``: the caller checks their number)."""
     if kernel is not None and not isinstance(kernel, Kernel):
         raise TypeError(
             f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels, e.g. "
             f"ConstantKernel(1.0) * RBF(1.0)) or None, got {kernel!r}"
         )
-    if isinstance(kernel, CompoundKernel):
+    if isinstance(kernel, CompoundKernel) and not per_output:
         raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
 
 
@@ -200,11 +201,13 @@ def check_rule(rule: object) -> None:
     )
 
 
-def check_model(kernel: object, likelihood: object, rule: object, estimator: str, accepted: str) -> None:
-    """The model an estimator is given, checked first in ``fit``: ``kernel`` (:func:`check_kernel`), ``likelihood``
-    for ``estimator`` (:func:`check_likelihood_for`, ``accepted`` naming what it takes) and ``rule``
-    (:func:`check_rule`)."""
-    check_kernel(kernel)
+def check_model(
+    kernel: object, likelihood: object, rule: object, estimator: str, accepted: str, per_output: bool = False
+) -> None:
+    """The model an estimator is given, checked first in ``fit``: ``kernel`` (:func:`check_kernel`, ``per_output``
+    as there), ``likelihood`` for ``estimator`` (:func:`check_likelihood_for`, ``accepted`` naming what it takes)
+    and ``rule`` (:func:`check_rule`)."""
+    check_kernel(kernel, per_output)
     check_likelihood_for(likelihood, estimator, accepted)
     check_rule(rule)
 

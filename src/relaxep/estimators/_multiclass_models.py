@@ -15,7 +15,7 @@ import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from scipy.special import log_expit, logsumexp
-from sklearn.gaussian_process.kernels import Kernel
+from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
 
@@ -31,12 +31,55 @@ from relaxep.likelihoods.multiclass import MulticlassLikelihood
 from relaxep.posterior import DensePrior
 from relaxep.posterior.dense import kernel_matrix
 
-__all__ = ["_JointModel", "_OneVsRest"]
+__all__ = ["ClassPriors", "_JointModel", "_OneVsRest", "class_matrices"]
 
 
 # ------------------------------------------------------------------ joint multi-class
 def _itself(result: MulticlassResult) -> MulticlassResult:
     return result  # (infer_multiclass starts from a result's sites)
+
+
+def class_matrices(kernel: Kernel, X: Any, noise: float, eval_gradient: bool) -> tuple[Array, Any]:
+    """The prior covariance and its gradient: ``(n, n)`` and ``(n, n, p)`` for a kernel shared by the classes;
+    ``(C, n, n)`` and a list of ``C`` arrays ``(n, n, p_c)`` for a :class:`~sklearn.gaussian_process.kernels.
+    CompoundKernel` of one kernel per class (its ``theta`` is theirs concatenated, in class order)."""
+    if not isinstance(kernel, CompoundKernel):
+        return kernel_matrix(kernel, X, noise, eval_gradient)
+    pairs = [kernel_matrix(k, X, noise, eval_gradient) for k in kernel.kernels]
+    return np.stack([K for K, _ in pairs]), ([dK for _, dK in pairs] if eval_gradient else None)
+
+
+def with_theta(kernel: Kernel, theta: Array) -> Kernel:
+    """``kernel.clone_with_theta(theta)``, a ``CompoundKernel``'s split between its kernels in turn (scikit-learn's
+    own ``CompoundKernel.theta`` setter does not split it)."""
+    if not isinstance(kernel, CompoundKernel):
+        return kernel.clone_with_theta(theta)
+    ends = np.cumsum([0, *(k.n_dims for k in kernel.kernels)])
+    pieces = zip(kernel.kernels, ends[:-1], ends[1:], strict=True)
+    return CompoundKernel([k.clone_with_theta(theta[a:b]) for k, a, b in pieces])
+
+
+class ClassPriors:
+    """The priors of one kernel per class (a ``CompoundKernel``) at the training inputs, and their test
+    covariances, as :class:`~relaxep.posterior.DensePrior` answers for a shared kernel."""
+
+    #: test rows per block of :meth:`predict_at` (bounds the ``C x block x n`` cross-covariances)
+    test_block = 1000
+
+    def __init__(self, kernel: CompoundKernel, X: Any, noise: float) -> None:
+        self.kernel, self.X, self.noise = kernel, X, float(noise)
+        self.K = class_matrices(kernel, X, noise, False)[0]
+
+    def predict_at(self, predict: Callable[[Array, Array], Any], X_test: Any) -> Any:
+        """``predict(K_*, k_**)`` with ``K_*`` (C, n_*, n) and ``k_**`` (C, n_*), in blocks of rows."""
+        parts = []
+        for s in range(0, X_test.shape[0], self.test_block):
+            rows = X_test[s : s + self.test_block]
+            K_star = np.stack([k(rows, self.X) for k in self.kernel.kernels])
+            parts.append(predict(K_star, np.stack([k.diag(rows) + self.noise for k in self.kernel.kernels])))
+        if isinstance(parts[0], tuple):
+            return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
+        return np.concatenate(parts)
 
 
 class _JointModel:
@@ -77,7 +120,7 @@ class _JointModel:
         )
 
     def evidence(self, theta: Array, eval_gradient: bool, X: Any, y: NDArray, tol: float | None = None) -> Any:
-        K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), X, self.noise, eval_gradient)
+        K, dK = class_matrices(with_theta(self.kernel_, theta), X, self.noise, eval_gradient)
         result = self._run(K, y, tol)
         gradient = partial(multiclass_evidence_gradient, result, dK) if eval_gradient else None
         return scored(result.status, result.log_evidence, gradient, theta)
@@ -92,15 +135,21 @@ class _JointModel:
                 Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
             search_tol = max(float(self.tol), 1e-2)
             evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
-            hyper = HyperVector(self.kernel_)
+            per_class = isinstance(self.kernel_, CompoundKernel)  # (its theta: the class kernels' in turn)
+            hyper = HyperVector(tuple(self.kernel_.kernels) if per_class else self.kernel_)
             best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
             if best is not None:
-                self.kernel_.theta = best
+                self.kernel_ = with_theta(self.kernel_, best)
             if yo.size != y.size:
                 self.warm.reset()  # its sites belong to the subset
             bounds = at_bounds(self.kernel_)
         self.X, self.y = X, y
-        self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
+        per_class = isinstance(self.kernel_, CompoundKernel)
+        self.prior_ = (
+            ClassPriors(self.kernel_, X, self.noise)
+            if per_class
+            else DensePrior.from_kernel(self.kernel_, X, self.noise)
+        )
         result = self._run(self.prior_.K, y)
         if result.status == "diverged":
             raise DivergenceError(
@@ -111,9 +160,9 @@ class _JointModel:
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         if not clone_kernel:
-            self.kernel_.theta = theta
+            self.kernel_ = with_theta(self.kernel_, theta)
         with self.warm.held():  # the value as infer_multiclass reports it (not scored: a nan stays nan)
-            K, dK = kernel_matrix(self.kernel_.clone_with_theta(theta), self.X, self.noise, eval_gradient)
+            K, dK = class_matrices(with_theta(self.kernel_, theta), self.X, self.noise, eval_gradient)
             result = self._run(K, self.y)
         lml = np.float64(result.log_evidence)
         return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 from sklearn.base import ClassifierMixin, clone
-from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
+from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel, Kernel
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
@@ -210,7 +210,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     # ------------------------------------------------------------------ fit
     def fit(self, X: ArrayLike, y: ArrayLike) -> GPClassifier:
         """Learn hyperparameters (if ``optimizer``) and run inference on ``(X, y)``."""
-        check_model(self.kernel, self.likelihood, self.rule, "GPClassifier", _LIKELIHOODS)  # (ordinal, count: refused)
+        # (ordinal, count: refused; a CompoundKernel: checked against the classes below)
+        check_model(self.kernel, self.likelihood, self.rule, "GPClassifier", _LIKELIHOODS, per_output=True)
         space = namespace(X)
         xp, numpy = space.xp, space.on_host
         X, y = validate_data(self, X, y, ensure_min_samples=2, **input_format(self.kernel, X))
@@ -234,6 +235,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
                 "inducing_points: the joint multi-class model has no sparse posterior yet; "
                 "use multi_class='one_vs_rest' for a sparse fit per class"
             )
+        if isinstance(self.kernel, CompoundKernel):
+            self._check_class_kernels(classes.size)
         if not numpy:
             self._check_array_api(classes)
         self.classes_ = classes
@@ -253,6 +256,20 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         with fit_threads(X.shape[0], dense=self.inducing_points is None):
             model, report = self._fit_joint(y) if classes.size > 2 else self._fit_binary(y)
         return self._finish(model, report)
+
+    def _check_class_kernels(self, n_classes: int) -> None:
+        """A ``CompoundKernel``: one kernel per class of the joint model, and only there."""
+        if n_classes < 3 or self.multi_class != "joint":
+            raise ValueError(
+                "kernel: a CompoundKernel holds one kernel per class of the joint multi-class model (more than two "
+                f"classes, multi_class='joint'); here there are {n_classes} classes and multi_class="
+                f"{self.multi_class!r}: give one kernel"
+            )
+        if len(self.kernel.kernels) != n_classes:
+            raise ValueError(
+                f"kernel: the CompoundKernel holds {len(self.kernel.kernels)} kernels, one per class is needed "
+                f"(the data have {n_classes} classes)"
+            )
 
     def _check_array_api(self, classes: NDArray) -> None:
         """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with

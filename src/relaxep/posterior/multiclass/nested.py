@@ -232,23 +232,39 @@ class NestedPosterior(JointPosteriorBase):
                 cov[:, c2, c] = cov[:, c, c2]
         return mean, cov
 
-    def evidence_gradient(self, dK: ArrayLike) -> Array:
-        r""":math:`\tfrac12 \sum_c \alpha_c^T \dot K \alpha_c - \tfrac12 \operatorname{tr}(Q \dot K)`,
-        :math:`Q = \sum_c (E_c - E_c M^{-1} E_c)`, for ``dK`` (n, n, p) or (n, n); shape (p,)."""
-        dK = np.asarray(dK, dtype=float)
-        if dK.ndim == 2:
-            dK = dK[:, :, None]
+    def evidence_gradient(self, dK: ArrayLike | list[Array]) -> Array:
+        r"""The gradient in a kernel shared by the classes or in one kernel per class.
+
+        Shared, ``dK`` (n, n, p) or (n, n):
+        :math:`\tfrac12 \sum_c \alpha_c^T \dot K \alpha_c - \tfrac12 \operatorname{tr}(Q \dot K)`,
+        :math:`Q = \sum_c Q_{cc}`; shape (p,).  Per class, ``dK`` a list of ``C`` arrays (n, n, p_c): class ``c``'s
+        entries :math:`\tfrac12 \alpha_c^T \dot K_c \alpha_c - \tfrac12 \operatorname{tr}(Q_{cc} \dot K_c)`,
+        concatenated in class order; shape (sum p_c,).  :math:`Q_{cc} = E_c - E_c M^{-1} E_c`.
+        """
         C = self.n_classes
-        n = self.alpha.shape[1]
-        Q = self.E.sum(0)
-        U = np.empty((C * n, n))
-        for c in range(C):
-            U[c * n : (c + 1) * n] = linalg.solve_triangular(self.LM, self.E[c], lower=True, check_finite=False)
-        Q -= U.T @ U
-        Q = 0.5 * (Q + Q.T)
-        out = np.empty(dK.shape[2])
-        for k in range(dK.shape[2]):
-            D = dK[:, :, k]
-            quad = sum(float(self.alpha[c] @ D @ self.alpha[c]) for c in range(C))
-            out[k] = 0.5 * quad - 0.5 * float(np.sum(Q * D))
-        return out
+        if isinstance(dK, list) and len(dK) != C:
+            raise ValueError(f"dK: one gradient per class ({C}), got {len(dK)}")
+        Q = [self._Q(c) for c in range(C)] if isinstance(dK, list) else [sum(self._Q(c) for c in range(C))]
+        if isinstance(dK, list):
+            return np.concatenate([_trace_terms(self.alpha[c : c + 1], Q[c], dK[c]) for c in range(C)])
+        return _trace_terms(self.alpha, Q[0], dK)
+
+    def _Q(self, c: int) -> Array:
+        """:math:`Q_{cc} = E_c - E_c M^{-1} E_c`."""
+        U = linalg.solve_triangular(self.LM, self.E[c], lower=True, check_finite=False)
+        return self.E[c] - U.T @ U
+
+
+def _trace_terms(alpha: Array, Q: Array, dK: ArrayLike) -> Array:
+    r""":math:`\tfrac12 \sum_c \alpha_c^T \dot K_k \alpha_c - \tfrac12 \operatorname{tr}(Q \dot K_k)` for each
+    slice ``k`` of ``dK`` (n, n, p) or (n, n)."""
+    dK = np.asarray(dK, dtype=float)
+    if dK.ndim == 2:
+        dK = dK[:, :, None]
+    Q = 0.5 * (Q + Q.T)
+    out = np.empty(dK.shape[2])
+    for k in range(dK.shape[2]):
+        D = dK[:, :, k]
+        quad = sum(float(a @ D @ a) for a in alpha)
+        out[k] = 0.5 * quad - 0.5 * float(np.sum(Q * D))
+    return out
