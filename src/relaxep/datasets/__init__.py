@@ -1,7 +1,8 @@
 """Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression,
-ordinal, count and survival data."""
+ordinal, count, survival and multi-class data."""
 
 from relaxep.datasets._download import fetch
+from relaxep.datasets.multiclass import load_crabs, load_glass, load_penguins, make_waveform
 from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_coal_mining, load_ordinal
 from relaxep.datasets.registry import DATASETS, DatasetInfo, dataset_info, get_data_home
 from relaxep.datasets.regression import (
@@ -36,12 +37,15 @@ __all__ = [
     "flip_labels",
     "get_data_home",
     "load_coal_mining",
+    "load_crabs",
     "load_dataset",
     "load_flchain",
     "load_gbsg2",
+    "load_glass",
     "load_mcycle",
     "load_nh4",
     "load_ordinal",
+    "load_penguins",
     "load_regression",
     "load_rossi",
     "load_synth",
@@ -51,6 +55,7 @@ __all__ = [
     "make_problem",
     "make_synthetic",
     "make_toy",
+    "make_waveform",
     "neal_function",
     "paper_splits",
     "problem_grid",
