@@ -98,6 +98,7 @@ def test_quick_and_full_plans():
     assert len(cells) == 3 * len(full) + 1  # the waveform's second scikit-learn start
     unpinned = [c.kwargs["spec"]["data"] + c.kwargs["method"] for c in cells if c.kwargs["unpinned"]]
     assert unpinned == ["digits" + study.DEFAULTS]
+    assert not any(c.kwargs["unpinned"] for c in study._cells(quick, unpinned=False))
 
 
 def _row(data, method, error, nll, fit_s=1.0, **extra):

@@ -198,7 +198,10 @@ def report_text(rows: list[dict[str, Any]], noise: list[dict[str, Any]], summary
         "(`make_waveform(3000, random_state=0)`, first 2000 rows train, last 1000 test, standardised on the "
         "train). NLL: mean negative log predictive probability of the test label (nats). Times: wall seconds, "
         "one BLAS thread (`threadpool_limits(1)`), on a shared 2-core machine: compare within a row set. "
-        f"The defaults on digits were also fitted as a user runs them (no thread limit, `fit_s_unpinned`).{free}\n\n"
+        f"The defaults on digits were also fitted as a user runs them (no thread limit, `fit_s_unpinned`; not in a "
+        f"quick run).{free} A quick run (`--quick`) has digits on a stratified 400-row subset of its training "
+        "split, the first fold of each small set and the waveform at 300 / 300 rows: its figures are not the "
+        "targets'.\n\n"
         "### Summary\n\n"
         + md_table(summary, list(summary[0]))
         + "\n\n### Targets\n\n"
