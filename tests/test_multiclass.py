@@ -368,22 +368,6 @@ def test_a_run_whose_steps_all_fail_is_diverged_with_nan_evidence():
     assert np.isnan(res.log_evidence)
 
 
-def test_study_cells_and_summary_on_an_iris_fold():
-    from relaxep.experiments import STUDIES
-    from relaxep.experiments.studies import multiclass as study
-
-    assert STUDIES["multiclass"] is study.STUDY and not study.STUDY.paper
-    rows = [study._fit_cell({"data": "iris", "fold": 0}, m) for m in (study.JOINT, study.SKLEARN)]
-    for row in rows:
-        assert row["n_train"] == 120 and row["n_test"] == 30
-        assert 0.0 <= row["error"] < 0.2 and 0.0 < row["nll"] < 1.0 and row["fit_s"] > 0
-    assert rows[0]["status"] == "converged"
-    summary = study._summary(rows)
-    assert [r["method"] for r in summary] == [study.JOINT, study.SKLEARN]
-    lines = study._target_lines(summary)
-    assert len(lines) == 1 and lines[0].startswith("- iris: NLL")
-
-
 def test_the_multiclass_likelihoods_answer_the_base_question_in_c_dimensions():
     """For C = 2 the multinomial probit is the probit Phi((f_y - f_o) / sqrt 2): log Z, its gradient
     and Hessian in the cavity mean have closed forms (Rasmussen & Williams eq. 3.82 with w = f_y - f_o)."""
