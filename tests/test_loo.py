@@ -19,7 +19,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import loo_cases as lc
 import relaxep.estimators._loo as loo_module
-from relaxep import EP, Gaussian, GPClassifier, GPRegressor, LooResult, StudentT, compare
+from relaxep import EP, Gaussian, GPClassifier, GPRegressor, LooResult, Probit, StudentT, compare
 from relaxep.assessment.brute_force import brute_force_loo
 from relaxep.datasets import load_synth
 from relaxep.datasets.registry import PACKAGED_DATA
@@ -297,6 +297,29 @@ def test_joint_multiclass_against_refits():
     assert np.all((r.tail_probability() > 0) & (r.tail_probability() <= 1 + 1e-12))
 
 
+def test_one_vs_rest_against_refits():
+    """One-vs-rest: the multinomial probit of the binary models' cavities against refits on n - 1 rows (the fit's
+    own predict_log_proba); the LOO class probabilities hold the observed class's LOO density."""
+    X, y = _three_classes()
+    kernel = C(2.0) * RBF(1.0)
+    est = GPClassifier(kernel, likelihood=Probit(), multi_class="one_vs_rest", optimizer=None, tol=1e-8).fit(X, y)
+    r = est.loo()
+    rows = np.arange(0, 45, 3)
+    brute = np.empty(rows.size)
+    for k, i in enumerate(rows):
+        keep = np.arange(45) != i
+        refit = GPClassifier(kernel, likelihood=Probit(), multi_class="one_vs_rest", optimizer=None, tol=1e-8)
+        brute[k] = refit.fit(X[keep], y[keep]).predict_log_proba(X[i : i + 1])[0, y[i]]
+    d = r.pointwise[rows] - brute
+    assert np.mean(np.abs(d)) <= 0.011 and np.max(np.abs(d)) <= 0.06
+    pred = est.loo_predict()
+    np.testing.assert_allclose(pred.proba.sum(axis=1), 1.0, atol=1e-10)
+    np.testing.assert_allclose(np.log(pred.proba[np.arange(45), y]), r.pointwise, rtol=1e-12)
+    in_sample = est.predict_log_proba(X)[np.arange(45), y]
+    np.testing.assert_allclose(r.in_sample, in_sample, rtol=1e-8)
+    assert np.all(r.in_sample >= r.pointwise - 1e-9)  # a row is better predicted with itself in the data
+
+
 @pytest.mark.filterwarnings("ignore:inference did not converge")
 def test_not_implemented_named():
     from relaxep import RobustMax
@@ -305,9 +328,6 @@ def test_not_implemented_named():
     est = GPClassifier(likelihood=RobustMax(0.05), optimizer=None, max_sweeps=20).fit(X, y)
     with pytest.raises(NotImplementedError, match="robust max"):
         est.loo()
-    ovr = GPClassifier(multi_class="one_vs_rest", optimizer=None, max_sweeps=20).fit(X, y)
-    with pytest.raises(NotImplementedError, match="one-vs-rest"):
-        ovr.loo()
     from relaxep import DaskGPClassifier, DaskGPRegressor
 
     for dask_estimator in (DaskGPClassifier(), DaskGPRegressor()):  # (their loo(): tests/test_dask_loo.py)

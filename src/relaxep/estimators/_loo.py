@@ -29,10 +29,10 @@ from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
 from relaxep.estimators._exact import _ExactModel
-from relaxep.estimators._loo_multiclass import ClassTail, joint_loo
+from relaxep.estimators._loo_multiclass import ClassTail, joint_loo, one_vs_rest_loo
 from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel, proba_of
-from relaxep.estimators._multiclass_models import _JointModel
+from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
 from relaxep.inference.loo import CavityLOO, cavity_loo
 from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
 from relaxep.likelihoods.counts import CountLikelihood
@@ -77,7 +77,6 @@ def _log_normal(y: Array, mean: Array, var: Array) -> Array:
 def _refuse(estimator: Any, model: Any) -> None:
     kind = type(model).__name__
     what = {
-        "_OneVsRest": "one-vs-rest multi-class (C separate binary models, no joint predictive of the label)",
         "InducingModel": "a model fitted on a Dask cluster (its training rows stay there)",
         "InducingBinaryModel": "a model fitted on a Dask cluster (its training rows stay there)",
         "HeteroscedasticModel": "this model (GPHeteroscedasticRegressor.loo() is its own)",
@@ -156,7 +155,8 @@ def _rows(estimator: Any, model: Any) -> str:
         return fingerprint(X, comparisons)
     if hasattr(estimator, "classes_"):
         y = np.asarray(to_numpy(model.y), dtype=float)
-        return fingerprint(X, (y > 0).astype(float) if isinstance(model.likelihood, BinaryLikelihood) else y)
+        binary = isinstance(getattr(model, "likelihood", None), BinaryLikelihood)  # (one-vs-rest: class indices)
+        return fingerprint(X, (y > 0).astype(float) if binary else y)
     y = np.asarray(to_numpy(estimator.y_train_), dtype=float)
     if getattr(estimator, "_y_train_std", None) is not None:
         y = y * np.asarray(estimator._y_train_std, dtype=float) + np.asarray(estimator._y_train_mean, dtype=float)
@@ -164,16 +164,23 @@ def _rows(estimator: Any, model: Any) -> str:
 
 
 def _joint(estimator: Any) -> bool:
+    """Whether the estimator is multi-class, a joint or a one-vs-rest model."""
     check_is_fitted(estimator, "model_")
-    return isinstance(estimator.model_, _JointModel)
+    return isinstance(estimator.model_, _JointModel | _OneVsRest)
+
+
+def _multiclass_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]:
+    if isinstance(model, _OneVsRest):
+        return one_vs_rest_loo(model, lambda binary: _terms(binary)[0])
+    return joint_loo(model)
 
 
 def estimator_loo(estimator: Any) -> LooResult:
-    """``estimator.loo()``: the :class:`~relaxep.assessment.LooResult` of a fitted one-latent estimator, or of the
-    joint multi-class model (:mod:`relaxep.estimators._loo_multiclass`)."""
+    """``estimator.loo()``: the :class:`~relaxep.assessment.LooResult` of a fitted one-latent estimator, or of a
+    multi-class model, joint or one-vs-rest (:mod:`relaxep.estimators._loo_multiclass`)."""
     if _joint(estimator):
         model = estimator.model_
-        loo, in_sample, mean, cov, proba, improper = joint_loo(model)
+        loo, in_sample, mean, cov, proba, improper = _multiclass_loo(model)
         return LooResult(
             pointwise=loo, in_sample=in_sample, n_improper=improper, fingerprint=_rows(estimator, model),
             name=_describe(estimator, model), loo_mean=mean, loo_var=cov, likelihood=ClassTail(proba, loo),  # type: ignore[arg-type]
@@ -206,7 +213,7 @@ def estimator_loo_predict(estimator: Any) -> LooPrediction:
     (joint multi-class: the cavities' means ``(n, C)`` and covariances ``(n, C, C)``; an integrated fit: the
     :func:`mixture_loo` weights' mixture of its points')."""
     if _joint(estimator):
-        _, _, mean, cov, proba, _ = joint_loo(estimator.model_)
+        _, _, mean, cov, proba, _ = _multiclass_loo(estimator.model_)
         return LooPrediction(mean=mean, var=cov, proba=proba, classes=estimator.classes_)
     model = estimator.model_
     if isinstance(model, MixtureModel):

@@ -8,6 +8,10 @@ the tilted normaliser (by the inner EP, as the fit computes it; Riihimaki, Jylan
 (sites on :math:`w_i`, the margins of the observed class) is refused for now. The in-sample densities are the same
 at the posterior marginals. The leave-one-out class probabilities (nested EP) are the likelihood's predictive at the
 cavity.
+
+One-vs-rest (``multi_class="one_vs_rest"``): each binary model's cavity :math:`N(m_{-i,c}, v_{-i,c})` is its
+leave-one-out latent, and the label's leave-one-out predictive is the multinomial probit of those ``C`` independent
+latents (:func:`~relaxep.likelihoods.multiclass.independent_log_proba`), as the model predicts a new row.
 """
 
 from __future__ import annotations
@@ -17,8 +21,10 @@ from typing import Any
 import numpy as np
 
 from relaxep._typing import Array
+from relaxep._xp import to_numpy
+from relaxep.likelihoods.multiclass import independent_log_proba
 
-__all__ = ["ClassTail", "joint_loo"]
+__all__ = ["ClassTail", "joint_loo", "one_vs_rest_loo"]
 
 
 class ClassTail:
@@ -50,3 +56,25 @@ def joint_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]:
         proba[ok] = likelihood.predict_proba(mean[ok], cov[ok])
     in_sample = likelihood.tilted_moments(result.mean, result.cov, y)[0]
     return loo, np.asarray(in_sample, dtype=float), mean, cov, proba, int(np.sum(~ok))
+
+
+def one_vs_rest_loo(model: Any, binary_terms: Any) -> tuple[Array, Array, Array, Array, Array, int]:
+    """``(loo, in_sample, cavity means (n, C), cavity covariances (n, C, C) (diagonal), LOO class probabilities,
+    improper count)`` of a one-vs-rest model from ``binary_terms(estimator)``, each binary model's
+    :class:`~relaxep.inference.loo.CavityLOO`."""
+    terms = [binary_terms(e) for e in model.estimators_]
+    mean = np.column_stack([t.cavity_mean for t in terms])
+    var = np.column_stack([t.cavity_var for t in terms])
+    y = np.asarray(model.y).astype(int)
+    rows = np.arange(y.shape[0])
+    ok = np.all(np.isfinite(mean) & np.isfinite(var) & (var >= 0), axis=1)
+    loo, proba = np.full(y.shape[0], np.nan), np.full(mean.shape, np.nan)
+    if np.any(ok):
+        proba[ok] = np.exp(independent_log_proba(mean[ok], var[ok]))
+        loo[ok] = np.log(proba[ok, y[ok]])
+    latent = [[to_numpy(a) for a in e.latent_mean_and_variance(model.X)] for e in model.estimators_]
+    in_mean, in_var = np.column_stack([m for m, _ in latent]), np.column_stack([v for _, v in latent])
+    in_sample = independent_log_proba(in_mean, np.maximum(in_var, 0.0))[rows, y]
+    cov = var[:, :, None] * np.eye(mean.shape[1])
+    improper = int(max(t.n_improper for t in terms)) + int(np.sum(~ok))
+    return loo, in_sample, mean, cov, proba, improper

@@ -14,7 +14,6 @@ from typing import Any, ClassVar
 import numpy as np
 from joblib import Parallel, delayed
 from numpy.typing import NDArray
-from scipy.special import log_expit, logsumexp
 from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
@@ -27,11 +26,28 @@ from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, sc
 from relaxep.inference.multiclass import MulticlassResult, infer_multiclass
 from relaxep.inference.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.inference.warm import WarmStarts
-from relaxep.likelihoods.multiclass import MulticlassLikelihood
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, independent_log_proba
 from relaxep.posterior import DensePrior
 from relaxep.posterior.dense import kernel_matrix
 
-__all__ = ["ClassPriors", "_JointModel", "_OneVsRest", "class_matrices"]
+__all__ = ["SEARCH_ROWS", "ClassPriors", "_JointModel", "_OneVsRest", "class_matrices", "search_rows"]
+
+
+#: rows a multi-class search learns on where ``optimizer_subset`` is ``None`` (stratified by class): on digits
+#: (1297 rows) the one-vs-rest models' error and NLL are as on all rows at a tenth of the time (docs/multiclass)
+SEARCH_ROWS = 500
+
+
+def search_rows(y: NDArray, subset: int | None, random_state: Any) -> NDArray | None:
+    """The rows a multi-class search learns on: a stratified draw of ``subset`` (``None``: :data:`SEARCH_ROWS`)
+    rows, or ``None`` (all of them) where there are no more.  A private generator: ``random_state=None`` must not
+    draw from numpy's global one."""
+    size = SEARCH_ROWS if subset is None else int(subset)
+    if size >= y.size:
+        return None
+    seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
+    rows, _ = train_test_split(np.arange(y.size), train_size=size, stratify=y, random_state=seed)
+    return np.sort(rows)
 
 
 # ------------------------------------------------------------------ joint multi-class
@@ -128,11 +144,9 @@ class _JointModel:
     def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> FitReport:
         bounds: tuple[str, ...] = ()
         if learn:
-            Xo, yo = X, y
-            if subset is not None and int(subset) < y.size:
-                # a private generator: random_state=None must not draw from numpy's global one
-                seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
-                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
+            rows = search_rows(y, subset, random_state)
+            Xo, yo = (X, y) if rows is None else (X[rows], y[rows])
+            self.n_search_rows_ = yo.size
             search_tol = max(float(self.tol), 1e-2)
             evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
             per_class = isinstance(self.kernel_, CompoundKernel)  # (its theta: the class kernels' in turn)
@@ -183,15 +197,27 @@ class _JointModel:
 
 # ------------------------------------------------------------------ one-vs-rest
 class _OneVsRest:
-    """One binary estimator per class (``make_binary()`` makes one), probabilities renormalised."""
+    """One binary estimator per class (``make_binary(**changes)`` makes one, its parameters changed by ``changes``),
+    the classes' probabilities the multinomial probit of their latents (:meth:`decision_function`)."""
 
     def __init__(self, make_binary: Callable[[], Any], n_jobs: int | None = None) -> None:
         self.make_binary, self.n_jobs = make_binary, n_jobs
 
-    def fit(self, X: Any, y: NDArray, n_classes: int) -> None:
-        self.estimators_ = Parallel(n_jobs=self.n_jobs)(
-            delayed(self.make_binary().fit)(X, (y == c).astype(int)) for c in range(n_classes)
-        )
+    def fit(self, X: Any, y: NDArray, n_classes: int, rows: NDArray | None = None) -> None:
+        """One binary fit per class; with ``rows`` (:func:`search_rows`), each learns its kernel on those rows, then
+        is fitted on all at that kernel."""
+        self.X, self.y = X, y  # (the rows and class indices, for loo())
+        self.n_search_rows_ = y.size if rows is None else rows.size
+        jobs = Parallel(n_jobs=self.n_jobs)
+        if rows is None:
+            self.estimators_ = jobs(delayed(self.make_binary().fit)(X, (y == c).astype(int)) for c in range(n_classes))
+        else:
+            Xs, ys = X[rows], y[rows]
+            learned = jobs(delayed(self.make_binary().fit)(Xs, (ys == c).astype(int)) for c in range(n_classes))
+            self.estimators_ = jobs(
+                delayed(self.make_binary(kernel=e.kernel_, optimizer=None).fit)(X, (y == c).astype(int))
+                for c, e in zip(range(n_classes), learned, strict=True)
+            )
         self.kernel_ = self.estimators_[0].kernel_
         self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
 
@@ -203,10 +229,17 @@ class _OneVsRest:
         return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
 
     def decision_function(self, X: Any) -> Array:
-        r"""Log of the renormalised one-vs-rest probabilities ``(n, C)``: from each class's log-odds
-        :math:`d_c`, :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` (:math:`\sigma`: the logistic function)."""
-        log_p = np.column_stack([log_expit(to_numpy(e.decision_function(X))) for e in self.estimators_])
-        return log_p - logsumexp(log_p, axis=1, keepdims=True)
+        r"""Log class probabilities ``(n, C)``: the multinomial probit of the ``C`` binary latents taken as
+        independent Gaussians :math:`N(m_c, v_c)` (:func:`~relaxep.likelihoods.multiclass.independent_log_proba`),
+        :math:`p(y = c) = \int N(w | m_c, 1 + v_c) \prod_{j \ne c} \Phi((w - m_j) / \sqrt{1 + v_j})\, dw`.
+
+        .. versionchanged:: 0.6
+           It was :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` of each class's log-odds :math:`d_c`
+           (scikit-learn's renormalisation), overconfident where several binary models claim a point: on digits
+           NLL 0.093 against 0.052 at the same latents (``docs/multiclass``).
+        """
+        mean, var = self.predict_latent(X)
+        return independent_log_proba(mean, var)
 
     def predict_log_proba(self, X: Any) -> Array:
         return self.decision_function(X)

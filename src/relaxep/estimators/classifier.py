@@ -28,8 +28,8 @@ from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _BinaryModel, label_of
-from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
-from relaxep.estimators._search import FitReport, SearchStep
+from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest, search_rows
+from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
@@ -174,6 +174,9 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         ``weights``, ``names`` and ``log_posterior`` (absent with ``integrate="map"``).
     """
 
+    #: a failed run (L-BFGS-B's first step can reach the bounds' corner, where EP fails) is backtracked from
+    search_policy = ROBUST
+
     def __init__(
         self,
         kernel: Kernel | None = None,
@@ -246,8 +249,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
             # (one process on a device: the binary fits share its arrays and its card)
             processes = 1 if self.n_jobs is None or not numpy else min(n_threads(self.n_jobs), classes.size)
             params["n_jobs"] = self.n_jobs if processes == 1 else max(1, n_threads(self.n_jobs) // processes)
-            model = _OneVsRest(lambda: type(self)(**params), processes)
-            model.fit(X, np.searchsorted(classes, y), classes.size)  # (each binary fit warns for itself)
+            model = _OneVsRest(lambda **changes: type(self)(**{**params, **changes}), processes)
+            y_index = np.searchsorted(classes, y)
+            learn = self.optimizer is not None and self.inducing_points is None and numpy
+            rows = search_rows(y_index, self.optimizer_subset, self.random_state) if learn else None
+            model.fit(X, y_index, classes.size, rows)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_
             self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
             self.kernel_, self.model_ = model.kernel_, model
