@@ -46,7 +46,7 @@ from relaxep.likelihoods.multiclass import difference_matrices, other_classes
 from relaxep.likelihoods.orthant import inner_ep, site_log_normalisers
 from relaxep.posterior.multiclass.base import JointPosteriorBase, Proposal, batched_cavities, predict_in_chunks
 
-__all__ = ["NestedPosterior"]
+__all__ = ["NestedPosterior", "NestedSweep", "outer_sites"]
 
 
 def _chol(A: Array) -> Array:
@@ -64,8 +64,10 @@ def _inv_from_chol(L: Array) -> Array:
     return Ai + np.tril(Ai, -1).T
 
 
-def _outer_sites(tau: Array, nu: Array, y: Array, n_classes: int) -> tuple[Array, Array, Array, Array]:
-    """``pi`` (n, C), ``S`` (n,), ``b`` (n, C), ``c`` (n,) of the u-marginalised sites."""
+def outer_sites(tau: Array, nu: Array, y: Array, n_classes: int) -> tuple[Array, Array, Array, Array]:
+    r"""``pi`` (n, C), ``S`` (n,), ``b`` (n, C), ``c`` (n,) of the u-marginalised sites (module docstring):
+    :math:`\pi_{iy_i} = 1`, :math:`\pi_{io_j} = \tau_{ij}`, :math:`S_i = \sum_c \pi_{ic}`,
+    :math:`b_i = B_i(\nu_i - \tau_i h_i / S_i)`, :math:`c_i = -\tfrac12 \log S_i + h_i^2 / (2 S_i)`."""
     n = y.size
     rows = np.arange(n)
     others = other_classes(y, n_classes)
@@ -125,17 +127,27 @@ def _factor(Ks: list[Array], D: Array, b: Array) -> tuple[Array, Array, Array, A
     return mu, Sig, alpha, E, LM, float(logdet)
 
 
-class NestedPosterior(JointPosteriorBase):
-    """The Gaussian posterior of the ``C`` latents under nested EP's sites (class-major: ``mu[c, i]``).
+class NestedSweep(JointPosteriorBase):
+    r"""What every nested-EP posterior shares, whatever its prior: the inner sites, the cavities, one inner-EP sweep
+    (:meth:`propose`) and the evidence from the prior's :math:`\log|I + K\Pi|`.
 
-    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
-    :class:`~relaxep.likelihoods.MultinomialProbit` likelihood, the inner sites ``(tau, nu)``, ``(n, C - 1)`` each,
-    and the label differences as the prior's pieces (:meth:`prior_of`).
-
-    Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
+    A subclass's ``_set_sites(tau, nu)`` sets ``tau``, ``nu``, ``_B`` (the label differences), the outer sites
+    ``_pi``, ``_S``, ``_b``, ``_bT`` (:func:`outer_sites`), ``_c``, and from its prior the marginals ``mu`` (C, n),
+    ``Sig`` (n, C, C) and ``logdet`` (:math:`\log|I + K\Pi|`, or its equal under a low-rank prior).
     """
 
     default_damping: ClassVar[float] = 0.8
+    tau: Array
+    nu: Array
+    mu: Array
+    Sig: Array
+    logdet: float
+    _B: Array
+    _pi: Array
+    _S: Array
+    _b: Array
+    _bT: Array
+    _c: Array
 
     @staticmethod
     def prior_of(kernels: list[Array], labels: Array, n_classes: int) -> Array:
@@ -145,14 +157,6 @@ class NestedPosterior(JointPosteriorBase):
     @staticmethod
     def zero_sites(n: int, n_classes: int) -> tuple[Array, Array]:
         return np.zeros((n, n_classes - 1)), np.zeros((n, n_classes - 1))
-
-    def _set_sites(self, tau: Array, nu: Array) -> None:
-        kernels, labels, n_classes = self.kernels, self.labels, self.n_classes
-        self.tau, self.nu = tau, nu
-        self._B = self._prior
-        self._pi, self._S, self._b, self._c = _outer_sites(tau, nu, labels, n_classes)
-        self._bT = self._b.T.copy()
-        self.mu, self.Sig, self.alpha, self.E, self.LM, self.logdet = _factor(kernels, self._pi.T.copy(), self._bT)
 
     @property
     def sites(self) -> tuple[Array, Array]:
@@ -206,6 +210,25 @@ class NestedPosterior(JointPosteriorBase):
     def latent_marginals(self) -> tuple[Array, Array]:
         """Mean ``(n, C)`` and covariance ``(n, C, C)`` of ``f`` at the training points."""
         return self.mu.T.copy(), self.Sig
+
+
+class NestedPosterior(NestedSweep):
+    """The Gaussian posterior of the ``C`` latents under nested EP's sites (class-major: ``mu[c, i]``).
+
+    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
+    :class:`~relaxep.likelihoods.MultinomialProbit` likelihood, the inner sites ``(tau, nu)``, ``(n, C - 1)`` each,
+    and the label differences as the prior's pieces (:meth:`prior_of`).
+
+    Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
+    """
+
+    def _set_sites(self, tau: Array, nu: Array) -> None:
+        kernels, labels, n_classes = self.kernels, self.labels, self.n_classes
+        self.tau, self.nu = tau, nu
+        self._B = self._prior
+        self._pi, self._S, self._b, self._c = outer_sites(tau, nu, labels, n_classes)
+        self._bT = self._b.T.copy()
+        self.mu, self.Sig, self.alpha, self.E, self.LM, self.logdet = _factor(kernels, self._pi.T.copy(), self._bT)
 
     def predict_latent(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike) -> tuple[Array, Array]:
         r""":math:`\mu_{*c} = k_{*c}^T \alpha_c`,
