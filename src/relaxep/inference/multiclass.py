@@ -29,6 +29,7 @@ from relaxep._validation import check_kernel_matrix, check_positive_int, check_p
 from relaxep.inference.damped_parallel import DampedParallelOptions, MulticlassResult, damped_parallel_ep
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 from relaxep.posterior.multiclass import NestedPosterior, RobustMaxPosterior, SparseNestedPosterior
+from relaxep.posterior.multiclass.sparse_nested import LowRankFeatures
 
 __all__ = ["MulticlassResult", "evidence_gradient", "infer_multiclass", "infer_multiclass_sparse"]
 
@@ -148,6 +149,7 @@ def infer_multiclass_sparse(
     tol: float = 1e-3,
     init: MulticlassResult | None = None,
     callback: Any = None,
+    n_jobs: int | None = None,
 ) -> MulticlassResult:
     r"""Nested EP for the multinomial probit under the low-rank prior :math:`f_c = \Phi_c v_c`,
     :math:`v_c \sim N(0, I_m)` (:mod:`relaxep.posterior.multiclass.sparse_nested`): :math:`O(n C^2 m^2)` a sweep,
@@ -161,6 +163,9 @@ def infer_multiclass_sparse(
         :math:`\Phi\Phi^T = Q_{nn}`.
     y, n_classes, damping, max_sweeps, tol, init, callback
         As :func:`infer_multiclass` (``n_classes`` defaults to ``Phi.shape[0]`` for per-class features).
+    n_jobs : int or None
+        Threads for the row blocks of the :math:`O(n C^2 m^2)` sums (one BLAS thread each; ``None``: every core;
+        :mod:`relaxep._threads`); the answer does not depend on it.
     likelihood : MultinomialProbit, optional
         The only one with a sparse posterior (the robust max's EP is dense: a ``TypeError``).
 
@@ -194,7 +199,7 @@ def infer_multiclass_sparse(
         f"sparse joint multi-class EP on n = {n} points, {C} classes and m = {m} features",
         "use fewer rows or classes, or multi_class='one_vs_rest'",
     )
-    features = [F] * C if F.ndim == 2 else [F[c] for c in range(C)]
+    features = LowRankFeatures([F] * C if F.ndim == 2 else [F[c] for c in range(C)], n_jobs)
     options = _options(SparseNestedPosterior.default_damping if damping is None else damping, max_sweeps, tol, callback)
     sites = init.sites if init is not None else None
     posterior = SparseNestedPosterior.start(features, y_arr.astype(int), C, likelihood, sites)

@@ -29,18 +29,36 @@ The cavities and the inner-EP sweep are nested EP's own (:class:`~relaxep.poster
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg
 from scipy.linalg import blas
 
+from relaxep._threads import each_block, fold_blocks, small_matrix_threads
 from relaxep._typing import Array
 from relaxep.posterior.multiclass.nested import NestedSweep, outer_sites
 
-__all__ = ["SparseNestedPosterior", "low_rank_features"]
+__all__ = ["LowRankFeatures", "SparseNestedPosterior", "low_rank_features", "low_rank_marginals", "precision_and_shift"]
 
-#: rows per block of the sums over the training points (bounds the (rows, C m) temporaries)
+#: rows per block of the sums over the training points (bounds the (rows, C m) temporaries; fixed by the data,
+#: never by the thread count, so that the sums do not depend on it)
 ROW_BLOCK = 4096
+
+
+@dataclass(frozen=True)
+class LowRankFeatures:
+    """The prior of :class:`SparseNestedPosterior`: ``features``, one ``(n, m)`` array per class (the same array
+    repeated where the classes share it), and ``n_jobs``, the threads of the row blocks (:mod:`relaxep._threads`:
+    one BLAS thread each; ``None``: the machine's cores)."""
+
+    features: list[Array]
+    n_jobs: int | None = None
+
+    @property
+    def shared(self) -> bool:
+        return all(f is self.features[0] for f in self.features)
 
 
 def low_rank_features(K_nm: ArrayLike, K_mm: ArrayLike) -> Array:
@@ -52,48 +70,70 @@ def low_rank_features(K_nm: ArrayLike, K_mm: ArrayLike) -> Array:
     return linalg.solve_triangular(L, np.asarray(K_nm, dtype=float).T, lower=True, check_finite=False).T
 
 
-def _stacked(features: list[Array], rows: slice) -> Array:
-    """The features of ``rows``, ``(r, C, m)`` (a broadcast view where the classes share one array)."""
-    if all(f is features[0] for f in features):
-        block = features[0][rows]
-        return np.broadcast_to(block[:, None, :], (block.shape[0], len(features), block.shape[1]))
-    return np.stack([f[rows] for f in features], 1)
+def _row_blocks(n: int) -> list[slice]:
+    return [slice(s, min(s + ROW_BLOCK, n)) for s in range(0, n, ROW_BLOCK)]
 
 
-def precision_and_shift(features: list[Array], pi: Array, S: Array, b: Array) -> tuple[Array, Array]:
+def _block_sums(prior: LowRankFeatures, pi: Array, S: Array, b: Array, rows: slice) -> tuple[Array, Array, Array]:
+    """One row block's :math:`-U^T U` (lower triangle), diagonal blocks and shift (:func:`precision_and_shift`)."""
+    features, C = prior.features, len(prior.features)
+    m = features[0].shape[1]
+    w = pi[rows] / np.sqrt(S[rows])[:, None]
+    if prior.shared:
+        F0 = features[0][rows]
+        U = (w[:, :, None] * F0[:, None, :]).reshape(-1, C * m)
+        diag = F0.T @ (pi[rows][:, :, None] * F0[:, None, :]).reshape(-1, C * m)  # [Phi^T D_c Phi]_c, (m, C m)
+        h = b[rows].T @ F0
+    else:
+        F = np.stack([f[rows] for f in features], 1)  # (r, C, m)
+        U = (w[:, :, None] * F).reshape(-1, C * m)
+        diag = np.einsum("rcm,rc,rck->cmk", F, pi[rows], F)  # (C, m, m)
+        h = np.einsum("rcm,rc->cm", F, b[rows])
+    return blas.dsyrk(-1.0, U.T, trans=0, lower=1), diag, h  # - sum_i u_i u_i^T
+
+
+def precision_and_shift(prior: LowRankFeatures, pi: Array, S: Array, b: Array) -> tuple[Array, Array]:
     r""":math:`P = I + \sum_i A_i^T \Pi_i A_i` (``(C m, C m)``) and :math:`h = \sum_i A_i^T b_i` (``(C m,)``),
-    block ``(c, c')`` of :math:`P` as in the module docstring, summed over row blocks of :data:`ROW_BLOCK`."""
-    C, (n, m) = len(features), features[0].shape
-    P = np.zeros((C * m, C * m))
-    h = np.zeros(C * m)
-    for s in range(0, n, ROW_BLOCK):
-        rows = slice(s, min(s + ROW_BLOCK, n))
-        F = _stacked(features, rows)  # (r, C, m)
-        U = (F * (pi[rows] / np.sqrt(S[rows])[:, None])[:, :, None]).reshape(-1, C * m)
-        P = blas.dsyrk(-1.0, U, beta=1.0, c=P, trans=1, lower=1, overwrite_c=1)  # - sum pi pi^T / S
-        for c in range(C):
-            P[c * m : (c + 1) * m, c * m : (c + 1) * m] += F[:, c].T @ (F[:, c] * pi[rows, c][:, None])
-        h += np.einsum("rcm,rc->cm", F, b[rows]).ravel()
+    block ``(c, c')`` of :math:`P` as in the module docstring: :math:`-U^T U` with the rows
+    :math:`u_i = (\pi_{ic} \phi_{ci}^T / \sqrt{S_i})_c` (a rank-one update per point, BLAS's ``syrk``), plus the
+    diagonal blocks :math:`\Phi_c^T D_c \Phi_c`; summed over row blocks of :data:`ROW_BLOCK` on
+    ``prior.n_jobs`` threads."""
+    C, (n, m) = len(prior.features), prior.features[0].shape
+
+    def part(rows: slice) -> tuple[Array, Array, Array]:
+        return _block_sums(prior, pi, S, b, rows)
+
+    def add(x: tuple[Array, Array, Array], y: tuple[Array, Array, Array]) -> tuple[Array, Array, Array]:
+        return x[0] + y[0], x[1] + y[1], x[2] + y[2]
+
+    P, diag, h = fold_blocks(part, _row_blocks(n), prior.n_jobs, add)
     P = np.tril(P) + np.tril(P, -1).T
+    for c in range(C):
+        P[c * m : (c + 1) * m, c * m : (c + 1) * m] += diag[:, c * m : (c + 1) * m] if prior.shared else diag[c]
     P[np.diag_indices(C * m)] += 1.0
-    return P, h
+    return P, h.ravel()
 
 
-def low_rank_marginals(features: list[Array], v: Array, P_inv: Array) -> tuple[Array, Array]:
+def low_rank_marginals(prior: LowRankFeatures, v: Array, P_inv: Array) -> tuple[Array, Array]:
     r"""Means :math:`\mu_{ci} = \phi_{ci}^T v_c` ``(C, n)`` and covariances
-    :math:`\Sigma_{i,cc'} = \phi_{ci}^T (P^{-1})_{cc'} \phi_{c'i}` ``(n, C, C)`` of ``f`` under :math:`v \sim
-    N(v, P^{-1})`, ``features`` a list of ``C`` arrays ``(n, m)``."""
-    C, (n, m) = len(features), features[0].shape
+    :math:`\Sigma_{i,cc'} = \phi_{ci}^T (P^{-1})_{cc'} \phi_{c'i}` ``(n, C, C)`` of ``f`` under
+    :math:`N(v, P^{-1})`, in row blocks on ``prior.n_jobs`` threads."""
+    features, C = prior.features, len(prior.features)
+    n, m = features[0].shape
     vc = v.reshape(C, m)
-    mu = np.stack([features[c] @ vc[c] for c in range(C)])
+    mu = np.empty((C, n))
     Sig = np.empty((n, C, C))
-    for s in range(0, n, ROW_BLOCK):
-        rows = slice(s, min(s + ROW_BLOCK, n))
+
+    def work(rows: slice) -> None:
         for c in range(C):
-            T = features[c][rows] @ P_inv[c * m : (c + 1) * m]  # (r, C m)
+            Fc = features[c][rows]
+            mu[c, rows] = Fc @ vc[c]
+            T = Fc @ P_inv[c * m : (c + 1) * m, c * m :]  # (r, (C - c) m): the blocks c2 >= c
             for c2 in range(c, C):
-                Sig[rows, c, c2] = np.einsum("rk,rk->r", T[:, c2 * m : (c2 + 1) * m], features[c2][rows])
+                Sig[rows, c, c2] = np.einsum("rk,rk->r", T[:, (c2 - c) * m : (c2 - c + 1) * m], features[c2][rows])
                 Sig[rows, c2, c] = Sig[rows, c, c2]
+
+    each_block(work, _row_blocks(n), prior.n_jobs)
     return mu, Sig
 
 
@@ -101,33 +141,32 @@ class SparseNestedPosterior(NestedSweep):
     r"""Nested EP's posterior under the low-rank prior :math:`f_c = \Phi_c v_c` (module docstring), in ``v``-space.
 
     Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with the features in place of
-    the kernels: ``kernels`` is a list of ``C`` arrays ``(n, m)`` (the same array repeated where the classes share
-    their inducing inputs and kernel).  The inner sites ``(tau, nu)``, the cavities, the inner-EP sweep and the
-    evidence are :class:`~relaxep.posterior.multiclass.nested.NestedSweep`'s; here are the factor of :math:`P`,
-    the marginals and the predictions.  The hyperparameters are not learned through this posterior:
-    :meth:`evidence_gradient` raises ``NotImplementedError`` (the estimator learns them with the dense model on a
-    subset).
+    the kernels: ``kernels`` is a :class:`LowRankFeatures`, ``C`` arrays ``(n, m)`` (the same array repeated where
+    the classes share their inducing inputs and kernel) and the threads of the row blocks.  The inner sites
+    ``(tau, nu)``, the cavities, the inner-EP sweep and the evidence are
+    :class:`~relaxep.posterior.multiclass.nested.NestedSweep`'s; here are the factor of :math:`P`, the marginals
+    and the predictions.  The hyperparameters are not learned through this posterior: :meth:`evidence_gradient`
+    raises ``NotImplementedError`` (the estimator learns them with the dense model on a subset).
 
     Raises ``numpy.linalg.LinAlgError`` where the sites make :math:`P` indefinite.
     """
 
     def _set_sites(self, tau: Array, nu: Array) -> None:
-        features = self.kernels
+        prior: LowRankFeatures = self.kernels  # type: ignore[assignment]
         self.tau, self.nu = tau, nu
         self._B = self._prior
         self._pi, self._S, self._b, self._c = outer_sites(tau, nu, self.labels, self.n_classes)
         self._bT = self._b.T.copy()
-        P, h = precision_and_shift(features, self._pi, self._S, self._b)
-        L, info = linalg.lapack.dpotrf(P, lower=1, clean=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"the precision of v is not positive definite (dpotrf info {info})")
-        P_inv, info = linalg.lapack.dpotri(L, lower=1)
-        if info != 0:
-            raise np.linalg.LinAlgError(f"dpotri info {info}")
-        self.P_inv = np.tril(P_inv) + np.tril(P_inv, -1).T
+        P, h = precision_and_shift(prior, self._pi, self._S, self._b)
+        with small_matrix_threads():  # (a C m x C m factor: OpenBLAS's threads cost more than they give on it)
+            L, info = linalg.lapack.dpotrf(P, lower=1, clean=1)
+            if info != 0:
+                raise np.linalg.LinAlgError(f"the precision of v is not positive definite (dpotrf info {info})")
+            L_inv = linalg.solve_triangular(L, np.eye(L.shape[0]), lower=True, check_finite=False)
+            self.P_inv = L_inv.T @ L_inv  # (LAPACK's dpotri is unblocked and ten times slower here)
         self.v = self.P_inv @ h
         self.logdet = float(2.0 * np.sum(np.log(np.diag(L))))
-        self.mu, self.Sig = low_rank_marginals(features, self.v, self.P_inv)
+        self.mu, self.Sig = low_rank_marginals(prior, self.v, self.P_inv)
 
     def predict_latent(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike | None = None) -> tuple[Array, Array]:
         r"""Predictive mean ``(n_*, C)`` and covariance ``(n_*, C, C)`` of the latents at test points.
@@ -144,13 +183,13 @@ class SparseNestedPosterior(NestedSweep):
         k_diag : array_like (n_*,) or (C, n_*), optional
             Prior variances at the test points.
         """
-        C, m = self.n_classes, self.kernels[0].shape[1]
+        C, m = self.n_classes, self.kernels.features[0].shape[1]
         F = np.asarray(K_star, dtype=float) if not isinstance(K_star, list) else np.stack(K_star)
         F = np.broadcast_to(F, (C, *F.shape)) if F.ndim == 2 else F
         if F.ndim != 3 or F.shape[0] != C or F.shape[2] != m:
             raise ValueError(f"K_star (test features) must have shape (n_*, {m}) or ({C}, n_*, {m}), got {F.shape}")
-        features = [F[c] for c in range(C)]
-        mean, cov = low_rank_marginals(features, self.v, self.P_inv)
+        test = LowRankFeatures([F[0]] * C if F.strides[0] == 0 else [F[c] for c in range(C)], self.kernels.n_jobs)
+        mean, cov = low_rank_marginals(test, self.v, self.P_inv)
         if k_diag is not None:
             kd = np.broadcast_to(np.asarray(k_diag, dtype=float), (C, F.shape[1]))
             for c in range(C):
