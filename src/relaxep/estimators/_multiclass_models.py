@@ -82,23 +82,26 @@ class _JointModel:
         gradient = partial(multiclass_evidence_gradient, result, dK) if eval_gradient else None
         return scored(result.status, result.log_evidence, gradient, theta)
 
+    def learn(self, X: Any, y: NDArray, random_state: Any, subset: int | None) -> tuple[str, ...]:
+        """Maximise the evidence over ``kernel_.theta`` on ``X`` or a stratified subset of ``subset`` rows (the
+        kernel set to the best); returns the hyperparameters found at their bounds."""
+        Xo, yo = X, y
+        if subset is not None and int(subset) < y.size:
+            # a private generator: random_state=None must not draw from numpy's global one
+            seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
+            Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
+        search_tol = max(float(self.tol), 1e-2)
+        evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
+        hyper = HyperVector(self.kernel_)
+        best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
+        if best is not None:
+            self.kernel_.theta = best
+        if yo.size != y.size:
+            self.warm.reset()  # its sites belong to the subset
+        return at_bounds(self.kernel_)
+
     def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> FitReport:
-        bounds: tuple[str, ...] = ()
-        if learn:
-            Xo, yo = X, y
-            if subset is not None and int(subset) < y.size:
-                # a private generator: random_state=None must not draw from numpy's global one
-                seed = np.random.RandomState() if random_state is None else check_random_state(random_state)
-                Xo, _, yo, _ = train_test_split(Xo, yo, train_size=int(subset), stratify=yo, random_state=seed)
-            search_tol = max(float(self.tol), 1e-2)
-            evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
-            hyper = HyperVector(self.kernel_)
-            best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
-            if best is not None:
-                self.kernel_.theta = best
-            if yo.size != y.size:
-                self.warm.reset()  # its sites belong to the subset
-            bounds = at_bounds(self.kernel_)
+        bounds = self.learn(X, y, random_state, subset) if learn else ()
         self.X, self.y = X, y
         self.prior_ = DensePrior.from_kernel(self.kernel_, X, self.noise)
         result = self._run(self.prior_.K, y)
