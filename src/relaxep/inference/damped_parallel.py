@@ -81,7 +81,8 @@ class MulticlassResult:
     posterior : JointPosterior
         The posterior at the final sites (:class:`~relaxep.posterior.multiclass.NestedPosterior`,
         :class:`~relaxep.posterior.multiclass.SparseNestedPosterior`, whose predictions take the test points'
-        features :math:`\Phi_*` in place of ``K_star``, or :class:`~relaxep.posterior.multiclass.RobustMaxPosterior`).
+        features :math:`\\Phi_*` in place of ``K_star``, or
+        :class:`~relaxep.posterior.multiclass.RobustMaxPosterior`).
     """
 
     likelihood: Any
