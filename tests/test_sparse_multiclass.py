@@ -108,6 +108,8 @@ def test_row_blocks_and_threads_do_not_change_the_answer(monkeypatch):
     two = SparseNestedPosterior.start(LowRankFeatures([Phi] * n_classes, 2), y, n_classes, MultinomialProbit(), sites)
     np.testing.assert_allclose(two.Sig, one.Sig, atol=1e-12)
     np.testing.assert_allclose(two.mu, one.mu, atol=1e-12)
+    for a, b in zip(two.propose().sites, one.propose().sites, strict=True):  # the inner sweep in row blocks
+        np.testing.assert_allclose(a, b, atol=1e-12)
 
 
 def test_estimator_with_inducing_points_fits_and_predicts_like_the_dense_joint_model():

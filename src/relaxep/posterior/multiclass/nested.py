@@ -35,6 +35,7 @@ and, at a fixed point, its gradient in a hyperparameter :math:`\theta` of the ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -173,29 +174,42 @@ class NestedSweep(JointPosteriorBase):
         """Posterior variances of ``f``, ``(n, C)`` (a view)."""
         return np.diagonal(self.Sig, axis1=1, axis2=2)
 
-    def cavities(self) -> tuple[Array, Array, Array]:
-        r"""Cavities :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`.
+    def cavities(self, rows: slice = slice(None)) -> tuple[Array, Array, Array]:
+        r"""Cavities :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`
+        (of the points ``rows``: all by default).
 
         ``ok`` marks the proper ones (the others keep their sites this sweep).
         """
-        pi, S, C = self._pi, self._S, self.n_classes
+        pi, S, C = self._pi[rows], self._S[rows], self.n_classes
         Pi = pi[:, :, None] * np.eye(C) - pi[:, :, None] * pi[:, None, :] / S[:, None, None]
-        return batched_cavities(self.Sig, self.mu.T, Pi, self._b)
+        return batched_cavities(self.Sig[rows], self.mu.T[rows], Pi, self._b[rows])
 
-    def _z_cavities(self, mcav: Array, Scav: Array) -> tuple[Array, Array]:
+    def _z_cavities(self, mcav: Array, Scav: Array, rows: slice = slice(None)) -> tuple[Array, Array]:
         """``z = u 1 + B^T f``: mean ``B^T m``, covariance ``1 1^T + B^T S B``."""
-        B = self._B
+        B = self._B[rows]
         a = np.einsum("nci,nc->ni", B, mcav)
         V = np.swapaxes(B, 1, 2) @ Scav @ B + 1.0
         return a, 0.5 * (V + np.swapaxes(V, 1, 2))
 
+    def _for_rows(self, work: Callable[[slice], None]) -> None:
+        """``work(rows)`` over the points: all at once here; a representation may split them into row blocks
+        (the per-point work of :meth:`propose` is independent between points)."""
+        work(slice(None))
+
     def propose(self) -> Proposal:
         """One sweep of the inner EP at every proper cavity, warm-started at the current inner sites."""
-        mcav, Scav, ok = self.cavities()
-        a, V = self._z_cavities(mcav, Scav)
-        t_new, n_new, _, _ = inner_ep(a, V, self.tau, self.nu, 1.0, max_sweeps=1)
-        t_new = np.where(ok[:, None], t_new, self.tau)
-        n_new = np.where(ok[:, None], n_new, self.nu)
+        t_new, n_new = np.empty_like(self.tau), np.empty_like(self.nu)
+        ok = np.empty(self.tau.shape[0], dtype=bool)
+
+        def work(rows: slice) -> None:
+            mcav, Scav, ok[rows] = self.cavities(rows)
+            a, V = self._z_cavities(mcav, Scav, rows)
+            tau, nu = self.tau[rows], self.nu[rows]
+            t_rows, n_rows, _, _ = inner_ep(a, V, tau, nu, 1.0, max_sweeps=1)
+            t_new[rows] = np.where(ok[rows, None], t_rows, tau)
+            n_new[rows] = np.where(ok[rows, None], n_rows, nu)
+
+        self._for_rows(work)
         return Proposal((t_new, n_new), int((~ok).sum()))
 
     def log_evidence(self) -> float:

@@ -29,6 +29,7 @@ The cavities and the inner-EP sweep are nested EP's own (:class:`~relaxep.poster
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,6 +168,10 @@ class SparseNestedPosterior(NestedSweep):
         self.v = self.P_inv @ h
         self.logdet = float(2.0 * np.sum(np.log(np.diag(L))))
         self.mu, self.Sig = low_rank_marginals(prior, self.v, self.P_inv)
+
+    def _for_rows(self, work: Callable[[slice], None]) -> None:
+        """:meth:`propose`'s per-point work in row blocks of :data:`ROW_BLOCK` on the prior's threads."""
+        each_block(work, _row_blocks(self.labels.size), self.kernels.n_jobs)
 
     def predict_latent(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike | None = None) -> tuple[Array, Array]:
         r"""Predictive mean ``(n_*, C)`` and covariance ``(n_*, C, C)`` of the latents at test points.
