@@ -74,8 +74,8 @@ def main() -> None:
         predict_s = time.perf_counter() - t0
         note = f" ({len(caught)} warnings)" if caught else ""
         sweeps = f", {model.result_.n_sweeps} sweeps, {model.result_.status}" if not extra else ""
-        print(f"{name}: kernel {model.kernel_}{sweeps}{note}", flush=True)
         rows.append((name, str(args.m), f"{fit_s:.1f}", f"{predict_s:.1f}", *scores(log_p, yt)))
+        print(f"{name}: kernel {model.kernel_}{sweeps}{note}; fit {fit_s:.1f} s, error and NLL {rows[-1][-2:]}")
     print(f"\nn = {args.n} training rows, {args.n_test} test rows, {N_CLASSES} classes, {DIM} dimensions\n")
     print("| method | M | fit_s | predict_s | error_% | NLL |")
     print("|---|---|---|---|---|---|")
