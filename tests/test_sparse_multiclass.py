@@ -142,6 +142,8 @@ def test_bad_input_is_named():
         GPClassifier(inducing_points=np.zeros((5, 3)), optimizer=None).fit(X, y)
     with pytest.raises(ValueError, match="inducing_points"):
         GPClassifier(inducing_points=0, optimizer=None).fit(X, y)
+    with pytest.raises(ValueError, match="optimizer"):
+        GPClassifier(inducing_points=5, optimizer="stochastic").fit(X, y)
     Phi = np.random.default_rng(0).normal(size=(40, 4))
     with pytest.raises(TypeError, match="likelihood"):
         infer_multiclass_sparse(Phi, y, RobustMax())

@@ -317,6 +317,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
                     "for MultinomialProbit only (the robust max's EP is dense); drop inducing_points, or use "
                     "MultinomialProbit() or multi_class='one_vs_rest'"
                 )
+            if isinstance(self.optimizer, str) and self.optimizer == "stochastic":
+                raise ValueError(
+                    "optimizer='stochastic' does not apply to the sparse joint multi-class model: its kernel is "
+                    "learned by the dense joint model on optimizer_subset rows; use 'auto' or 'fmin_l_bfgs_b'"
+                )
             model = _SparseJointModel(
                 self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
                 inducing_points=check_inducing_points(self.inducing_points, self.n_features_in_),
