@@ -91,6 +91,17 @@ def test_marginals_match_an_explicit_low_rank_posterior_at_random_sites(shared):
     blocks = Sigma.reshape(n_classes, n, n_classes, n)[:, np.arange(n), :, np.arange(n)]  # (n, C, C)
     np.testing.assert_allclose(cov, blocks, atol=1e-10)
     assert post.logdet == pytest.approx(logdet, abs=1e-9)
+    # test points: rows of the explicit problem whose sites are flat (tau = nu = 0: Pi_i = 0, b_i = 0)
+    stars = [rng.normal(size=(5, m)) for _ in range(n_classes)]
+    both = [np.vstack([Phi, Phi_s]) for Phi, Phi_s in zip(Phis, stars, strict=True)]
+    flat = np.zeros((5, n_classes - 1))
+    mu2, Sigma2, _, _ = _explicit_posterior(
+        both, np.vstack([tau, flat]), np.vstack([nu, flat]), np.concatenate([y, np.zeros(5, int)]), n_classes
+    )
+    mean_s, cov_s = post.predict_latent(np.stack(stars))
+    np.testing.assert_allclose(mean_s, mu2.reshape(n_classes, n + 5)[:, n:].T, atol=1e-10)
+    blocks2 = Sigma2.reshape(n_classes, n + 5, n_classes, n + 5)[:, np.arange(n, n + 5), :, np.arange(n, n + 5)]
+    np.testing.assert_allclose(cov_s, blocks2, atol=1e-10)
     # the evidence (cavities, inner-EP normalisers) as the dense representation gives it for the same prior
     kernels = [K_Q[c * n : (c + 1) * n, c * n : (c + 1) * n] for c in range(n_classes)]
     dense = NestedPosterior(kernels, y, n_classes, MultinomialProbit(), (tau, nu), difference_matrices(y, n_classes))
