@@ -145,6 +145,15 @@ def test_estimator_with_inducing_points_fits_and_predicts_like_the_dense_joint_m
         sparse.log_marginal_likelihood(sparse.kernel_.theta, eval_gradient=True)
 
 
+def test_loo_with_inducing_inputs_at_the_training_inputs_is_the_dense_models():
+    X, y = make_blobs(45, centers=3, n_features=2, cluster_std=1.5, random_state=2)
+    kernel = C(3.0) * RBF(1.5)
+    dense = GPClassifier(kernel, optimizer=None, tol=1e-8).fit(X, y)
+    sparse = GPClassifier(kernel, optimizer=None, tol=1e-8, inducing_points=X).fit(X, y)
+    np.testing.assert_allclose(sparse.loo().pointwise, dense.loo().pointwise, atol=2e-5)  # (priors 1e-6 apart)
+    np.testing.assert_allclose(sparse.loo_predict().proba, dense.loo_predict().proba, atol=2e-5)
+
+
 def test_bad_input_is_named():
     X, y = make_blobs(40, centers=3, n_features=2, random_state=1)
     with pytest.raises(TypeError, match="inducing_points"):

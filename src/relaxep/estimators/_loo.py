@@ -33,6 +33,7 @@ from relaxep.estimators._loo_multiclass import ClassTail, joint_loo
 from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel, proba_of
 from relaxep.estimators._multiclass_models import _JointModel
+from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
 from relaxep.inference.loo import CavityLOO, cavity_loo
 from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
 from relaxep.likelihoods.counts import CountLikelihood
@@ -165,7 +166,7 @@ def _rows(estimator: Any, model: Any) -> str:
 
 def _joint(estimator: Any) -> bool:
     check_is_fitted(estimator, "model_")
-    return isinstance(estimator.model_, _JointModel)
+    return isinstance(estimator.model_, _JointModel | _SparseJointModel)  # (the same cavities, dense or low-rank)
 
 
 def estimator_loo(estimator: Any) -> LooResult:
