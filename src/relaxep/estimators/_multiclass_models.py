@@ -2,7 +2,8 @@
 one model of ``C`` latent functions with a shared kernel (:func:`~relaxep.inference.multiclass.infer_multiclass`),
 and :class:`_OneVsRest`, one binary estimator per class.  Each has ``fit``,
 ``log_evidence(theta, eval_gradient, clone_kernel)``, ``predict_latent(X)`` and the classifier's heads, as the
-binary model of :mod:`relaxep.estimators._models`.
+binary model of :mod:`relaxep.estimators._models`.  With ``inducing_points`` the joint model is
+:mod:`relaxep.estimators._sparse_multiclass_model`'s, which learns its kernel through :meth:`_JointModel.learn`.
 """
 
 from __future__ import annotations
