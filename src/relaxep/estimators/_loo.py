@@ -33,6 +33,7 @@ from relaxep.estimators._loo_multiclass import ClassTail, joint_loo, one_vs_rest
 from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel, proba_of
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
+from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
 from relaxep.inference.loo import CavityLOO, cavity_loo
 from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
 from relaxep.likelihoods.counts import CountLikelihood
@@ -166,13 +167,13 @@ def _rows(estimator: Any, model: Any) -> str:
 def _joint(estimator: Any) -> bool:
     """Whether the estimator is multi-class, a joint or a one-vs-rest model."""
     check_is_fitted(estimator, "model_")
-    return isinstance(estimator.model_, _JointModel | _OneVsRest)
+    return isinstance(estimator.model_, _JointModel | _SparseJointModel | _OneVsRest)
 
 
 def _multiclass_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]:
     if isinstance(model, _OneVsRest):
         return one_vs_rest_loo(model, lambda binary: _terms(binary)[0])
-    return joint_loo(model)
+    return joint_loo(model)  # (the same cavities, dense or low-rank)
 
 
 def estimator_loo(estimator: Any) -> LooResult:

@@ -2,7 +2,8 @@
 one model of ``C`` latent functions with a shared kernel (:func:`~relaxep.inference.multiclass.infer_multiclass`),
 and :class:`_OneVsRest`, one binary estimator per class.  Each has ``fit``,
 ``log_evidence(theta, eval_gradient, clone_kernel)``, ``predict_latent(X)`` and the classifier's heads, as the
-binary model of :mod:`relaxep.estimators._models`.
+binary model of :mod:`relaxep.estimators._models`.  With ``inducing_points`` the joint model is
+:mod:`relaxep.estimators._sparse_multiclass_model`'s, which learns its kernel through :meth:`_JointModel.learn`.
 """
 
 from __future__ import annotations
@@ -141,22 +142,25 @@ class _JointModel:
         gradient = partial(multiclass_evidence_gradient, result, dK) if eval_gradient else None
         return scored(result.status, result.log_evidence, gradient, theta)
 
+    def learn(self, X: Any, y: NDArray, random_state: Any, subset: int | None) -> tuple[str, ...]:
+        """Maximise the evidence over ``kernel_.theta`` on ``X`` or a stratified subset of rows
+        (:func:`search_rows`; the kernel set to the best); returns the hyperparameters found at their bounds."""
+        rows = search_rows(y, subset, random_state)
+        Xo, yo = (X, y) if rows is None else (X[rows], y[rows])
+        self.n_search_rows_ = yo.size
+        search_tol = max(float(self.tol), 1e-2)
+        evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
+        per_class = isinstance(self.kernel_, CompoundKernel)  # (its theta: the class kernels' in turn)
+        hyper = HyperVector(tuple(self.kernel_.kernels) if per_class else self.kernel_)
+        best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
+        if best is not None:
+            self.kernel_ = with_theta(self.kernel_, best)
+        if yo.size != y.size:
+            self.warm.reset()  # its sites belong to the subset
+        return at_bounds(self.kernel_)
+
     def fit(self, X: Any, y: NDArray, random_state: Any, subset: int | None, learn: bool) -> FitReport:
-        bounds: tuple[str, ...] = ()
-        if learn:
-            rows = search_rows(y, subset, random_state)
-            Xo, yo = (X, y) if rows is None else (X[rows], y[rows])
-            self.n_search_rows_ = yo.size
-            search_tol = max(float(self.tol), 1e-2)
-            evidence = partial(self.evidence, X=Xo, y=yo, tol=search_tol)
-            per_class = isinstance(self.kernel_, CompoundKernel)  # (its theta: the class kernels' in turn)
-            hyper = HyperVector(tuple(self.kernel_.kernels) if per_class else self.kernel_)
-            best = self.search.maximise(evidence, hyper, check_random_state(random_state), options=self.OPTIONS)
-            if best is not None:
-                self.kernel_ = with_theta(self.kernel_, best)
-            if yo.size != y.size:
-                self.warm.reset()  # its sites belong to the subset
-            bounds = at_bounds(self.kernel_)
+        bounds = self.learn(X, y, random_state, subset) if learn else ()
         self.X, self.y = X, y
         per_class = isinstance(self.kernel_, CompoundKernel)
         self.prior_ = (

@@ -26,10 +26,12 @@ from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
+from relaxep.estimators._inducing import check_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _BinaryModel, label_of
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest, search_rows
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
+from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import BinaryLikelihood, Likelihood, NoisyProbit
@@ -109,9 +111,14 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         :mod:`relaxep.posterior.sparse_gradient`; the kernel must then be ``RBF`` or
         ``ConstantKernel * RBF``); ``optimizer=None`` keeps both as given.  ``M = 200`` with
         k-means placement is the measured choice at :math:`10^5` points
-        (:doc:`the benchmark tables </benchmarks>`).
+        (:doc:`the benchmark tables </benchmarks>`).  With more than two classes and
+        ``multi_class="joint"``: nested EP under the low-rank (DTC) prior :math:`f_c = \Phi v_c` on the
+        ``M`` inducing inputs (:mod:`relaxep.estimators._sparse_multiclass_model`; :math:`O(nC^2M^2)` a
+        sweep), the kernel learned by the dense joint model on ``optimizer_subset`` rows (default 500),
+        the inducing inputs placed by ``inducing_init`` and not learned; ``MultinomialProbit`` only.
     learn_inducing_points : bool, default True
         With an optimizer and ``inducing_points``: learn the inducing inputs (else only the kernel).
+        Not used by the sparse joint multi-class model (its inducing inputs stay where placed).
     inducing_init : {"kmeans", "random"}, default "kmeans"
         Placement of ``M`` initial inducing inputs: k-means centres of a subsample, or a random
         subset of the training inputs.
@@ -233,11 +240,6 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
                 f"integrate={self.integrate!r}: the joint multi-class model is fitted at its MAP hyperparameters "
                 "only; use integrate='map', or multi_class='one_vs_rest' (each binary model integrated)"
             )
-        if classes.size > 2 and self.multi_class == "joint" and self.inducing_points is not None:
-            raise ValueError(
-                "inducing_points: the joint multi-class model has no sparse posterior yet; "
-                "use multi_class='one_vs_rest' for a sparse fit per class"
-            )
         if isinstance(self.kernel, CompoundKernel):
             self._check_class_kernels(classes.size)
         if not numpy:
@@ -310,7 +312,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         plan = self._plan(X, self.kernel_.n_dims)  # (the kernel's hyperparameters decide whether to learn)
         return fit_latent(plan, _BinaryModel, self.kernel_, likelihood, rule, X, y_binary, self.jitter)
 
-    def _fit_joint(self, y: NDArray) -> tuple[_JointModel, FitReport]:
+    def _fit_joint(self, y: NDArray) -> tuple[_JointModel | _SparseJointModel, FitReport]:
         likelihood = MultinomialProbit() if self.likelihood is None else self.likelihood
         if not isinstance(likelihood, MulticlassLikelihood):
             raise TypeError(
@@ -325,10 +327,35 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         n_classes = self.classes_.size
         if self.optimizer_subset is not None and int(self.optimizer_subset) < n_classes:
             raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
-        model = _JointModel(
-            self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
-            max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
-        )  # fmt: skip
+        model: _JointModel | _SparseJointModel
+        if self.inducing_points is None:
+            model = _JointModel(
+                self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
+                max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
+            )  # fmt: skip
+        else:
+            if not isinstance(likelihood, MultinomialProbit):
+                raise TypeError(
+                    f"likelihood={likelihood!r} with inducing_points: the sparse joint multi-class model is nested EP "
+                    "for MultinomialProbit only (the robust max's EP is dense); drop inducing_points, or use "
+                    "MultinomialProbit() or multi_class='one_vs_rest'"
+                )
+            if isinstance(self.kernel_, CompoundKernel):
+                raise ValueError(
+                    "kernel: one kernel per class (a CompoundKernel) is for the dense joint model; with "
+                    "inducing_points give one kernel, shared by the classes"
+                )
+            if isinstance(self.optimizer, str) and self.optimizer == "stochastic":
+                raise ValueError(
+                    "optimizer='stochastic' does not apply to the sparse joint multi-class model: its kernel is "
+                    "learned by the dense joint model on optimizer_subset rows; use 'auto' or 'fmin_l_bfgs_b'"
+                )
+            model = _SparseJointModel(
+                self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
+                inducing_points=check_inducing_points(self.inducing_points, self.n_features_in_),
+                inducing_init=self.inducing_init, max_sweeps=self.max_sweeps, tol=self.tol,
+                warm_start=self.warm_start, n_jobs=self.n_jobs,
+            )  # fmt: skip
         learn = self.optimizer is not None and self.kernel_.n_dims > 0
         y_index = np.searchsorted(self.classes_, y)
         return model, model.fit(self.X_train_, y_index, self.random_state, self.optimizer_subset, learn)

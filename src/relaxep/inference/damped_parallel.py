@@ -79,8 +79,10 @@ class MulticlassResult:
     sites : tuple of ndarray
         Nested EP: the inner sites ``(tau, nu)`` (n, C-1); robust max: ``(P, beta)`` in ``w``.
     posterior : JointPosterior
-        The posterior at the final sites (:class:`~relaxep.posterior.multiclass.NestedPosterior`
-        or :class:`~relaxep.posterior.multiclass.RobustMaxPosterior`).
+        The posterior at the final sites (:class:`~relaxep.posterior.multiclass.NestedPosterior`,
+        :class:`~relaxep.posterior.multiclass.SparseNestedPosterior`, whose predictions take the test points'
+        features :math:`\\Phi_*` in place of ``K_star``, or
+        :class:`~relaxep.posterior.multiclass.RobustMaxPosterior`).
     """
 
     likelihood: Any

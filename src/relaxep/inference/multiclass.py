@@ -9,6 +9,9 @@ likelihood picks the representation of the posterior:
 * :class:`~relaxep.likelihoods.RobustMax`: dense EP on the label differences,
   :class:`~relaxep.posterior.multiclass.RobustMaxPosterior`, :math:`O(n^3 (C-1)^3)` a sweep.
 
+:func:`infer_multiclass_sparse` runs nested EP under a low-rank prior :math:`f_c = \Phi v_c` instead
+(:class:`~relaxep.posterior.multiclass.SparseNestedPosterior`, :math:`O(n C^2 m^2)` a sweep).
+
 Both run through the one damped parallel loop of :mod:`relaxep.inference.damped_parallel`.
 :mod:`relaxep.multiclass` re-exports this module's names with the likelihoods.
 """
@@ -25,9 +28,10 @@ from relaxep._typing import Array
 from relaxep._validation import check_kernel_matrix, check_positive_int, check_positive_number, check_unit_interval
 from relaxep.inference.damped_parallel import DampedParallelOptions, MulticlassResult, damped_parallel_ep
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
-from relaxep.posterior.multiclass import NestedPosterior, RobustMaxPosterior
+from relaxep.posterior.multiclass import NestedPosterior, RobustMaxPosterior, SparseNestedPosterior
+from relaxep.posterior.multiclass.sparse_nested import LowRankFeatures
 
-__all__ = ["MulticlassResult", "evidence_gradient", "infer_multiclass"]
+__all__ = ["MulticlassResult", "evidence_gradient", "infer_multiclass", "infer_multiclass_sparse"]
 
 #: the posterior representation of each likelihood (the first entry the likelihood is an instance of)
 REPRESENTATIONS: tuple[tuple[type[MulticlassLikelihood], Any], ...] = (
@@ -96,14 +100,8 @@ def infer_multiclass(
     representation = next((post for lik, post in REPRESENTATIONS if isinstance(likelihood, lik)), None)
     if representation is None:
         raise TypeError(f"no joint inference for {likelihood!r}")
-    y_arr = np.asarray(y)
-    if y_arr.ndim != 1 or not np.issubdtype(y_arr.dtype, np.integer) or np.any(y_arr < 0):
-        raise ValueError("y must be a 1-d array of class indices >= 0")
     Karr = np.asarray(K, dtype=float)
-    if n_classes is None:
-        n_classes = Karr.shape[0] if Karr.ndim == 3 else int(y_arr.max()) + 1
-    if n_classes < 2 or y_arr.max() >= n_classes:
-        raise ValueError(f"n_classes must be >= 2 and exceed every label, got {n_classes}")
+    y_arr, n_classes = _labels(y, n_classes if n_classes is not None or Karr.ndim != 3 else Karr.shape[0])
     n = Karr.shape[-1] if Karr.ndim >= 2 else 0
     # per class: its kernel (unless shared), its factor and two n x n blocks of the nested posterior
     check_memory(
@@ -114,14 +112,97 @@ def infer_multiclass(
     Ks = _class_kernels(Karr, n_classes)
     if Ks[0].shape[0] != y_arr.size:
         raise ValueError(f"K is {Ks[0].shape[0]} x {Ks[0].shape[0]} but y has {y_arr.size} labels")
-    options = DampedParallelOptions(
-        damping=check_unit_interval(representation.default_damping if damping is None else damping, "damping"),
+    options = _options(representation.default_damping if damping is None else damping, max_sweeps, tol, callback)
+    sites = init.sites if init is not None else None
+    posterior = representation.start(Ks, y_arr.astype(int), n_classes, likelihood, sites)
+    return damped_parallel_ep(posterior, options)
+
+
+def _labels(y: ArrayLike, n_classes: int | None) -> tuple[Array, int]:
+    """``y`` checked as class indices, and ``n_classes`` (default ``max(y) + 1``) checked against it."""
+    y_arr = np.asarray(y)
+    if y_arr.ndim != 1 or not np.issubdtype(y_arr.dtype, np.integer) or np.any(y_arr < 0):
+        raise ValueError("y must be a 1-d array of class indices >= 0")
+    n_classes = int(y_arr.max()) + 1 if n_classes is None else n_classes
+    if n_classes < 2 or y_arr.max() >= n_classes:
+        raise ValueError(f"n_classes must be >= 2 and exceed every label, got {n_classes}")
+    return y_arr, n_classes
+
+
+def _options(damping: float, max_sweeps: int, tol: float, callback: Any) -> DampedParallelOptions:
+    return DampedParallelOptions(
+        damping=check_unit_interval(damping, "damping"),
         max_sweeps=check_positive_int(max_sweeps, "max_sweeps"),
         tol=check_positive_number(tol, "tol"),
         callback=callback,
     )
+
+
+def infer_multiclass_sparse(
+    Phi: ArrayLike,
+    y: ArrayLike,
+    likelihood: MulticlassLikelihood | None = None,
+    *,
+    n_classes: int | None = None,
+    damping: float | None = None,
+    max_sweeps: int = 200,
+    tol: float = 1e-3,
+    init: MulticlassResult | None = None,
+    callback: Any = None,
+    n_jobs: int | None = None,
+) -> MulticlassResult:
+    r"""Nested EP for the multinomial probit under the low-rank prior :math:`f_c = \Phi_c v_c`,
+    :math:`v_c \sim N(0, I_m)` (:mod:`relaxep.posterior.multiclass.sparse_nested`): :math:`O(n C^2 m^2)` a sweep,
+    :math:`O(n (m + C^2))` memory.
+
+    Parameters
+    ----------
+    Phi : array_like (n, m) or (C, n, m)
+        The features, shared by the classes or one array per class: :math:`\Phi = K_{nm} L_{mm}^{-T}` for
+        inducing inputs (:func:`~relaxep.posterior.multiclass.sparse_nested.low_rank_features`), so that
+        :math:`\Phi\Phi^T = Q_{nn}`.
+    y, n_classes, damping, max_sweeps, tol, init, callback
+        As :func:`infer_multiclass` (``n_classes`` defaults to ``Phi.shape[0]`` for per-class features).
+    n_jobs : int or None
+        Threads for the row blocks of the :math:`O(n C^2 m^2)` sums (one BLAS thread each; ``None``: every core;
+        :mod:`relaxep._threads`); the answer does not depend on it.
+    likelihood : MultinomialProbit, optional
+        The only one with a sparse posterior (the robust max's EP is dense: a ``TypeError``).
+
+    Returns
+    -------
+    MulticlassResult
+        Its ``predict_latent(Phi_star, k_diag)`` (and ``predict_proba``, ``predict_log_proba``) take the test
+        points' features :math:`\Phi_* = K_{*m} L_{mm}^{-T}` in place of ``K_star``, and optionally their prior
+        variances (DTC's predictive; ``None``: the subset of regressors').  ``evidence_gradient`` raises
+        ``NotImplementedError``.
+    """
+    likelihood = MultinomialProbit() if likelihood is None else likelihood
+    if not isinstance(likelihood, MultinomialProbit):
+        raise TypeError(
+            f"likelihood: the sparse joint multi-class posterior is nested EP for MultinomialProbit only, got "
+            f"{likelihood!r} (the robust max runs dense: infer_multiclass)"
+        )
+    F = np.asarray(Phi, dtype=float)
+    if F.ndim not in (2, 3) or not np.all(np.isfinite(F)):
+        raise ValueError(f"Phi must be a finite (n, m) or (C, n, m) array, got shape {F.shape}")
+    y_arr, n_classes = _labels(y, n_classes if n_classes is not None or F.ndim != 3 else F.shape[0])
+    if F.ndim == 3 and F.shape[0] != n_classes:
+        raise ValueError(f"Phi must have shape (n, m) or ({n_classes}, n, m), got {F.shape}")
+    n, m = F.shape[-2:]
+    if n != y_arr.size:
+        raise ValueError(f"Phi has {n} rows but y has {y_arr.size} labels")
+    C = n_classes
+    # two posteriors alive in a step (marginals, outer sites), the cavities' batches, P and its inverse, a row block
+    check_memory(
+        8.0 * (n * C * C * 12 + n * C * 8 + 4 * (C * m) ** 2 + 3 * 4096 * C * m),
+        f"sparse joint multi-class EP on n = {n} points, {C} classes and m = {m} features",
+        "use fewer rows or classes, or multi_class='one_vs_rest'",
+    )
+    features = LowRankFeatures([F] * C if F.ndim == 2 else [F[c] for c in range(C)], n_jobs)
+    options = _options(SparseNestedPosterior.default_damping if damping is None else damping, max_sweeps, tol, callback)
     sites = init.sites if init is not None else None
-    posterior = representation.start(Ks, y_arr.astype(int), n_classes, likelihood, sites)
+    posterior = SparseNestedPosterior.start(features, y_arr.astype(int), C, likelihood, sites)
     return damped_parallel_ep(posterior, options)
 
 

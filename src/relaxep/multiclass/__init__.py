@@ -4,7 +4,8 @@
   (multi-class label noise), with tilted moments by an inner EP (re-exported here);
 * :mod:`relaxep.inference.multiclass`: :func:`infer_multiclass`, which runs nested EP
   (Riihimaki, Jylanki & Vehtari 2013) for the multinomial probit or dense EP on the label
-  differences for the robust max, and the EP evidence's gradient (re-exported here).
+  differences for the robust max, and the EP evidence's gradient (re-exported here), and
+  :func:`infer_multiclass_sparse`, nested EP under a low-rank (inducing-input) prior.
 
 The two posteriors live in :mod:`relaxep.posterior.multiclass` (``NestedPosterior``,
 ``RobustMaxPosterior``), the damped parallel loop that runs both and :class:`MulticlassResult`
@@ -13,7 +14,12 @@ in :mod:`relaxep.inference.damped_parallel`.
 :class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``).
 """
 
-from relaxep.inference.multiclass import MulticlassResult, evidence_gradient, infer_multiclass
+from relaxep.inference.multiclass import (
+    MulticlassResult,
+    evidence_gradient,
+    infer_multiclass,
+    infer_multiclass_sparse,
+)
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
 
 __all__ = [
@@ -23,4 +29,5 @@ __all__ = [
     "RobustMax",
     "evidence_gradient",
     "infer_multiclass",
+    "infer_multiclass_sparse",
 ]

@@ -35,6 +35,7 @@ and, at a fixed point, its gradient in a hyperparameter :math:`\theta` of the ke
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import ClassVar
 
 import numpy as np
@@ -46,7 +47,7 @@ from relaxep.likelihoods.multiclass import difference_matrices, other_classes
 from relaxep.likelihoods.orthant import inner_ep, site_log_normalisers
 from relaxep.posterior.multiclass.base import JointPosteriorBase, Proposal, batched_cavities, predict_in_chunks
 
-__all__ = ["NestedPosterior"]
+__all__ = ["NestedPosterior", "NestedSweep", "outer_sites"]
 
 
 def _chol(A: Array) -> Array:
@@ -64,8 +65,10 @@ def _inv_from_chol(L: Array) -> Array:
     return Ai + np.tril(Ai, -1).T
 
 
-def _outer_sites(tau: Array, nu: Array, y: Array, n_classes: int) -> tuple[Array, Array, Array, Array]:
-    """``pi`` (n, C), ``S`` (n,), ``b`` (n, C), ``c`` (n,) of the u-marginalised sites."""
+def outer_sites(tau: Array, nu: Array, y: Array, n_classes: int) -> tuple[Array, Array, Array, Array]:
+    r"""``pi`` (n, C), ``S`` (n,), ``b`` (n, C), ``c`` (n,) of the u-marginalised sites (module docstring):
+    :math:`\pi_{iy_i} = 1`, :math:`\pi_{io_j} = \tau_{ij}`, :math:`S_i = \sum_c \pi_{ic}`,
+    :math:`b_i = B_i(\nu_i - \tau_i h_i / S_i)`, :math:`c_i = -\tfrac12 \log S_i + h_i^2 / (2 S_i)`."""
     n = y.size
     rows = np.arange(n)
     others = other_classes(y, n_classes)
@@ -125,17 +128,27 @@ def _factor(Ks: list[Array], D: Array, b: Array) -> tuple[Array, Array, Array, A
     return mu, Sig, alpha, E, LM, float(logdet)
 
 
-class NestedPosterior(JointPosteriorBase):
-    """The Gaussian posterior of the ``C`` latents under nested EP's sites (class-major: ``mu[c, i]``).
+class NestedSweep(JointPosteriorBase):
+    r"""What every nested-EP posterior shares, whatever its prior: the inner sites, the cavities, one inner-EP sweep
+    (:meth:`propose`) and the evidence from the prior's :math:`\log|I + K\Pi|`.
 
-    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
-    :class:`~relaxep.likelihoods.MultinomialProbit` likelihood, the inner sites ``(tau, nu)``, ``(n, C - 1)`` each,
-    and the label differences as the prior's pieces (:meth:`prior_of`).
-
-    Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
+    A subclass's ``_set_sites(tau, nu)`` sets ``tau``, ``nu``, ``_B`` (the label differences), the outer sites
+    ``_pi``, ``_S``, ``_b``, ``_bT`` (:func:`outer_sites`), ``_c``, and from its prior the marginals ``mu`` (C, n),
+    ``Sig`` (n, C, C) and ``logdet`` (:math:`\log|I + K\Pi|`, or its equal under a low-rank prior).
     """
 
     default_damping: ClassVar[float] = 0.8
+    tau: Array
+    nu: Array
+    mu: Array
+    Sig: Array
+    logdet: float
+    _B: Array
+    _pi: Array
+    _S: Array
+    _b: Array
+    _bT: Array
+    _c: Array
 
     @staticmethod
     def prior_of(kernels: list[Array], labels: Array, n_classes: int) -> Array:
@@ -145,14 +158,6 @@ class NestedPosterior(JointPosteriorBase):
     @staticmethod
     def zero_sites(n: int, n_classes: int) -> tuple[Array, Array]:
         return np.zeros((n, n_classes - 1)), np.zeros((n, n_classes - 1))
-
-    def _set_sites(self, tau: Array, nu: Array) -> None:
-        kernels, labels, n_classes = self.kernels, self.labels, self.n_classes
-        self.tau, self.nu = tau, nu
-        self._B = self._prior
-        self._pi, self._S, self._b, self._c = _outer_sites(tau, nu, labels, n_classes)
-        self._bT = self._b.T.copy()
-        self.mu, self.Sig, self.alpha, self.E, self.LM, self.logdet = _factor(kernels, self._pi.T.copy(), self._bT)
 
     @property
     def sites(self) -> tuple[Array, Array]:
@@ -169,29 +174,42 @@ class NestedPosterior(JointPosteriorBase):
         """Posterior variances of ``f``, ``(n, C)`` (a view)."""
         return np.diagonal(self.Sig, axis1=1, axis2=2)
 
-    def cavities(self) -> tuple[Array, Array, Array]:
-        r"""Cavities :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`.
+    def cavities(self, rows: slice = slice(None)) -> tuple[Array, Array, Array]:
+        r"""Cavities :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`, :math:`m_i = \Lambda_i^{-1}(\Sigma_i^{-1}\mu_i - b_i)`
+        (of the points ``rows``: all by default).
 
         ``ok`` marks the proper ones (the others keep their sites this sweep).
         """
-        pi, S, C = self._pi, self._S, self.n_classes
+        pi, S, C = self._pi[rows], self._S[rows], self.n_classes
         Pi = pi[:, :, None] * np.eye(C) - pi[:, :, None] * pi[:, None, :] / S[:, None, None]
-        return batched_cavities(self.Sig, self.mu.T, Pi, self._b)
+        return batched_cavities(self.Sig[rows], self.mu.T[rows], Pi, self._b[rows])
 
-    def _z_cavities(self, mcav: Array, Scav: Array) -> tuple[Array, Array]:
+    def _z_cavities(self, mcav: Array, Scav: Array, rows: slice = slice(None)) -> tuple[Array, Array]:
         """``z = u 1 + B^T f``: mean ``B^T m``, covariance ``1 1^T + B^T S B``."""
-        B = self._B
+        B = self._B[rows]
         a = np.einsum("nci,nc->ni", B, mcav)
         V = np.swapaxes(B, 1, 2) @ Scav @ B + 1.0
         return a, 0.5 * (V + np.swapaxes(V, 1, 2))
 
+    def _for_rows(self, work: Callable[[slice], None]) -> None:
+        """``work(rows)`` over the points: all at once here; a representation may split them into row blocks
+        (the per-point work of :meth:`propose` is independent between points)."""
+        work(slice(None))
+
     def propose(self) -> Proposal:
         """One sweep of the inner EP at every proper cavity, warm-started at the current inner sites."""
-        mcav, Scav, ok = self.cavities()
-        a, V = self._z_cavities(mcav, Scav)
-        t_new, n_new, _, _ = inner_ep(a, V, self.tau, self.nu, 1.0, max_sweeps=1)
-        t_new = np.where(ok[:, None], t_new, self.tau)
-        n_new = np.where(ok[:, None], n_new, self.nu)
+        t_new, n_new = np.empty_like(self.tau), np.empty_like(self.nu)
+        ok = np.empty(self.tau.shape[0], dtype=bool)
+
+        def work(rows: slice) -> None:
+            mcav, Scav, ok[rows] = self.cavities(rows)
+            a, V = self._z_cavities(mcav, Scav, rows)
+            tau, nu = self.tau[rows], self.nu[rows]
+            t_rows, n_rows, _, _ = inner_ep(a, V, tau, nu, 1.0, max_sweeps=1)
+            t_new[rows] = np.where(ok[rows, None], t_rows, tau)
+            n_new[rows] = np.where(ok[rows, None], n_rows, nu)
+
+        self._for_rows(work)
         return Proposal((t_new, n_new), int((~ok).sum()))
 
     def log_evidence(self) -> float:
@@ -206,6 +224,25 @@ class NestedPosterior(JointPosteriorBase):
     def latent_marginals(self) -> tuple[Array, Array]:
         """Mean ``(n, C)`` and covariance ``(n, C, C)`` of ``f`` at the training points."""
         return self.mu.T.copy(), self.Sig
+
+
+class NestedPosterior(NestedSweep):
+    """The Gaussian posterior of the ``C`` latents under nested EP's sites (class-major: ``mu[c, i]``).
+
+    Built as :class:`~relaxep.posterior.multiclass.base.JointPosteriorBase` says, with a
+    :class:`~relaxep.likelihoods.MultinomialProbit` likelihood, the inner sites ``(tau, nu)``, ``(n, C - 1)`` each,
+    and the label differences as the prior's pieces (:meth:`prior_of`).
+
+    Raises ``numpy.linalg.LinAlgError`` where the sites make the posterior improper.
+    """
+
+    def _set_sites(self, tau: Array, nu: Array) -> None:
+        kernels, labels, n_classes = self.kernels, self.labels, self.n_classes
+        self.tau, self.nu = tau, nu
+        self._B = self._prior
+        self._pi, self._S, self._b, self._c = outer_sites(tau, nu, labels, n_classes)
+        self._bT = self._b.T.copy()
+        self.mu, self.Sig, self.alpha, self.E, self.LM, self.logdet = _factor(kernels, self._pi.T.copy(), self._bT)
 
     def predict_latent(self, K_star: ArrayLike | list[Array], k_diag: ArrayLike) -> tuple[Array, Array]:
         r""":math:`\mu_{*c} = k_{*c}^T \alpha_c`,
