@@ -6,8 +6,8 @@ The fit has three steps:
 
 1. the kernel's hyperparameters are learned by the *dense* joint model's evidence
    (:class:`~relaxep.estimators._multiclass_models._JointModel`) on a stratified subset of ``optimizer_subset``
-   rows (default :data:`~relaxep.estimators._multiclass_models.SEARCH_ROWS`, or all rows where there are fewer): the sparse posterior has no evidence
-   gradient;
+   rows (default :data:`~relaxep.estimators._multiclass_models.SEARCH_ROWS`, or all rows where there are fewer):
+   the sparse posterior has no evidence gradient;
 2. the ``M`` inducing inputs are placed by ``inducing_init`` (k-means by default,
    :func:`~relaxep.estimators._inducing.initial_inducing_points`) or taken as given, and *not learned*
    (``learn_inducing_points`` does not apply);
