@@ -82,12 +82,9 @@ def test_the_default_classifier_on_every_path(path):
 def test_the_default_multiclass_classifier_on_every_path(path):
     name, options = path
     X, y = _classes(N, 1)
-    clf = GPClassifier(random_state=0, **options)
-    if name != "dense":  # the joint model is dense only: refused at the door, naming the sparse remedy
-        with pytest.raises(ValueError, match="one_vs_rest"):
-            clf.fit(X, y)
-        clf.set_params(multi_class="one_vs_rest")
-    clf.fit(X, y)
+    clf = GPClassifier(random_state=0, **options).fit(X, y)  # (the default: one-vs-rest, a binary fit per class)
+    assert clf.model_.__class__.__name__ == "_OneVsRest"
+    assert all((getattr(e, "inducing_points_", None) is not None) == (name != "dense") for e in clf.estimators_)
     Xt, _ = _classes(N_TEST, 8)
     p = clf.predict_proba(Xt)
     assert p.shape == (N_TEST, 3) and np.allclose(p.sum(axis=1), 1.0)

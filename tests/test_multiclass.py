@@ -267,8 +267,9 @@ def test_classifier_multiclass_string_labels_and_modes(three_class_problem):
     X, y = three_class_problem
     names = np.array(["ant", "bee", "cat"])[y]
     X0, n0 = X.copy(), names.copy()
-    joint = GPClassifier(optimizer=None).fit(X, names)
-    ovr = GPClassifier(optimizer=None, multi_class="one_vs_rest").fit(X, names)
+    joint = GPClassifier(optimizer=None, multi_class="joint").fit(X, names)
+    ovr = GPClassifier(optimizer=None).fit(X, names)  # (the default: one-vs-rest)
+    assert ovr.model_.__class__.__name__ == "_OneVsRest"
     np.testing.assert_array_equal(X, X0)
     np.testing.assert_array_equal(names, n0)
     for clf in (joint, ovr):
@@ -286,7 +287,7 @@ def test_classifier_multiclass_string_labels_and_modes(three_class_problem):
 
 def test_classifier_learns_hyperparameters_by_the_joint_evidence(three_class_problem):
     X, y = three_class_problem
-    clf = GPClassifier(random_state=0, prior=None).fit(X, y)  # (ML-II: the evidence's stationary point)
+    clf = GPClassifier(random_state=0, prior=None, multi_class="joint").fit(X, y)  # (ML-II: a stationary point)
     lml, grad = clf.log_marginal_likelihood(clf.kernel_.theta, eval_gradient=True)
     assert lml == pytest.approx(clf.log_marginal_likelihood_value_, abs=1e-3)
     inside = (clf.kernel_.theta > clf.kernel_.bounds[:, 0] + 1e-3) & (
@@ -294,7 +295,7 @@ def test_classifier_learns_hyperparameters_by_the_joint_evidence(three_class_pro
     )
     # a stationary point of the evidence, to the search's stopping rule (0.1 nat per e-fold, EP to tol 1e-2)
     assert np.all(np.abs(grad[inside]) < 0.25)
-    start = GPClassifier(optimizer=None).fit(X, y)
+    start = GPClassifier(optimizer=None, multi_class="joint").fit(X, y)
     assert clf.log_marginal_likelihood_value_ >= start.log_marginal_likelihood_value_ - 1e-6
 
 
@@ -310,7 +311,7 @@ def test_classifier_learns_hyperparameters_by_the_joint_evidence(three_class_pro
 def test_classifier_multiclass_bad_arguments(three_class_problem, kwargs, error, match):
     X, y = three_class_problem
     with pytest.raises(error, match=match):
-        GPClassifier(**kwargs).fit(X, y)
+        GPClassifier(**{"multi_class": "joint", **kwargs}).fit(X, y)
 
 
 def test_infer_multiclass_bad_input():

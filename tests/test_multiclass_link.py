@@ -14,8 +14,8 @@ from scipy import integrate, stats
 from relaxep.likelihoods.multiclass import independent_log_proba
 
 
-def _quad(m, v, c):
-    sd = np.sqrt(1.0 + v)
+def _quad(m, v, c, tau=1.0):
+    sd = np.sqrt(tau**2 + v)
 
     def integrand(w):
         others = [stats.norm.cdf((w - m[j]) / sd[j]) for j in range(m.size) if j != c]
@@ -93,4 +93,5 @@ def test_one_vs_rest_probabilities_are_the_link_of_its_binary_latents():
         latents = [e.latent_mean_and_variance(Xt[i : i + 1]) for e in clf.estimators_]
         m = np.array([float(a[0]) for a, _ in latents])
         v = np.array([float(b[0]) for _, b in latents])
-        np.testing.assert_allclose(p[i], [_quad(m, v, c) for c in range(3)], atol=1e-9)
+        tau = clf.model_.link_noise_
+        np.testing.assert_allclose(p[i], [_quad(m, v, c, tau) for c in range(3)], atol=1e-9)

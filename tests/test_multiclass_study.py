@@ -71,12 +71,13 @@ def test_the_waveform_cells_are_the_estimators_as_constructed():
     assert rows[study.SKLEARN_WIDE]["kernel"].count("RBF") == 3  # one kernel per class
 
 
-def test_an_iris_fold_and_its_one_vs_rest_cell():
-    rows = [study._fit_cell({"data": "iris", "fold": 0}, m) for m in (study.OVR_EP, study.SKLEARN)]
+def test_an_iris_fold_and_its_joint_and_scikit_learn_cells():
+    rows = [study._fit_cell({"data": "iris", "fold": 0}, m) for m in (study.DEFAULTS, study.JOINT_EP, study.SKLEARN)]
     for row in rows:
         assert row["n_train"] == 120 and row["n_test"] == 30
         assert 0.0 <= row["error"] < 0.2 and 0.0 < row["nll"] < 1.0 and row["fit_s"] > 0
-    assert rows[0]["kernel"].count("RBF") == 3  # one binary model per class
+    assert rows[0]["kernel"].count("RBF") == 3  # the default: one binary model per class
+    assert rows[1]["kernel"].count("RBF") == 1  # the joint model: one kernel shared by the classes
 
 
 def test_the_digits_defaults_are_also_timed_with_no_thread_limit():

@@ -126,8 +126,8 @@ def test_row_blocks_and_threads_do_not_change_the_answer(monkeypatch):
 def test_estimator_with_inducing_points_fits_and_predicts_like_the_dense_joint_model():
     X, y = make_blobs(240, centers=4, n_features=2, cluster_std=2.0, random_state=0)
     Xt, yt, X, y = X[160:], y[160:], X[:160], y[:160]
-    dense = GPClassifier(random_state=0).fit(X, y)
-    sparse = GPClassifier(inducing_points=25, random_state=0).fit(X, y)
+    dense = GPClassifier(multi_class="joint", random_state=0).fit(X, y)
+    sparse = GPClassifier(multi_class="joint", inducing_points=25, random_state=0).fit(X, y)
     assert sparse.inducing_points_.shape == (25, 2)
     assert isinstance(sparse.result_.posterior, SparseNestedPosterior) and sparse.result_.converged
     p = sparse.predict_proba(Xt)
@@ -148,8 +148,8 @@ def test_estimator_with_inducing_points_fits_and_predicts_like_the_dense_joint_m
 def test_loo_with_inducing_inputs_at_the_training_inputs_is_the_dense_models():
     X, y = make_blobs(45, centers=3, n_features=2, cluster_std=1.5, random_state=2)
     kernel = C(3.0) * RBF(1.5)
-    dense = GPClassifier(kernel, optimizer=None, tol=1e-8).fit(X, y)
-    sparse = GPClassifier(kernel, optimizer=None, tol=1e-8, inducing_points=X).fit(X, y)
+    dense = GPClassifier(kernel, optimizer=None, tol=1e-8, multi_class="joint").fit(X, y)
+    sparse = GPClassifier(kernel, optimizer=None, tol=1e-8, inducing_points=X, multi_class="joint").fit(X, y)
     np.testing.assert_allclose(sparse.loo().pointwise, dense.loo().pointwise, atol=2e-5)  # (priors 1e-6 apart)
     np.testing.assert_allclose(sparse.loo_predict().proba, dense.loo_predict().proba, atol=2e-5)
 
@@ -159,11 +159,11 @@ def test_bad_input_is_named():
     with pytest.raises(TypeError, match="inducing_points"):
         GPClassifier(likelihood=RobustMax(), inducing_points=5, optimizer=None).fit(X, y)
     with pytest.raises(ValueError, match="inducing_points"):
-        GPClassifier(inducing_points=np.zeros((5, 3)), optimizer=None).fit(X, y)
+        GPClassifier(inducing_points=np.zeros((5, 3)), optimizer=None, multi_class="joint").fit(X, y)
     with pytest.raises(ValueError, match="inducing_points"):
-        GPClassifier(inducing_points=0, optimizer=None).fit(X, y)
+        GPClassifier(inducing_points=0, optimizer=None, multi_class="joint").fit(X, y)
     with pytest.raises(ValueError, match="optimizer"):
-        GPClassifier(inducing_points=5, optimizer="stochastic").fit(X, y)
+        GPClassifier(inducing_points=5, optimizer="stochastic", multi_class="joint").fit(X, y)
     Phi = np.random.default_rng(0).normal(size=(40, 4))
     with pytest.raises(TypeError, match="likelihood"):
         infer_multiclass_sparse(Phi, y, RobustMax())

@@ -29,7 +29,7 @@ from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
 from relaxep.estimators._exact import _ExactModel
-from relaxep.estimators._loo_multiclass import ClassTail, joint_loo, one_vs_rest_loo
+from relaxep.estimators._loo_multiclass import ClassTail, fit_link_noise, joint_loo, one_vs_rest_loo
 from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel, proba_of
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest
@@ -38,7 +38,7 @@ from relaxep.inference.loo import CavityLOO, cavity_loo
 from relaxep.likelihoods import BinaryLikelihood, OrdinalProbit
 from relaxep.likelihoods.counts import CountLikelihood
 
-__all__ = ["estimator_loo", "estimator_loo_predict", "exact_loo"]
+__all__ = ["estimator_loo", "estimator_loo_predict", "exact_loo", "one_vs_rest_link_noise"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -174,6 +174,12 @@ def _multiclass_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]
     if isinstance(model, _OneVsRest):
         return one_vs_rest_loo(model, lambda binary: _terms(binary)[0])
     return joint_loo(model)  # (the same cavities, dense or low-rank)
+
+
+def one_vs_rest_link_noise(model: _OneVsRest) -> float:
+    """The one-vs-rest link's noise by the leave-one-out predictive of its binary models' cavities
+    (:func:`~relaxep.estimators._loo_multiclass.fit_link_noise`)."""
+    return fit_link_noise(model, lambda binary: _terms(binary)[0])
 
 
 def estimator_loo(estimator: Any) -> LooResult:

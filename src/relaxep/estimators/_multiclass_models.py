@@ -204,8 +204,10 @@ class _OneVsRest:
     """One binary estimator per class (``make_binary(**changes)`` makes one, its parameters changed by ``changes``),
     the classes' probabilities the multinomial probit of their latents (:meth:`decision_function`)."""
 
-    def __init__(self, make_binary: Callable[[], Any], n_jobs: int | None = None) -> None:
+    def __init__(self, make_binary: Callable[..., Any], n_jobs: int | None = None) -> None:
         self.make_binary, self.n_jobs = make_binary, n_jobs
+        #: the link's noise :math:`\tau` (:meth:`decision_function`; set after the fit by leave-one-out)
+        self.link_noise_ = 1.0
 
     def fit(self, X: Any, y: NDArray, n_classes: int, rows: NDArray | None = None) -> None:
         """One binary fit per class; with ``rows`` (:func:`search_rows`), each learns its kernel on those rows, then
@@ -234,8 +236,11 @@ class _OneVsRest:
 
     def decision_function(self, X: Any) -> Array:
         r"""Log class probabilities ``(n, C)``: the multinomial probit of the ``C`` binary latents taken as
-        independent Gaussians :math:`N(m_c, v_c)` (:func:`~relaxep.likelihoods.multiclass.independent_log_proba`),
-        :math:`p(y = c) = \int N(w | m_c, 1 + v_c) \prod_{j \ne c} \Phi((w - m_j) / \sqrt{1 + v_j})\, dw`.
+        independent Gaussians :math:`N(m_c, v_c)`, :math:`y = \arg\max_c (f_c + \tau e_c)`
+        (:func:`~relaxep.likelihoods.multiclass.independent_log_proba` at :math:`m / \tau`, :math:`v / \tau^2`),
+        :math:`p(y = c) = \int N(w | m_c, \tau^2 + v_c) \prod_{j \ne c} \Phi((w - m_j) / \sqrt{\tau^2 + v_j})\,
+        dw`, with the link's noise :math:`\tau` (:attr:`link_noise_`) chosen by the leave-one-out predictive
+        (:func:`~relaxep.estimators._loo_multiclass.fit_link_noise`).
 
         .. versionchanged:: 0.6
            It was :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` of each class's log-odds :math:`d_c`
@@ -243,7 +248,8 @@ class _OneVsRest:
            NLL 0.093 against 0.052 at the same latents (``docs/multiclass``).
         """
         mean, var = self.predict_latent(X)
-        return independent_log_proba(mean, var)
+        tau = self.link_noise_
+        return independent_log_proba(mean / tau, var / tau**2)
 
     def predict_log_proba(self, X: Any) -> Array:
         return self.decision_function(X)
