@@ -95,3 +95,21 @@ def test_one_vs_rest_probabilities_are_the_link_of_its_binary_latents():
         v = np.array([float(b[0]) for _, b in latents])
         tau = clf.model_.link_noise_
         np.testing.assert_allclose(p[i], [_quad(m, v, c, tau) for c in range(3)], atol=1e-9)
+
+
+def test_the_binary_search_backtracks_from_a_failed_first_step():
+    """Digits' "0 against the rest" on 300 rows: L-BFGS-B's first step from the default kernel reaches the bounds'
+    corner (amplitude and length scale 1e5), where EP fails; the search backtracks instead of ending at its start
+    (before, the kernel stayed 1**2 * RBF(1) and every one-vs-rest fit of digits had that class unlearned)."""
+    from sklearn.datasets import load_digits
+
+    from relaxep import GPClassifier
+
+    X, y = load_digits(return_X_y=True)
+    X, y = X[:300] / 16.0, (y[:300] == 0).astype(int)
+    seen = []
+    clf = GPClassifier(random_state=0, callback=lambda step: seen.append(step.log_evidence)).fit(X, y)
+    assert not np.all(np.isfinite(seen))  # a failed evaluation happened ...
+    assert np.all(np.abs(clf.kernel_.theta) > 0.5)  # ... and the search moved on from the start (0, 0)
+    start = GPClassifier(optimizer=None).fit(X, y).log_marginal_likelihood_value_
+    assert clf.log_marginal_likelihood_value_ > start + 10
