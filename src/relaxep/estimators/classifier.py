@@ -31,7 +31,7 @@ from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._loo import one_vs_rest_link_noise
 from relaxep.estimators._models import _BinaryModel, label_of
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest, search_rows
-from relaxep.estimators._search import FitReport, SearchPolicy, SearchStep
+from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -195,10 +195,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         ``weights``, ``names`` and ``log_posterior`` (absent with ``integrate="map"``).
     """
 
-    #: a failed run is backtracked from: L-BFGS-B's first step can reach the bounds' corner, where EP fails, and
-    #: without this the search ended at its start (digits' "0 against the rest" at 400 rows); the runs and the
-    #: stall rule otherwise as before
-    search_policy = SearchPolicy(backtrack=True)
+    #: the regressor's policy: a failed run is backtracked from (L-BFGS-B's first step can reach the bounds' corner,
+    #: where EP fails: before, the search ended at its start, digits' "0 against the rest" at 400 rows), the
+    #: search's runs are EP's alone and give up after 10 sweeps without progress (backtracking alone, each failed
+    #: run through the cascade: 9.0 s against 2.6 s on that fit)
+    search_policy = ROBUST
 
     def __init__(
         self,
