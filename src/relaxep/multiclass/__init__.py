@@ -11,7 +11,8 @@ The two posteriors live in :mod:`relaxep.posterior.multiclass` (``NestedPosterio
 ``RobustMaxPosterior``), the damped parallel loop that runs both and :class:`MulticlassResult`
 in :mod:`relaxep.inference.damped_parallel`.
 
-:class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``).
+:class:`relaxep.GPClassifier` uses them for more than two classes (``multi_class="joint"``); its default
+one-vs-rest model's class probabilities are :func:`independent_log_proba` of the binary latents.
 """
 
 from relaxep.inference.multiclass import (
@@ -20,7 +21,7 @@ from relaxep.inference.multiclass import (
     infer_multiclass,
     infer_multiclass_sparse,
 )
-from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit, RobustMax, independent_log_proba
 
 __all__ = [
     "MulticlassLikelihood",
@@ -28,6 +29,7 @@ __all__ = [
     "MultinomialProbit",
     "RobustMax",
     "evidence_gradient",
+    "independent_log_proba",
     "infer_multiclass",
     "infer_multiclass_sparse",
 ]
