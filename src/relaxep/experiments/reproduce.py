@@ -67,7 +67,7 @@ def reproduce(
     if paper_study:
         title = "reproduction of Qi & Guo, relaxed EP"
     elif list(studies) == ["multiclass"]:
-        title = "multi-class GP classification by joint EP"
+        title = "multi-class GP classification by EP, one-vs-rest and joint"
     elif list(studies) == ["regression"]:
         title = "robust GP regression by EP"
     elif list(studies) == ["censored"]:
