@@ -1,7 +1,8 @@
 """Sparse multi-class GP classification at scale: the joint model (nested EP under a low-rank prior) against
 one-vs-rest sparse fits with the same number of inducing inputs (issue 56).
 
-``python benchmarks/sparse_multiclass.py --n 100000 --m 100 [--skip-ovr | --skip-joint]`` fits, on ``n`` training rows and 10^4 test rows,
+``python benchmarks/sparse_multiclass.py --n 100000 --m 100 [--skip-ovr | --skip-joint]`` fits, on ``n`` training
+rows and 10^4 test rows,
 
 * ``GPClassifier(inducing_points=M, multi_class="joint")`` (the kernel learned by the dense joint model on
   500 stratified rows, ``M`` k-means inducing inputs, nested EP on all rows), and

@@ -30,6 +30,7 @@ from relaxep.estimators._inducing import check_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._loo import one_vs_rest_link_noise
 from relaxep.estimators._models import _BinaryModel, label_of
+from relaxep.estimators._multiclass_checks import check_class_kernels, check_joint_options
 from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest, search_rows
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
@@ -259,7 +260,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
                 "only; use integrate='map', or multi_class='one_vs_rest' (each binary model integrated)"
             )
         if isinstance(self.kernel, CompoundKernel):
-            self._check_class_kernels(classes.size)
+            check_class_kernels(self.kernel, classes.size, self._multi_class())
         if not numpy:
             self._check_array_api(classes)
         self.classes_ = classes
@@ -290,20 +291,6 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
             return self.multi_class
         joint = isinstance(self.likelihood, MulticlassLikelihood) or isinstance(self.kernel, CompoundKernel)
         return "joint" if joint else "one_vs_rest"
-
-    def _check_class_kernels(self, n_classes: int) -> None:
-        """A ``CompoundKernel``: one kernel per class of the joint model, and only there."""
-        if n_classes < 3 or self._multi_class() != "joint":
-            raise ValueError(
-                "kernel: a CompoundKernel holds one kernel per class of the joint multi-class model (more than two "
-                f"classes, multi_class='joint'); here there are {n_classes} classes and multi_class="
-                f"{self.multi_class!r}: give one kernel"
-            )
-        if len(self.kernel.kernels) != n_classes:
-            raise ValueError(
-                f"kernel: the CompoundKernel holds {len(self.kernel.kernels)} kernels, one per class is needed "
-                f"(the data have {n_classes} classes)"
-            )
 
     def _check_array_api(self, classes: NDArray) -> None:
         """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with
@@ -340,19 +327,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
 
     def _fit_joint(self, y: NDArray) -> tuple[_JointModel | _SparseJointModel, FitReport]:
         likelihood = MultinomialProbit() if self.likelihood is None else self.likelihood
-        if not isinstance(likelihood, MulticlassLikelihood):
-            raise TypeError(
-                "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
-                f"(relaxep.MultinomialProbit or relaxep.RobustMax), got {likelihood!r}; "
-                "use multi_class='one_vs_rest' for a binary likelihood"
-            )
-        if self.rule is not None and not (isinstance(self.rule, str) and self.rule == "auto"):
-            raise ValueError(
-                f"rule={self.rule!r} does not apply to joint multi-class inference (nested EP); leave it None"
-            )
+        check_joint_options(self, likelihood)
         n_classes = self.classes_.size
-        if self.optimizer_subset is not None and int(self.optimizer_subset) < n_classes:
-            raise ValueError(f"optimizer_subset must be at least the number of classes, got {self.optimizer_subset!r}")
         model: _JointModel | _SparseJointModel
         if self.inducing_points is None:
             model = _JointModel(
@@ -360,22 +336,6 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
                 max_sweeps=self.max_sweeps, tol=self.tol, warm_start=self.warm_start,
             )  # fmt: skip
         else:
-            if not isinstance(likelihood, MultinomialProbit):
-                raise TypeError(
-                    f"likelihood={likelihood!r} with inducing_points: the sparse joint multi-class model is nested EP "
-                    "for MultinomialProbit only (the robust max's EP is dense); drop inducing_points, or use "
-                    "MultinomialProbit() or multi_class='one_vs_rest'"
-                )
-            if isinstance(self.kernel_, CompoundKernel):
-                raise ValueError(
-                    "kernel: one kernel per class (a CompoundKernel) is for the dense joint model; with "
-                    "inducing_points give one kernel, shared by the classes"
-                )
-            if isinstance(self.optimizer, str) and self.optimizer == "stochastic":
-                raise ValueError(
-                    "optimizer='stochastic' does not apply to the sparse joint multi-class model: its kernel is "
-                    "learned by the dense joint model on optimizer_subset rows; use 'auto' or 'fmin_l_bfgs_b'"
-                )
             model = _SparseJointModel(
                 self.kernel_, likelihood, n_classes, self._search(), noise=self.jitter,
                 inducing_points=check_inducing_points(self.inducing_points, self.n_features_in_),

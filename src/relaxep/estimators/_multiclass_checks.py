@@ -1,0 +1,62 @@
+"""What ``GPClassifier`` checks before a multi-class fit: a ``CompoundKernel``'s place and size, and the options
+the joint model (dense or sparse) takes.  Each refusal names the argument and the remedy."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sklearn.gaussian_process.kernels import CompoundKernel
+
+from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit
+
+__all__ = ["check_class_kernels", "check_joint_options"]
+
+
+def check_class_kernels(kernel: CompoundKernel, n_classes: int, multi_class: str) -> None:
+    """A ``CompoundKernel``: one kernel per class of the joint model (``multi_class`` resolved), and only there."""
+    if n_classes < 3 or multi_class != "joint":
+        raise ValueError(
+            "kernel: a CompoundKernel holds one kernel per class of the joint multi-class model (more than two "
+            f"classes, multi_class='joint'); here there are {n_classes} classes and multi_class="
+            f"{multi_class!r}: give one kernel"
+        )
+    if len(kernel.kernels) != n_classes:
+        raise ValueError(
+            f"kernel: the CompoundKernel holds {len(kernel.kernels)} kernels, one per class is needed "
+            f"(the data have {n_classes} classes)"
+        )
+
+
+def check_joint_options(estimator: Any, likelihood: Any) -> None:
+    """The joint model's ``likelihood`` (multi-class), ``rule`` (none), ``optimizer_subset`` (at least ``C``) and,
+    with ``inducing_points``, the sparse model's: the multinomial probit, one kernel, no stochastic search."""
+    if not isinstance(likelihood, MulticlassLikelihood):
+        raise TypeError(
+            "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
+            f"(relaxep.MultinomialProbit or relaxep.RobustMax), got {likelihood!r}; "
+            "use multi_class='one_vs_rest' for a binary likelihood"
+        )
+    rule = estimator.rule
+    if rule is not None and not (isinstance(rule, str) and rule == "auto"):
+        raise ValueError(f"rule={rule!r} does not apply to joint multi-class inference (nested EP); leave it None")
+    n_classes, subset = estimator.classes_.size, estimator.optimizer_subset
+    if subset is not None and int(subset) < n_classes:
+        raise ValueError(f"optimizer_subset must be at least the number of classes, got {subset!r}")
+    if estimator.inducing_points is None:
+        return
+    if not isinstance(likelihood, MultinomialProbit):
+        raise TypeError(
+            f"likelihood={likelihood!r} with inducing_points: the sparse joint multi-class model is nested EP "
+            "for MultinomialProbit only (the robust max's EP is dense); drop inducing_points, or use "
+            "MultinomialProbit() or multi_class='one_vs_rest'"
+        )
+    if isinstance(estimator.kernel_, CompoundKernel):
+        raise ValueError(
+            "kernel: one kernel per class (a CompoundKernel) is for the dense joint model; with "
+            "inducing_points give one kernel, shared by the classes"
+        )
+    if isinstance(estimator.optimizer, str) and estimator.optimizer == "stochastic":
+        raise ValueError(
+            "optimizer='stochastic' does not apply to the sparse joint multi-class model: its kernel is "
+            "learned by the dense joint model on optimizer_subset rows; use 'auto' or 'fmin_l_bfgs_b'"
+        )
