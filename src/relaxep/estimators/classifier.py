@@ -129,8 +129,8 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         subset of this many training points (stratified by class for more than two classes:
         ``O(C m^3)`` per evidence evaluation instead of ``O(C n^3)``), then fit the posterior on all of
         them.  ``None``: all points, except with more than two classes, where it is 500 (the
-        one-vs-rest models' kernels, or the joint model's; on digits the error and NLL of 500 rows'
-        kernels are those of all 1297 rows' at a tenth of the time, ``docs/multiclass``).
+        one-vs-rest models' kernels, or the joint model's; on digits one-vs-rest errs on 1.4% either
+        way, fitted in 46 s against 744 s on all 1297 rows, ``docs/decisions.md``).
     optimizer_maxiter : int or None, default None
         Iterations of L-BFGS-B (``None``: scipy's default), or steps of the stochastic search.
     multi_class : {"auto", "one_vs_rest", "joint"}, default ``"auto"``
