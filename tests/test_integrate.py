@@ -240,7 +240,7 @@ def test_joint_multiclass_refuses_integrate():
     X, _, _ = classification_data()
     y = np.digitize(X[:, 0], [-0.5, 0.5])
     with pytest.raises(ValueError, match=r"integrate=.ccd.*one_vs_rest"):
-        GPClassifier(integrate="ccd").fit(X, y)
+        GPClassifier(integrate="ccd", multi_class="joint").fit(X, y)
 
 
 def test_map_has_no_samples():

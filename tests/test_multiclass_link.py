@@ -113,3 +113,35 @@ def test_the_binary_search_backtracks_from_a_failed_first_step():
     assert np.all(np.abs(clf.kernel_.theta) > 0.5)  # ... and the search moved on from the start (0, 0)
     start = GPClassifier(optimizer=None).fit(X, y).log_marginal_likelihood_value_
     assert clf.log_marginal_likelihood_value_ > start + 10
+
+
+def test_one_vs_rest_evidence_is_the_mean_of_its_binary_models():
+    """scikit-learn's one-vs-rest convention: ``kernel_`` a CompoundKernel of the classes' kernels, the log evidence
+    the binary models' mean, at ``kernel_.theta`` or at one kernel's theta for every class; its gradient against
+    central differences."""
+    from sklearn.gaussian_process.kernels import CompoundKernel
+
+    from relaxep import GPClassifier, Probit
+
+    rng = np.random.default_rng(4)
+    y = np.repeat(np.arange(3), 8)
+    X = np.array([[0.0, 1.2], [-1.0, -0.6], [1.0, -0.6]])[y] + 0.8 * rng.standard_normal((24, 2))
+    clf = GPClassifier(likelihood=Probit(), tol=1e-10, random_state=0).fit(X, y)
+    assert isinstance(clf.kernel_, CompoundKernel) and clf.kernel_.theta.size == 6
+    binary = [e.log_marginal_likelihood(e.kernel_.theta) for e in clf.estimators_]
+    assert clf.log_marginal_likelihood(clf.kernel_.theta) == pytest.approx(np.mean(binary), abs=1e-6)
+    assert clf.log_marginal_likelihood_value_ == pytest.approx(np.mean(binary), abs=1e-6)
+    one = np.array([0.3, -0.2])
+    shared = np.mean([e.log_marginal_likelihood(one) for e in clf.estimators_])
+    assert clf.log_marginal_likelihood(one) == pytest.approx(shared, abs=1e-6)
+    theta = clf.kernel_.theta
+    _, grad = clf.log_marginal_likelihood(theta, eval_gradient=True)
+    h = 1e-4
+    for j in (0, 3, 5):
+        up, down = theta.copy(), theta.copy()
+        up[j] += h
+        down[j] -= h
+        fd = (clf.log_marginal_likelihood(up) - clf.log_marginal_likelihood(down)) / (2 * h)
+        assert grad[j] == pytest.approx(fd, abs=1e-4)
+    with pytest.raises(ValueError, match="theta"):
+        clf.log_marginal_likelihood(np.zeros(4))

@@ -57,7 +57,7 @@ def test_the_per_class_gradient_against_finite_differences(problem):
 def test_equal_class_kernels_are_the_shared_kernel(problem):
     X, y = problem
     shared = CK(2.0) * RBF(0.9)
-    clf_shared = GPClassifier(kernel=shared, optimizer=None).fit(X, y)
+    clf_shared = GPClassifier(kernel=shared, optimizer=None, multi_class="joint").fit(X, y)
     clf_class = GPClassifier(kernel=CompoundKernel([shared] * 3), optimizer=None).fit(X, y)
     assert clf_class.log_marginal_likelihood_value_ == pytest.approx(clf_shared.log_marginal_likelihood_value_)
     np.testing.assert_allclose(clf_class.predict_proba(X[:5]), clf_shared.predict_proba(X[:5]), rtol=1e-8)

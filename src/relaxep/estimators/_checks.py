@@ -79,8 +79,12 @@ def check_kernel(kernel: object, per_output: bool = False) -> None:
             f"kernel must be a scikit-learn Kernel (sklearn.gaussian_process.kernels, e.g. "
             f"ConstantKernel(1.0) * RBF(1.0)) or None, got {kernel!r}"
         )
-    if isinstance(kernel, CompoundKernel) and not per_output:
-        raise ValueError("kernel cannot be a CompoundKernel: it holds one kernel per output")
+    if isinstance(kernel, CompoundKernel):
+        parts = getattr(kernel, "kernels", None)
+        valid = isinstance(parts, list | tuple) and len(parts) > 0 and all(isinstance(k, Kernel) for k in parts)
+        if not (per_output and valid):
+            where = " (one kernel per class of the joint multi-class model: a list of kernels)" if per_output else ""
+            raise ValueError(f"kernel cannot be a CompoundKernel here: it holds one kernel per output{where}")
 
 
 def check_likelihood(likelihood: object, accepted: str, kinds: tuple[type, ...] = (Likelihood,)) -> None:

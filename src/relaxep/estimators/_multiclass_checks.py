@@ -16,13 +16,13 @@ def check_class_kernels(kernel: CompoundKernel, n_classes: int, multi_class: str
     """A ``CompoundKernel``: one kernel per class of the joint model (``multi_class`` resolved), and only there."""
     if n_classes < 3 or multi_class != "joint":
         raise ValueError(
-            "kernel: a CompoundKernel holds one kernel per class of the joint multi-class model (more than two "
-            f"classes, multi_class='joint'); here there are {n_classes} classes and multi_class="
+            "kernel cannot be a CompoundKernel here: it holds one kernel per class of the joint multi-class model "
+            f"(more than two classes, multi_class='joint'); here there are {n_classes} classes and multi_class="
             f"{multi_class!r}: give one kernel"
         )
     if len(kernel.kernels) != n_classes:
         raise ValueError(
-            f"kernel: the CompoundKernel holds {len(kernel.kernels)} kernels, one per class is needed "
+            f"kernel cannot be this CompoundKernel: it holds {len(kernel.kernels)} kernels, one per class is needed "
             f"(the data have {n_classes} classes)"
         )
 

@@ -9,6 +9,7 @@ binary model of :mod:`relaxep.estimators._models`.  With ``inducing_points`` the
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
@@ -225,11 +226,25 @@ class _OneVsRest:
                 delayed(self.make_binary(kernel=e.kernel_, optimizer=None).fit)(X, (y == c).astype(int))
                 for c, e in zip(range(n_classes), learned, strict=True)
             )
-        self.kernel_ = self.estimators_[0].kernel_
-        self.log_marginal_likelihood_value_ = float(sum(e.log_marginal_likelihood_value_ for e in self.estimators_))
+        self.kernel_ = CompoundKernel([e.kernel_ for e in self.estimators_])
+        values = [e.log_marginal_likelihood_value_ for e in self.estimators_]
+        self.log_marginal_likelihood_value_ = float(np.mean(values))  # (scikit-learn's one-vs-rest convention)
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
-        raise ValueError("log_marginal_likelihood(theta) is not defined for one-vs-rest (one evidence per class)")
+        """The mean of the binary models' log evidence (scikit-learn's one-vs-rest convention), ``theta`` one
+        kernel's (every class at it; the gradient the mean of theirs) or the classes' in turn (``kernel_.theta``,
+        a ``CompoundKernel``'s; the gradient each class's entries over ``C``)."""
+        C, sizes = len(self.estimators_), [e.kernel_.theta.size for e in self.estimators_]
+        shared = theta.size == sizes[0] and len(set(sizes)) == 1
+        ends = np.cumsum([0, *sizes])
+        parts = [theta] * C if shared else [theta[a:b] for a, b in itertools.pairwise(ends)]
+        pairs = zip(self.estimators_, parts, strict=True)
+        values = [e.log_marginal_likelihood(t, eval_gradient, True) for e, t in pairs]
+        if not eval_gradient:
+            return np.float64(np.mean(values))
+        lml = np.float64(np.mean([v for v, _ in values]))
+        grads = [g for _, g in values]
+        return lml, (np.mean(grads, axis=0) if shared else np.concatenate(grads) / C)
 
     def predict_latent(self, X: Any) -> tuple[Array, Array]:
         pairs = [[to_numpy(a) for a in e.latent_mean_and_variance(X)] for e in self.estimators_]

@@ -184,9 +184,12 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     ----------
     classes_ : ndarray of shape (n_classes,)
     kernel_ : Kernel with the learned hyperparameters
+        One-vs-rest: a ``CompoundKernel`` of the classes' kernels (scikit-learn's convention); the joint model
+        with one kernel per class: its ``CompoundKernel``.
     result_ : InferenceResult (binary) or MulticlassResult (joint multi-class) of the final fit
-    estimators_ : list of GPClassifier (``multi_class="one_vs_rest"`` with more than two classes)
+    estimators_ : list of GPClassifier (one-vs-rest with more than two classes)
     log_marginal_likelihood_value_ : float
+        One-vs-rest: the binary models' mean (scikit-learn's convention).
     X_train_ : ndarray
     model_ : the fitted model (private): binary (dense or sparse), joint multi-class or one-vs-rest
     inducing_points_ : ndarray of shape (M, d)
@@ -349,6 +352,18 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     def _check_parameters(self) -> None:
         super()._check_parameters()
         check_jitter(self.jitter)
+
+    def _check_theta(self, theta: Array) -> None:
+        """One-vs-rest: ``kernel_.theta`` (the classes' kernels in turn) or one class kernel's, every class at it
+        (scikit-learn's convention); otherwise the base's."""
+        if not isinstance(getattr(self, "model_", None), _OneVsRest):
+            return super()._check_theta(theta)
+        sizes = {e.kernel_.theta.size for e in self.estimators_}
+        if theta.ndim != 1 or not (theta.size == self.kernel_.theta.size or (len(sizes) == 1 and theta.size in sizes)):
+            raise ValueError(
+                f"theta must have {self.kernel_.theta.size} entries (kernel_.theta, the classes' kernels in turn) or "
+                f"{min(sizes)} (one kernel's, every class at it), got shape {theta.shape}"
+            )
 
     # ------------------------------------------------------------ predict
     def latent_mean_and_variance(self, X: ArrayLike) -> tuple[Array, Array]:

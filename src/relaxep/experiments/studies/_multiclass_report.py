@@ -1,4 +1,4 @@
-"""The multi-class study's summary, its targets (issue 56) computed from the measured numbers, and its report
+"""The multi-class study's summary, its targets computed from the measured numbers, and its report
 section: :func:`summarize`, :func:`target_lines`, :func:`report_text`.
 
 A target is judged on the summary's means, never written in: on digits the defaults' error at most
