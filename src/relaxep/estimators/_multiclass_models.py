@@ -9,7 +9,6 @@ binary model of :mod:`relaxep.estimators._models`.  With ``inducing_points`` the
 
 from __future__ import annotations
 
-import itertools
 from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
@@ -31,6 +30,7 @@ from relaxep.inference.multiclass import evidence_gradient as multiclass_evidenc
 from relaxep.inference.warm import WarmStarts
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, independent_log_proba
 from relaxep.posterior import DensePrior
+from relaxep.posterior.base import Prior
 from relaxep.posterior.dense import kernel_matrix
 
 __all__ = ["SEARCH_ROWS", "ClassPriors", "_JointModel", "_OneVsRest", "class_matrices", "search_rows"]
@@ -69,13 +69,13 @@ def class_matrices(kernel: Kernel, X: Any, noise: float, eval_gradient: bool) ->
 
 
 def with_theta(kernel: Kernel, theta: Array) -> Kernel:
-    """``kernel.clone_with_theta(theta)``, a ``CompoundKernel``'s split between its kernels in turn (scikit-learn's
-    own ``CompoundKernel.theta`` setter does not split it)."""
+    """``kernel.clone_with_theta(theta)``, a ``CompoundKernel``'s split between its kernels in turn (as
+    :meth:`HyperVector.split` splits a tuple of kernels; scikit-learn's own ``CompoundKernel.theta`` setter does not
+    split it)."""
     if not isinstance(kernel, CompoundKernel):
         return kernel.clone_with_theta(theta)
-    ends = np.cumsum([0, *(k.n_dims for k in kernel.kernels)])
-    pieces = zip(kernel.kernels, ends[:-1], ends[1:], strict=True)
-    return CompoundKernel([k.clone_with_theta(theta[a:b]) for k, a, b in pieces])
+    kernels, _, _ = HyperVector(tuple(kernel.kernels)).split(np.asarray(theta, dtype=float))
+    return CompoundKernel(list(kernels))
 
 
 class ClassPriors:
@@ -89,16 +89,13 @@ class ClassPriors:
         self.kernel, self.X, self.noise = kernel, X, float(noise)
         self.K = class_matrices(kernel, X, noise, False)[0]
 
-    def predict_at(self, predict: Callable[[Array, Array], Any], X_test: Any) -> Any:
-        """``predict(K_*, k_**)`` with ``K_*`` (C, n_*, n) and ``k_**`` (C, n_*), in blocks of rows."""
-        parts = []
-        for s in range(0, X_test.shape[0], self.test_block):
-            rows = X_test[s : s + self.test_block]
-            K_star = np.stack([k(rows, self.X) for k in self.kernel.kernels])
-            parts.append(predict(K_star, np.stack([k.diag(rows) + self.noise for k in self.kernel.kernels])))
-        if isinstance(parts[0], tuple):
-            return tuple(np.concatenate(column) for column in zip(*parts, strict=True))
-        return np.concatenate(parts)
+    def cross_covariance(self, X_test: Any) -> tuple[Array, Array]:
+        """``K_*`` (C, n_*, n) and ``k_** + noise`` (C, n_*), one slice per class."""
+        kernels = self.kernel.kernels
+        return np.stack([k(X_test, self.X) for k in kernels]), np.stack([k.diag(X_test) + self.noise for k in kernels])
+
+    #: ``predict(K_*, k_**)`` in blocks of :attr:`test_block` rows, as every prior answers it
+    predict_at = Prior.predict_at
 
 
 class _JointModel:
@@ -234,10 +231,9 @@ class _OneVsRest:
         """The mean of the binary models' log evidence (scikit-learn's one-vs-rest convention), ``theta`` one
         kernel's (every class at it; the gradient the mean of theirs) or the classes' in turn (``kernel_.theta``,
         a ``CompoundKernel``'s; the gradient each class's entries over ``C``)."""
-        C, sizes = len(self.estimators_), [e.kernel_.theta.size for e in self.estimators_]
-        shared = theta.size == sizes[0] and len(set(sizes)) == 1
-        ends = np.cumsum([0, *sizes])
-        parts = [theta] * C if shared else [theta[a:b] for a, b in itertools.pairwise(ends)]
+        C, sizes = len(self.estimators_), {e.kernel_.theta.size for e in self.estimators_}
+        shared = len(sizes) == 1 and theta.size in sizes
+        parts = [theta] * C if shared else [k.theta for k in with_theta(self.kernel_, theta).kernels]
         pairs = zip(self.estimators_, parts, strict=True)
         values = [e.log_marginal_likelihood(t, eval_gradient, True) for e, t in pairs]
         if not eval_gradient:
