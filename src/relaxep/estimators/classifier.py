@@ -187,6 +187,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
         One-vs-rest: a ``CompoundKernel`` of the classes' kernels (scikit-learn's convention); the joint model
         with one kernel per class: its ``CompoundKernel``.
     result_ : InferenceResult (binary) or MulticlassResult (joint multi-class) of the final fit
+        One-vs-rest has none: each of ``estimators_`` holds its own.
     estimators_ : list of GPClassifier (one-vs-rest with more than two classes)
     log_marginal_likelihood_value_ : float
         One-vs-rest: the binary models' mean (scikit-learn's convention).
