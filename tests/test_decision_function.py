@@ -19,7 +19,7 @@ from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 from sklearn.utils.estimator_checks import check_decision_proba_consistency
 
-from oracles import quad
+from oracles import normal_pdf, quad
 from problems import curved_problem
 from relaxep import EP, GPClassifier, Logistic, NoisyProbit, NoisyStep, Probit, infer
 from relaxep.multiclass import MultinomialProbit, RobustMax
@@ -63,9 +63,7 @@ def _expected_log_odds(lik, mean, var):
             lo, hi = m - 12 * s, m + 12 * s
 
             def side(sign, m=m, s=s, lo=lo, hi=hi):
-                return quad(
-                    lambda f: stats.norm.pdf(f, m, s) / (1 + math.exp(-sign * f)), lo, hi, epsabs=0, epsrel=1e-12
-                )
+                return quad(lambda f: normal_pdf(f, m, s) / (1 + math.exp(-sign * f)), lo, hi, epsabs=0, epsrel=1e-12)
 
             out.append(math.log(side(1.0)) - math.log(side(-1.0)))
         return np.array(out)
