@@ -126,8 +126,8 @@ def test_what_the_device_loop_cannot_run(device_runs, problem):
     host_prior, device_prior, _ = _priors(X, "dense")
     y = labels[:250]
     rule = RelaxedEP()
-    host = infer(host_prior, y, Logistic(), rule, schedule="parallel", tol=1e-8)
-    device = infer(device_prior, y, Logistic(), rule, schedule="parallel", tol=1e-8)
+    host = infer(host_prior, y, Logistic(), rule, schedule="parallel", tol=1e-5)
+    device = infer(device_prior, y, Logistic(), rule, schedule="parallel", tol=1e-5)
     assert device_runs == [rule] and device.converged
     np.testing.assert_allclose(device.mean, host.mean, rtol=1e-6, atol=1e-8)
     with pytest.raises(TypeError, match="parallel schedule"):

@@ -265,6 +265,7 @@ def test_quick_tables_hold_what_the_protocol_says(quick_report):
         assert r["status"] in ("converged", "max_sweeps", "diverged", "stuck")
 
 
+@pytest.mark.slow  # a study with MCMC (12 s): with the slow studies
 def test_hardness_suite_rows_and_auto_targets():
     """Two small problems of the quick suite (one with MCMC ground truth): every method gives
     a row, the converged ones agree with MCMC, auto converges, and the summary's targets are
@@ -318,6 +319,7 @@ def test_a_rep_run_that_stopped_stuck_counts_against_never_diverges():
     assert verdict == "holds"
 
 
+@pytest.mark.slow  # a study end to end (11 s): with the slow studies
 def test_the_censored_study_reports_tobit_beside_the_naive_fits(tmp_path):
     """``relaxep reproduce censored`` (quick): the table, the Tobit fit's latent far closer to f than a GPR on the
     reported values, and EP within 0.2 posterior sd of the sampler."""

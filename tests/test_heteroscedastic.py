@@ -375,6 +375,7 @@ def test_clone_get_params_and_the_users_inputs_untouched():
         GPHeteroscedasticRegressor().predict(X)
 
 
+@pytest.mark.slow  # a study end to end (13 s): with the slow studies
 def test_the_heteroscedastic_study_reports_ep_beside_the_baselines(tmp_path):
     """``relaxep reproduce heteroscedastic`` (quick: 2 mcycle folds, one simulated draw of 100 rows)."""
     from relaxep.experiments.studies import heteroscedastic

@@ -65,7 +65,9 @@ print(json.dumps(out))
 )
 
 
-@pytest.mark.parametrize("library", ["array_api_strict", "torch"])
+# torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
+# is the stricter, and the one the test extra installs)
+@pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
 def test_loo_of_a_fit_on_another_library_is_the_numpy_fits(library):
     """A sparse GPClassifier at a fixed kernel, the exact GPRegressor (closed form, ``normalize_y``) and a Student-t
     EP regressor, each fitted on ``library``'s arrays (SciPy's array API on, scikit-learn's dispatch on): loo()'s

@@ -366,7 +366,7 @@ def test_ep_posterior_matches_elliptical_slice_sampling():
     K = _KERNEL(X) + 1e-8 * np.eye(X.shape[0])
     with threadpool_limits(limits=1, user_api="blas"):  # 30 x 30 solves: threads only add overhead
         mcmc = elliptical_slice(
-            K, y, lik, n_samples=4000, n_burn=1000, n_chains=4, random_state=1, approx=(res.mean, res.cov)
+            K, y, lik, n_samples=2000, n_burn=500, n_chains=4, random_state=1, approx=(res.mean, res.cov)
         )
     assert mcmc.converged
     sd = np.sqrt(mcmc.var)

@@ -142,6 +142,7 @@ def test_claims_read_hand_made_rows_correctly():
     assert {r["method"]: r["converged"] for r in summary}["EP"] == 0
 
 
+@pytest.mark.slow  # a study end to end (12 s): with the slow studies
 def test_the_study_runs_end_to_end_on_a_tiny_problem(tmp_path):
     from relaxep.experiments.studies.regression import FIXED_METHODS, LEARNED_METHODS, STRESS_SKIPS, report, run
     from relaxep.experiments.study import StudyContext

@@ -319,7 +319,9 @@ print(json.dumps(out))
 """
 
 
-@pytest.mark.parametrize("library", ["array_api_strict", "torch"])
+# torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
+# is the stricter, and the one the test extra installs)
+@pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
 def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(library):
     """scikit-learn's convention end to end: with array_api_dispatch (and SCIPY_ARRAY_API=1), a sparse
     GPClassifier at a fixed kernel fitted on another library's arrays gives numpy's answer in that library."""
