@@ -67,9 +67,20 @@ def _quad_tilted(k: int, cuts: list[float], sigma: float, m: float, v: float, u:
     near += [mode + t * s for s in (sigma, sd) for t in (-10, -3, -1, 1, 3, 10)]
     pts = np.unique(np.round([lo, hi, mode, *[p for p in [m, *near] if lo < p < hi]], 10))
 
+    edges = [-np.inf, *cuts, np.inf]
+
+    def h_at(f: float) -> float:
+        """``h`` at one point, as ``_ref_log_lik`` computes it (quad calls point by point: no arrays built)."""
+        a, c = (edges[k] - f) / sigma, (edges[k + 1] - f) / sigma
+        if a > 0:
+            a, c = -c, -a
+        with np.errstate(divide="ignore"):
+            log_lik = log_ndtr(c) + np.log1p(-np.exp(log_ndtr(a) - log_ndtr(c)))
+        return float(u * log_lik - 0.5 * (f - m) ** 2 / v)
+
     def integral(power, shift=0.0):
         def g(f):
-            return (f - m - shift) ** power * np.exp(float(h(f)) - top)
+            return (f - m - shift) ** power * np.exp(h_at(f) - top)
 
         # the integrand is 1 at the mode: pieces far below it need no relative accuracy (epsabs)
         return sum(integrate.quad(g, a, c, epsabs=1e-18, epsrel=1e-13, limit=200)[0] for a, c in pairwise(pts))
