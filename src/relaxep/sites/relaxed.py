@@ -287,7 +287,9 @@ def line_search(
     so memory is bounded (:data:`relaxep.sites.relaxed_on.SITE_POINTS`); ``None`` (the host): the whole stage, as
     numpy's adaptive rules, which size their nodes on the batch, always saw it.  A likelihood computed elementwise
     gives the same iterates either way.  On the host the last rule's test is read back once, after the grid, and
-    the zooms skipped where it holds; on a device it is an ``xp.where`` (nothing is read back).
+    the zooms skipped where it holds; on a device it is an ``xp.where`` (nothing is read back).  On the host with
+    ``site_points=None`` the running minimum is read off each stage's table of :math:`Q` by ``argmin`` instead
+    (``_host_line_search``: the same iterates, no Python step per point).
 
     Parameters
     ----------
