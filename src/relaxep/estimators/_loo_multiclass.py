@@ -72,10 +72,10 @@ def one_vs_rest_loo(model: Any, binary_terms: Any) -> tuple[Array, Array, Array,
     :class:`~relaxep.inference.loo.CavityLOO`."""
     mean, var, ok, improper = _cavities(model, binary_terms)
     y = np.asarray(model.y).astype(int)
-    rows, tau = np.arange(y.shape[0]), model.link_noise_
+    rows = np.arange(y.shape[0])
     loo, proba = np.full(y.shape[0], np.nan), np.full(mean.shape, np.nan)
     if np.any(ok):
-        proba[ok] = np.exp(independent_log_proba(mean[ok] / tau, var[ok] / tau**2))
+        proba[ok] = np.exp(independent_log_proba(mean[ok], var[ok], model.link_noise_))
         loo[ok] = np.log(proba[ok, y[ok]])
     in_sample = model.decision_function(model.X)[rows, y]
     cov = var[:, :, None] * np.eye(mean.shape[1])
@@ -95,10 +95,10 @@ def _cavities(model: Any, binary_terms: Callable[[Any], Any]) -> tuple[Array, Ar
 def fit_link_noise(model: Any, binary_terms: Callable[[Any], Any]) -> float:
     r"""The one-vs-rest link's noise: :math:`\tau` maximising the mean leave-one-out log predictive
     :math:`\frac1n \sum_i \log p_\tau(y_i | y_{-i})`, the multinomial probit of the binary models' cavities with
-    :math:`y = \arg\max_c (f_c + \tau e_c)` (:func:`independent_log_proba` at :math:`m / \tau`,
-    :math:`v / \tau^2`), within :data:`LINK_NOISE_BOUNDS`, on at most :data:`LINK_NOISE_ROWS` rows.  One scalar
-    chosen by the leave-one-out predictive, as stacking chooses weights (Yao, Vehtari, Simpson & Gelman 2018,
-    Bayesian Analysis 13); EP's cavities give it at no refit.  ``1.0`` where no row has proper cavities."""
+    :math:`y = \arg\max_c (f_c + \tau e_c)` (:func:`independent_log_proba` with ``noise`` :math:`\tau`),
+    within :data:`LINK_NOISE_BOUNDS`, on at most :data:`LINK_NOISE_ROWS` rows.  One scalar chosen by the
+    leave-one-out predictive, as stacking chooses weights (Yao, Vehtari, Simpson & Gelman 2018, Bayesian
+    Analysis 13); EP's cavities give it at no refit.  ``1.0`` where no row has proper cavities."""
     mean, var, ok, _ = _cavities(model, binary_terms)
     y = np.asarray(model.y).astype(int)
     rows = np.flatnonzero(ok)
@@ -108,8 +108,7 @@ def fit_link_noise(model: Any, binary_terms: Callable[[Any], Any]) -> float:
     m, v, labels = mean[rows], var[rows], y[rows]
 
     def minus_loo(log_tau: float) -> float:
-        tau = np.exp(log_tau)
-        return -float(np.mean(independent_log_proba(m / tau, v / tau**2)[np.arange(rows.size), labels]))
+        return -float(np.mean(independent_log_proba(m, v, np.exp(log_tau))[np.arange(rows.size), labels]))
 
     low, high = np.log(LINK_NOISE_BOUNDS)
     res = minimize_scalar(minus_loo, bounds=(low, high), method="bounded", options={"xatol": 1e-2})

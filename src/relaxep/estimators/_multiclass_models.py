@@ -249,7 +249,7 @@ class _OneVsRest:
     def decision_function(self, X: Any) -> Array:
         r"""Log class probabilities ``(n, C)``: the multinomial probit of the ``C`` binary latents taken as
         independent Gaussians :math:`N(m_c, v_c)`, :math:`y = \arg\max_c (f_c + \tau e_c)`
-        (:func:`~relaxep.likelihoods.multiclass.independent_log_proba` at :math:`m / \tau`, :math:`v / \tau^2`),
+        (:func:`~relaxep.likelihoods.multiclass.independent_log_proba` with ``noise`` :math:`\tau`),
         :math:`p(y = c) = \int N(w | m_c, \tau^2 + v_c) \prod_{j \ne c} \Phi((w - m_j) / \sqrt{\tau^2 + v_j})\,
         dw`, with the link's noise :math:`\tau` (:attr:`link_noise_`) chosen by the leave-one-out predictive
         (:func:`~relaxep.estimators._loo_multiclass.fit_link_noise`).
@@ -260,8 +260,7 @@ class _OneVsRest:
            NLL 0.093 against 0.052 at the same latents (``docs/multiclass``).
         """
         mean, var = self.predict_latent(X)
-        tau = self.link_noise_
-        return independent_log_proba(mean / tau, var / tau**2)
+        return independent_log_proba(mean, var, self.link_noise_)
 
     def predict_log_proba(self, X: Any) -> Array:
         return self.decision_function(X)

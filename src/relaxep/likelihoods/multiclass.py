@@ -56,12 +56,13 @@ def other_classes(y: Array, n_classes: int) -> Array:
     return grid[grid != y[:, None]].reshape(y.size, n_classes - 1)
 
 
-def independent_log_proba(mean: ArrayLike, var: ArrayLike, block: int = 1024) -> Array:
+def independent_log_proba(mean: ArrayLike, var: ArrayLike, noise: float = 1.0, block: int = 1024) -> Array:
     r"""The multinomial probit's predictive of independent Gaussian latents, ``(N, C)`` log probabilities.
 
-    With :math:`f_j \sim N(m_j, v_j)` independent and :math:`y = \arg\max_j (f_j + e_j)`,
-    :math:`e_j \sim N(0, 1)` (the multinomial probit, Girolami & Rogers 2006), the sums :math:`f_j + e_j` are
-    independent :math:`N(m_j, 1 + v_j)`, so
+    With :math:`f_j \sim N(m_j, v_j)` independent and :math:`y = \arg\max_j (f_j + \tau e_j)`,
+    :math:`e_j \sim N(0, 1)` (the multinomial probit, Girolami & Rogers 2006; :math:`\tau` the link's ``noise``,
+    which divides out: the latents at :math:`m / \tau`, :math:`v / \tau^2` with unit noise), the sums
+    :math:`f_j + e_j` (at :math:`\tau = 1`) are independent :math:`N(m_j, 1 + v_j)`, so
 
     .. math::
         p(y = c) = \int N(w | m_c, 1 + v_c) \prod_{j \ne c} \Phi\Big(\frac{w - m_j}{\sqrt{1 + v_j}}\Big) dw,
@@ -77,6 +78,9 @@ def independent_log_proba(mean: ArrayLike, var: ArrayLike, block: int = 1024) ->
         raise ValueError(f"mean and var must have the same shape (N, C) with C >= 2, got {mean.shape}, {var.shape}")
     if np.any(var < 0) or not np.all(np.isfinite(var)) or not np.all(np.isfinite(mean)):
         raise ValueError("mean must be finite and var finite and non-negative")
+    if not (np.isfinite(noise) and noise > 0):
+        raise ValueError(f"noise must be positive and finite, got {noise!r}")
+    mean, var = mean / noise, var / noise**2
     out = np.empty(mean.shape)
     n_classes = mean.shape[1]
     off = ~np.eye(n_classes, dtype=bool)  # (c, j): j != c

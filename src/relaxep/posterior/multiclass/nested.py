@@ -279,12 +279,11 @@ class NestedPosterior(NestedSweep):
         concatenated in class order; shape (sum p_c,).  :math:`Q_{cc} = E_c - E_c M^{-1} E_c`.
         """
         C = self.n_classes
-        if isinstance(dK, list) and len(dK) != C:
+        if not isinstance(dK, list):
+            return _trace_terms(self.alpha, sum(self._Q(c) for c in range(C)), dK)
+        if len(dK) != C:
             raise ValueError(f"dK: one gradient per class ({C}), got {len(dK)}")
-        Q = [self._Q(c) for c in range(C)] if isinstance(dK, list) else [sum(self._Q(c) for c in range(C))]
-        if isinstance(dK, list):
-            return np.concatenate([_trace_terms(self.alpha[c : c + 1], Q[c], dK[c]) for c in range(C)])
-        return _trace_terms(self.alpha, Q[0], dK)
+        return np.concatenate([_trace_terms(self.alpha[c : c + 1], self._Q(c), dK[c]) for c in range(C)])
 
     def _Q(self, c: int) -> Array:
         """:math:`Q_{cc} = E_c - E_c M^{-1} E_c`."""
