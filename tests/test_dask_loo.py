@@ -119,3 +119,22 @@ def test_dask_loo_says_the_cluster_lost_its_terms(client, data):
     client.cancel(model._loo_futures)
     with pytest.raises(ClusterError, match="fit again"):
         model.loo()
+
+
+@pytest.mark.parametrize("case", ["classifier", "student-t", "poisson"])
+def test_dask_evidence_and_prior_are_the_one_process_estimators(fits, case):
+    """On the one estimator base the Dask estimators answer ``log_marginal_likelihood()`` (the fitted value, the
+    one-process fit's to 1e-8) and ``log_prior(theta)`` (the one-process estimator's default prior, scaled by the same
+    rows' feature spreads and targets, at any theta: to 1e-10); the evidence at another theta needs the training
+    rows, which stay on the cluster, and is refused saying so."""
+    ref, got = fits[case]
+    assert got.log_marginal_likelihood() == got.log_marginal_likelihood_value_
+    np.testing.assert_allclose(got.log_marginal_likelihood(), ref.log_marginal_likelihood(), rtol=0, atol=1e-8)
+    theta = ref.kernel_.theta + np.array([0.3, -0.2])
+    np.testing.assert_allclose(got.log_prior(theta), ref.log_prior(theta), rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(got.log_prior(), ref.log_prior(), rtol=1e-10, atol=1e-10)
+    assert got.log_prior(theta) != got.log_prior()  # (a prior that reads theta)
+    with pytest.raises(ValueError, match="Dask cluster"):
+        got.log_marginal_likelihood(theta)
+    with pytest.raises(ValueError, match="theta must"):
+        got.log_prior(np.zeros(7))

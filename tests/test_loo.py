@@ -18,7 +18,7 @@ from sklearn.gaussian_process.kernels import RBF, WhiteKernel
 from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 import loo_cases as lc
-import relaxep.estimators._loo as loo_module
+import relaxep.estimators._models as loo_module  # (the one-latent models read cavity_loo there)
 from relaxep import EP, Gaussian, GPClassifier, GPRegressor, LooResult, Probit, StudentT, compare
 from relaxep.assessment.brute_force import brute_force_loo
 from relaxep.datasets import load_synth

@@ -39,8 +39,8 @@ def tail_probability(likelihood: Likelihood | None, y: Array, mean: Array, var: 
     ``likelihood`` ``None`` the leave-one-out predictive of ``y`` itself, Gaussian (exact regression; several
     outputs: the smallest tail times their number, at most 1).  ``pointwise``: :math:`\log p(y_i | y_{-i})`."""
     y, mean, var = np.asarray(y, dtype=float), np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
-    if hasattr(likelihood, "loo_tail"):  # a model's own predictive (the heteroscedastic regressor's)
-        return likelihood.loo_tail(y, mean, var)  # type: ignore[union-attr]
+    if hasattr(likelihood, "loo_tail") and not isinstance(likelihood, Likelihood):  # (a model's own predictive)
+        return likelihood.loo_tail(y, mean, var, pointwise)  # type: ignore[union-attr]
     if likelihood is None:
         sd = np.sqrt(var if y.ndim == 1 else var.reshape(y.shape[0], 1))
         p = 2.0 * ndtr(-np.abs(y - mean.reshape(y.shape)) / sd)

@@ -111,6 +111,9 @@ class LooResult:
         The fitted likelihood, for :meth:`outliers`.
     y : ndarray
         The likelihood's targets (model units), for :meth:`outliers`.
+    is_density : bool or None
+        Whether ``pointwise`` are densities of real targets (``False``: probabilities of labels or counts, or
+        masses of censored values); ``None``: not known.
     """
 
     pointwise: Array
@@ -122,6 +125,7 @@ class LooResult:
     loo_var: Array = field(default=None, repr=False)  # type: ignore[assignment]
     likelihood: Likelihood | None = field(default=None, repr=False)
     y: Array = field(default=None, repr=False)  # type: ignore[assignment]
+    is_density: bool | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:

@@ -26,18 +26,19 @@ from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from sklearn.base import BaseEstimator
+from sklearn.base import BaseEstimator, is_classifier
 from sklearn.utils.validation import check_is_fitted
 
 from relaxep._threads import n_threads
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.assessment.result import LooPrediction, LooResult
+from relaxep._xp import to_numpy
+from relaxep.assessment.result import LooPrediction, LooResult, fingerprint
 from relaxep.estimators._checks import check_restarts, random_state_of
 from relaxep.estimators._hyper import HyperVector
-from relaxep.estimators._integrate import check_integrate, integrate_model
+from relaxep.estimators._integrate import check_integrate
 from relaxep.estimators._latent_fit import LatentFit
-from relaxep.estimators._loo import estimator_loo, estimator_loo_predict
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
 from relaxep.hyper.log_prior import DataScales, check_prior, input_scales
@@ -93,19 +94,23 @@ class _GPEstimatorBase(BaseEstimator):
         """``check_random_state(random_state)``, its error naming ``random_state``."""
         return random_state_of(self.random_state)
 
-    def _search(self, sparse: SparseFit | None = None, X: Any = None, ml_ii: bool = False) -> _EvidenceSearch:
+    def _search(
+        self, sparse: SparseFit | None = None, X: Any = None, ml_ii: bool = False, feature_scales: Array | None = None
+    ) -> _EvidenceSearch:
         """The search by a sparse plan's method and caps, else by ``optimizer`` resolved for a dense fit (the
         same ``None`` where ``optimizer`` is ``None``), with the class's policy, and ``prior`` scaled to the rows
-        ``X`` (``None``: ``X_train_``) and :meth:`_output_scales` (``ml_ii``: ``prior="auto"`` is log-uniform, a
-        model whose default is scikit-learn's type-II maximum likelihood)."""
+        ``X`` (``None``: ``X_train_``; ``feature_scales``: their features' standard deviations where the caller has
+        them, as a Dask fit's shards do) and :meth:`_output_scales` (``ml_ii``: ``prior="auto"`` is log-uniform, a
+        model whose default is scikit-learn's type-II maximum likelihood).  The one place a search is made."""
         method = None if sparse is None else sparse.method
         caps = (self.optimizer_maxiter, None, None) if sparse is None else (sparse.maxiter, sparse.maxfun, sparse.ftol)
         auto = isinstance(self.prior, str) and self.prior == "auto"
         prior = None if auto and ml_ii else self.prior
         scales = None
         if prior is not None:
-            rows = getattr(self, "X_train_", None) if X is None else X
-            scales = DataScales(input_scales(rows), self._output_scales())
+            if feature_scales is None:
+                feature_scales = input_scales(getattr(self, "X_train_", None) if X is None else X)
+            scales = DataScales(feature_scales, self._output_scales())
         return _EvidenceSearch(
             dense_or(method, self.optimizer, self.n_restarts_optimizer), self.n_restarts_optimizer,
             caps[0], backtrack=self.search_policy.backtrack, verbose=self.verbose,
@@ -125,8 +130,10 @@ class _GPEstimatorBase(BaseEstimator):
         becomes the mixture over the hyperparameters (:mod:`relaxep.estimators._integrate`; ``hyper_samples_``),
         whose MAP point gives what is stored."""
         if self.integrate != "map":
-            model = integrate_model(model, self.integrate)
-            self.hyper_samples_ = model.samples
+            model = model.integrate(self.integrate)
+        samples = getattr(model, "samples", None)  # (a mixture's design; one-vs-rest: each class's own)
+        if samples is not None:
+            self.hyper_samples_ = samples
         elif hasattr(self, "hyper_samples_"):  # (a refit with integrate="map")
             del self.hyper_samples_
         self.kernel_ = model.kernel_
@@ -173,7 +180,7 @@ class _GPEstimatorBase(BaseEstimator):
         ``theta``), as a density of the log-hyperparameters (:mod:`relaxep.hyper.log_prior`): with the evidence, the
         log posterior the search climbed, up to a constant (0 under ``prior=None``)."""
         check_is_fitted(self)
-        model = getattr(self.model_, "map_model", self.model_)
+        model = self.model_  # (an integrated fit's: its MAP point's search and likelihood)
         search = getattr(model, "search", None)
         if search is None:
             raise ValueError(f"log_prior: a fit by {type(model).__name__} keeps no prior (fitted without a search)")
@@ -182,6 +189,77 @@ class _GPEstimatorBase(BaseEstimator):
         self._check_theta(theta)
         full = np.concatenate([theta, hyper.theta[theta.size :]])
         return float(search.log_prior(hyper)(full)[0])
+
+    # ------------------------------------------------------------ leave-one-out
+    def loo(self) -> LooResult:
+        r"""Leave-one-out cross-validation from EP's cavities, at no refit: :math:`\log p(y_i | y_{-i})` per row
+        (``pointwise``, in the units of ``y`` as passed), ``elpd_loo``, ``se``, ``p_loo``, ``outliers()``,
+        ``to_arviz()`` (:class:`~relaxep.assessment.LooResult`; the maths: :mod:`relaxep.inference.loo`; exact
+        Gaussian regression: Rasmussen & Williams 2006, eq. 5.12).  Compare models with :func:`relaxep.compare`."""
+        return self._loo_result(self._loo_terms())
+
+    def loo_predict(self) -> LooPrediction:
+        """The leave-one-out posterior of each training row's latent (mean, variance; a regressor's in the units of
+        ``y``) and, for classifiers, its leave-one-out class probabilities
+        (:class:`~relaxep.assessment.LooPrediction`), at no refit."""
+        terms = self._loo_terms()
+        mean, var = terms.latent
+        if is_classifier(self):
+            return LooPrediction(mean=mean, var=var, proba=terms.proba, classes=self.classes_)  # type: ignore[attr-defined]
+        scaling = self._target_scaling()
+        if scaling is None:
+            return LooPrediction(mean=mean, var=var)
+        centre, std = scaling
+        if np.ndim(mean) == 1:
+            std, centre = std.reshape(-1)[0], centre.reshape(-1)[0]
+        else:  # several outputs: one column each
+            var = var[:, None]
+        return LooPrediction(mean=mean * std + centre, var=var * std**2)
+
+    def _loo_terms(self) -> LooTerms:
+        """The fitted model's leave-one-out terms (:meth:`FittedModel.loo_terms
+        <relaxep.estimators._model.FittedModel.loo_terms>`)."""
+        check_is_fitted(self, "model_")  # (a regressor predicts from its prior unfitted: model_ is the test)
+        return self.model_.loo_terms()
+
+    def _loo_result(self, terms: LooTerms, rows: str | None = None) -> LooResult:
+        r"""The one place a :class:`~relaxep.assessment.LooResult` is made: the model's ``terms`` in the units of
+        ``y`` as passed (densities less :math:`\sum_j \log s_j` under ``normalize_y``'s scales :math:`s_j`;
+        probabilities of labels or counts as they are), with the rows' fingerprint ``rows`` (default
+        :meth:`_loo_fingerprint`'s)."""
+        scaling = self._target_scaling()
+        log_scale = float(np.sum(np.log(scaling[1]))) if terms.is_density and scaling is not None else 0.0
+        return LooResult(
+            pointwise=terms.loo - log_scale, in_sample=terms.in_sample - log_scale, n_improper=terms.n_improper,
+            fingerprint=self._loo_fingerprint(terms) if rows is None else rows, name=self._loo_name(),
+            loo_mean=terms.mean, loo_var=terms.var, likelihood=terms.tail, y=terms.y, is_density=terms.is_density,
+        )  # fmt: skip
+
+    def _target_scaling(self) -> tuple[Array, Array] | None:
+        """``normalize_y``'s ``(mean, std)`` of the targets, one per output, or ``None`` where the estimator keeps
+        ``y`` as passed (a regressor stores them as ``_y_train_mean`` and ``_y_train_std`` in ``fit``)."""
+        std = getattr(self, "_y_train_std", None)
+        if std is None:
+            return None
+        return np.atleast_1d(np.asarray(self._y_train_mean, dtype=float)), np.atleast_1d(np.asarray(std, dtype=float))
+
+    def _loo_fingerprint(self, terms: LooTerms) -> str:
+        """The fingerprint of the rows as the user passed them (:func:`~relaxep.assessment.result.fingerprint`):
+        ``X_train_`` and the targets, a classifier's as class indices, a regressor's unnormalised."""
+        X = getattr(self, "X_train_", None)
+        X = to_numpy(X) if hasattr(X, "__dlpack__") else None  # (another library's rows hash as numpy's)
+        if is_classifier(self):
+            y = np.asarray(to_numpy(terms.y), dtype=float)
+            return fingerprint(X, (y > 0).astype(float) if len(self.classes_) == 2 else y)  # type: ignore[attr-defined]
+        y = np.asarray(to_numpy(self.y_train_), dtype=float)  # type: ignore[attr-defined]
+        scaling = self._target_scaling()
+        return fingerprint(X, y if scaling is None else y * scaling[1] + scaling[0])
+
+    def _loo_name(self) -> str:
+        """The result's name: the estimator, its likelihood and kernel."""
+        likelihood = getattr(self.model_, "likelihood", None)
+        what = "exact Gaussian" if likelihood is None else repr(likelihood)
+        return f"{type(self).__name__}({what}, {self.kernel_})"
 
     def _check_theta(self, theta: Array) -> None:
         """``theta``'s shape: ``kernel_.theta``'s, or where the likelihood is learned, followed by its."""
@@ -232,16 +310,3 @@ class _LatentGPEstimator(_GPEstimatorBase):
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
             self._rng() if learn else None, sparse,
         )  # fmt: skip
-
-    # ------------------------------------------------------------ leave-one-out
-    def loo(self) -> LooResult:
-        r"""Leave-one-out cross-validation from EP's cavities, at no refit: :math:`\log p(y_i | y_{-i})` per row
-        (``pointwise``, in the units of ``y`` as passed), ``elpd_loo``, ``se``, ``p_loo``, ``outliers()``,
-        ``to_arviz()`` (:class:`~relaxep.assessment.LooResult`; the maths: :mod:`relaxep.inference.loo`; exact
-        Gaussian regression: Rasmussen & Williams 2006, eq. 5.12).  Compare models with :func:`relaxep.compare`."""
-        return estimator_loo(self)
-
-    def loo_predict(self) -> LooPrediction:
-        """The leave-one-out posterior of each training row's latent (mean, variance) and, for classifiers, its
-        leave-one-out class probabilities (:class:`~relaxep.assessment.LooPrediction`), at no refit."""
-        return estimator_loo_predict(self)

@@ -23,23 +23,23 @@ from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
-from sklearn.base import BaseEstimator, clone
+from sklearn.base import clone, is_classifier
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted
 
 from relaxep._typing import Array
-from relaxep._validation import check_positive_int, check_positive_number
-from relaxep.assessment.result import LooPrediction, LooResult
+from relaxep.assessment.result import LooResult, rows_fingerprint
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
+from relaxep.estimators._base import _GPEstimatorBase
 from relaxep.estimators._checks import check_kernel
-from relaxep.estimators._dask_loo import dask_loo, dask_loo_predict, keep_rows
+from relaxep.estimators._dask_loo import gather_loo, keep_rows
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._inducing_model import InducingModel
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._models import _LatentModel, _SparsePriors
 from relaxep.estimators._plan import SparseFit, resolve_optimizer
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch, evidence_at
 from relaxep.estimators._stochastic import StochasticOptions, learn_stochastic, tied_start
-from relaxep.hyper.log_prior import DataScales, check_prior
 from relaxep.inference.sharded import ShardedFITC, ShardedResult
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.rbf import as_scaled_rbf
@@ -102,14 +102,21 @@ def lazy_map(
     return tuple(out[:, j] for j in range(outputs)) if outputs > 1 else out
 
 
-class DaskSparseFit(BaseEstimator):
-    """The fit of a Dask estimator (module docstring); subclasses store the parameters declared here (each
-    ``__init__`` lists its own, as scikit-learn asks) and give the targets and ``_local_estimator``."""
+class DaskSparseFit(_GPEstimatorBase):
+    """The fit of a Dask estimator (module docstring), on the one estimator base
+    (:class:`~relaxep.estimators._base._GPEstimatorBase`: its checks, its search, ``log_marginal_likelihood``,
+    ``log_prior``, ``loo()`` and ``loo_predict()``; only the evidence differs, one map over the shards).  Subclasses
+    store the parameters declared here (each ``__init__`` lists its own, as scikit-learn asks) and give the targets
+    and ``_local_estimator``.  ``model_`` is the local estimator's
+    (:class:`~relaxep.estimators._inducing_model.InducingModel`): the evidence at other hyperparameters needs the
+    training rows, which stay on the cluster, and is refused with that message."""
 
     _owner: ClassVar[str] = "DaskSparseFit"
     #: how the search treats the runs that fail, on the optimiser's subset and on the shards alike (the
     #: one-process estimator's: :class:`~relaxep.estimators._search.SearchPolicy`)
     search_policy: ClassVar[SearchPolicy] = SearchPolicy()
+    #: no restarts on the shards
+    n_restarts_optimizer: int = 0
 
     client: Any
     kernel: Kernel | None
@@ -127,8 +134,9 @@ class DaskSparseFit(BaseEstimator):
     timeout: float | None
 
     def _check_common(self, local: str) -> SiteRule:
-        """The parameters both estimators share, checked before any Dask work: the kernel, the optimizer's name,
-        ``max_sweeps``, ``tol``, ``timeout``; returns the rule (``None``: ``EP()``)."""
+        """The parameters the Dask estimators share, checked before any Dask work: the base's
+        (:meth:`_check_parameters`: ``max_sweeps``, ``tol``, ``prior``), the kernel, the optimizer's name and
+        ``timeout``; returns the rule (``None``: ``EP()``)."""
         rule = EP() if self.rule is None else self.rule
         if not isinstance(rule, SiteRule):
             raise TypeError(
@@ -137,10 +145,8 @@ class DaskSparseFit(BaseEstimator):
                 f"one posterior in one process (use {local} for them)"
             )
         check_kernel(self.kernel)
-        check_prior(self.prior)
+        self._check_parameters()
         resolve_optimizer(self.optimizer, sparse=True, n=0, subset=None, n_restarts=0)
-        check_positive_int(self.max_sweeps, "max_sweeps")
-        check_positive_number(self.tol, "tol")
         check_timeout(self.timeout)
         return rule
 
@@ -184,20 +190,6 @@ class DaskSparseFit(BaseEstimator):
             raise ValueError(f"{name} must have shape ({X.shape[0]},), got {y.shape}")
         return y.rechunk(X.chunks[0])
 
-    def _search(self, plan: SparseFit, shards: ShardedFITC) -> _EvidenceSearch:
-        """The search by the plan's ``method`` and caps, with the class's policy (no restarts on the shards), and
-        ``prior`` scaled to the shards' feature standard deviations (their one map of moments, which the stochastic
-        search reads too) and :meth:`_output_scales`."""
-        scales = None if self.prior is None else DataScales(shards.feature_scale()[1], self._output_scales())
-        return _EvidenceSearch(
-            plan.method, 0, plan.maxiter, backtrack=self.search_policy.backtrack, maxfun=plan.maxfun, ftol=plan.ftol,
-            prior=self.prior, scales=scales,
-        )  # fmt: skip
-
-    def _output_scales(self) -> tuple[float, ...]:
-        """The latent's scale for the default priors: 1, a classifier's (the regressor's: its targets')."""
-        return (1.0,)
-
     def _default_kernel(self, d: int) -> Kernel:
         """The kernel where ``kernel=None``: ``ConstantKernel(1.0) * RBF(1.0)``."""
         return ConstantKernel(1.0) * RBF(1.0)
@@ -225,7 +217,7 @@ class DaskSparseFit(BaseEstimator):
             self._client(), X, targets, noise, rule, likelihood, self.max_sweeps, self.tol,
             float(self.min_step), check_timeout(self.timeout),
         )  # fmt: skip
-        search = self._search(plan, shards)
+        search = self._search(plan, feature_scales=None if self.prior is None else shards.feature_scale()[1])
         Z = plan.Z
         if plan.stochastic:
             Z = self._learn_stochastic(shards, plan, noise, search)
@@ -251,6 +243,8 @@ class DaskSparseFit(BaseEstimator):
         self.likelihood_ = shards.likelihood
         self.log_marginal_likelihood_value_ = run.log_evidence
         self._local = self._local_estimator(shards.L_uu, noise)
+        self.model_ = self._local.model_
+        self.model_.search = search  # (its prior: log_prior())
         return FitReport(run.status, run.n_sweeps, run.trace), shards
 
     def _learn_stochastic(self, shards: ShardedFITC, plan: SparseFit, noise: float, search: Any) -> Array:
@@ -356,12 +350,23 @@ class DaskSparseFit(BaseEstimator):
         :func:`relaxep.compare` compares the two): one map over the shards, ``O(n)`` numbers back.  The terms stay on
         the cluster from the fit; a pickled estimator has none (fit again).
         """
-        return dask_loo(self)
+        terms, rows = self._gathered()
+        return self._loo_result(terms, rows)
 
-    def loo_predict(self) -> LooPrediction:
-        """The latent's leave-one-out posterior (the cavities) and, for the classifier, the leave-one-out class
-        probabilities (:meth:`loo`'s map; a :class:`~relaxep.assessment.LooPrediction`)."""
-        return dask_loo_predict(self)
+    def _loo_terms(self) -> LooTerms:
+        return self._gathered()[0]
+
+    def _gathered(self) -> tuple[LooTerms, str]:
+        """The shards' leave-one-out terms (:func:`~relaxep.estimators._dask_loo.gather_loo`) and the fingerprint
+        of the rows and the targets as the one-process estimator takes them: class indices, ``y`` unnormalised (a
+        count's without its log exposure), or a survival model's rows as they are."""
+        terms, shape, hashes = gather_loo(self._loo_rows(), self._client(), self.likelihood_, self.timeout)
+        y, scaling = terms.y, self._target_scaling()
+        if is_classifier(self):
+            y = (y > 0).astype(float)
+        elif scaling is not None:
+            y = (y[:, 0] if y.ndim == 2 else y) * scaling[1] + scaling[0]
+        return terms, rows_fingerprint((shape, hashes), y)
 
 
 def _shards_evidence(

@@ -12,7 +12,8 @@ final sweep computed from the broadcast factor, ``result_``'s :math:`L_B^{-1}` a
 
 At the end of the fit one map keeps, on each shard, what these need (:class:`ShardRows`: the targets, sites,
 marginals and the rows' :func:`~relaxep.assessment.result.row_hashes`, :math:`O(n)` numbers; the shard's inputs and
-prior rows are let go).  ``loo()`` maps :func:`shard_loo` over them and gathers per-row vectors in shard order:
+prior rows are let go).  ``loo()`` maps :func:`shard_loo` over them and gathers per-row vectors in shard order
+(:func:`gather_loo`):
 :math:`O(n)` traffic, never the rows.  The fingerprint is the one-process estimator's on the same rows
 (:func:`~relaxep.assessment.result.rows_fingerprint`), so :func:`~relaxep.compare` compares the two fits.
 """
@@ -25,15 +26,14 @@ from typing import Any
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep.assessment.result import LooPrediction, LooResult, row_hashes, rows_fingerprint
-from relaxep.estimators._loo import _continuous
-from relaxep.estimators._models import proba_of
-from relaxep.inference.loo import CavityLOO, cavity_loo
+from relaxep.assessment.result import row_hashes
+from relaxep.estimators._model import LooTerms
+from relaxep.inference.loo import cavity_loo
 from relaxep.inference.sharded import gather_in_order
 from relaxep.inference.shards import Shard
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["ShardRows", "dask_loo", "dask_loo_predict", "keep_rows", "shard_loo"]
+__all__ = ["ShardRows", "gather_loo", "keep_rows", "shard_loo"]
 
 
 @dataclass(frozen=True)
@@ -69,51 +69,15 @@ def shard_loo(rows: ShardRows, likelihood: Likelihood) -> tuple[Array, ...]:
     return t.loo, t.in_sample, t.cavity_mean, t.cavity_var, rows.y, rows.hashes, rows.shape, t.n_improper
 
 
-def _gathered(estimator: Any) -> tuple[CavityLOO, Array, str]:
-    """The leave-one-out terms of a fitted Dask estimator (model units), its targets and the rows' fingerprint."""
-    futures = estimator._loo_rows()
-    client = estimator._client()
-    mapped = [client.submit(shard_loo, f, estimator.likelihood_, pure=False) for f in futures]
-    parts = gather_in_order(client, mapped, estimator.timeout)
+def gather_loo(
+    futures: list, client: Any, likelihood: Likelihood, timeout: float | None
+) -> tuple[LooTerms, tuple, Array]:
+    """The map of ``loo()`` over the shards' kept rows (:func:`shard_loo`), gathered in shard order: the
+    leave-one-out terms (model units), the shape of ``X`` and the rows' hashes (the fingerprint's share)."""
+    mapped = [client.submit(shard_loo, f, likelihood, pure=False) for f in futures]
+    parts = gather_in_order(client, mapped, timeout)
     loo, in_sample, h, lam, y = (np.concatenate([p[k] for p in parts]) for k in range(5))
-    terms = CavityLOO(loo, in_sample, h, lam, sum(p[7] for p in parts))
+    improper = sum(p[7] for p in parts)
+    terms = LooTerms(loo, in_sample, h, lam, improper, y, tail=likelihood, is_density=likelihood.is_density)
     shape = (sum(p[6][0] for p in parts), parts[0][6][1])
-    hashes = np.concatenate([p[5] for p in parts])
-    return terms, y, rows_fingerprint((shape, hashes), _user_y(estimator, y))
-
-
-def _user_y(estimator: Any, y: Array) -> Array:
-    """The targets as the one-process estimator fingerprints them: class indices, ``y`` unnormalised (a count's,
-    without its log exposure), or a survival model's rows as they are."""
-    if hasattr(estimator, "classes_"):
-        return (y > 0).astype(float)
-    if not hasattr(estimator, "_y_train_std"):
-        return y
-    y = y[:, 0] if y.ndim == 2 else y
-    return y * estimator._y_train_std + estimator._y_train_mean
-
-
-def dask_loo(estimator: Any) -> LooResult:
-    """``loo()`` of a fitted Dask estimator: the one-process estimator's :class:`~relaxep.assessment.LooResult` on
-    the same rows (``pointwise`` in the units of ``y`` as passed)."""
-    terms, y, rows = _gathered(estimator)
-    likelihood = estimator.likelihood_
-    std = getattr(estimator, "_y_train_std", 1.0)
-    shift = np.log(std) if not hasattr(estimator, "classes_") and _continuous(likelihood) else 0.0
-    return LooResult(
-        pointwise=terms.loo - shift, in_sample=terms.in_sample - shift, n_improper=terms.n_improper,
-        fingerprint=rows, name=f"{type(estimator).__name__}({likelihood!r}, {estimator.kernel_})",
-        loo_mean=terms.cavity_mean, loo_var=terms.cavity_var, likelihood=likelihood, y=y,
-    )  # fmt: skip
-
-
-def dask_loo_predict(estimator: Any) -> LooPrediction:
-    """``loo_predict()`` of a fitted Dask estimator: the latent's leave-one-out posterior (a regressor's in the units
-    of ``y``) and, for the classifier, the leave-one-out class probabilities."""
-    terms, _, _ = _gathered(estimator)
-    mean, var = terms.cavity_mean, terms.cavity_var
-    if not hasattr(estimator, "classes_"):
-        std, centre = getattr(estimator, "_y_train_std", 1.0), getattr(estimator, "_y_train_mean", 0.0)
-        return LooPrediction(mean=mean * std + centre, var=var * std**2)
-    proba = proba_of(estimator.likelihood_.predict_log_odds(mean, np.maximum(var, 1e-300)))
-    return LooPrediction(mean=mean, var=var, proba=proba, classes=estimator.classes_)
+    return terms, shape, np.concatenate([p[5] for p in parts])

@@ -22,6 +22,7 @@ scalar or one value per sample) and :math:`\sigma^2` the noise of a
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from functools import partial
 from types import ModuleType
@@ -34,13 +35,16 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._memory import FIT_REMEDY, check_memory, dense_bytes
 from relaxep._typing import Array
-from relaxep._xp import HOST, ArraySpace, cholesky_lower, solve_lower
+from relaxep._xp import HOST, ArraySpace, cholesky_lower, solve_lower, to_numpy
 from relaxep.errors import KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._integrate import integrate_model
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds
+from relaxep.inference.loo import CavityLOO
 from relaxep.likelihoods import Likelihood
 
-__all__ = ["ExactFit", "_ExactModel"]
+__all__ = ["ExactFit", "_ExactModel", "exact_loo"]
 
 _LOG_2PI = np.log(2.0 * np.pi)
 
@@ -209,7 +213,7 @@ class _ExactModel:
         lml, grad = self.evidence(x, eval_gradient, self.X, self.y)
         return (np.float64(lml), grad[: theta.size]) if eval_gradient else np.float64(lml)
 
-    def predict_latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
+    def predict_latent(self, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
         """Mean (one column per output) and variances or covariance of the latent at ``X`` (Algorithm 2.1)."""
         xp = self.space.xp
         K_trans, X = self._cross(X)
@@ -218,3 +222,78 @@ class _ExactModel:
         if full_cov:
             return mean, self._test_cov(X, True) - V.T @ V
         return mean, self._test_cov(X, False) - xp.sum(V * V, axis=0)
+
+    # ------------------------------------------------------------------ after the fit
+    def loo_terms(self) -> LooTerms:
+        """The closed-form leave-one-out (:func:`exact_loo`); the latent's leave-one-out variance is that of
+        ``y`` less the noise."""
+        latent = self.predict_latent(self.X, full_cov=False)
+        noise = self._noise(self.likelihood)
+        t = exact_loo(self.L_, self.alpha_, self.y, noise, latent)
+        var = t.cavity_var - np.broadcast_to(np.asarray(noise, dtype=float), t.cavity_var.shape)
+        y = np.asarray(to_numpy(self.y))
+        return LooTerms(t.loo, t.in_sample, t.cavity_mean, t.cavity_var, 0, y, latent=(t.cavity_mean, var))
+
+    def at_theta(self, x: Array, start: Any = None) -> _ExactModel | None:
+        r"""A copy fitted in closed form at the log-hyperparameters ``x`` (the kernel's, then the noise's), no
+        search; ``None`` where :math:`K + \Sigma` has no factor."""
+        kernel, likelihood, _ = self.hyper.split(np.asarray(x, dtype=float))
+        point = copy.copy(self)
+        point.kernel_, point.likelihood = kernel, likelihood
+        try:
+            point.fit(self.X, self.y, None)
+        except (KernelNotPositiveDefiniteError, linalg.LinAlgError, np.linalg.LinAlgError):
+            return None
+        return point if np.isfinite(point.result_.log_evidence) else None
+
+    def with_tol(self, tol: float) -> _ExactModel:
+        """Itself: the closed form has no tolerance."""
+        return self
+
+    def integrate(self, method: str) -> Any:
+        """The mixture over the hyperparameters around this (MAP) fit (:func:`~relaxep.estimators._integrate.
+        integrate_model`); one output only."""
+        y = np.asarray(self.y)
+        if y.ndim == 2 and y.shape[1] > 1:
+            raise ValueError(f"integrate: a fit of y with {y.shape[1]} outputs is not integrated; fit one per output")
+        return integrate_model(self, method)
+
+
+def exact_loo(L: Array, a: Array, y: Array, noise: Any, latent: tuple[Array, Array] | None = None) -> CavityLOO:
+    r"""Closed-form leave-one-out of exact GP regression from the lower Cholesky factor ``L`` of :math:`K_y = K +
+    \Sigma`, :math:`a = K_y^{-1} y` and the noise :math:`\Sigma` (scalar or per row; Rasmussen & Williams 2006,
+    eq. 5.12):
+
+    .. math::
+        \mu_{-i} = y_i - \frac{[K_y^{-1}y]_i}{[K_y^{-1}]_{ii}},\qquad \sigma^2_{-i} = \frac{1}{[K_y^{-1}]_{ii}},
+        \qquad \log p(y_i | y_{-i}) = -\tfrac12\log(2\pi\sigma^2_{-i}) - \frac{(y_i - \mu_{-i})^2}{2\sigma^2_{-i}},
+
+    and the in-sample density :math:`N(y_i | m_i, v_i + \Sigma_i)` at ``latent``, the model's own predictive
+    :math:`(m_i, v_i)` of the latent at the training inputs (a ``WhiteKernel`` in the kernel is noise there, as in
+    scikit-learn's predictions); default the posterior of :math:`f`, mean :math:`y_i - \Sigma_i a_i` and variance
+    :math:`\Sigma_i - \Sigma_i^2[K_y^{-1}]_{ii}`.  Several outputs (columns of ``y``): the densities summed per
+    row, the means one column per output.  ``cavity_mean`` and ``cavity_var`` are the leave-one-out predictive of
+    :math:`y_i` (not of :math:`f_i`)."""
+    L = np.asarray(to_numpy(L), dtype=float)
+    Y = np.asarray(to_numpy(y), dtype=float).reshape(L.shape[0], -1)
+    A = np.asarray(to_numpy(a), dtype=float).reshape(Y.shape)
+    l_inv, info = lapack.dtrtri(L, lower=1)  # [K_y^-1]_ii = ||column i of L^-1||^2
+    if info != 0:  # pragma: no cover - L's diagonal is positive
+        raise np.linalg.LinAlgError(f"dtrtri failed ({info})")
+    d = np.einsum("ij,ij->j", l_inv, l_inv)
+    s2 = 1.0 / d
+    mu = Y - A / d[:, None]
+    sigma = np.broadcast_to(np.asarray(noise, dtype=float), d.shape)
+    if latent is None:
+        mean_in, var_in = Y - sigma[:, None] * A, 2.0 * sigma - sigma**2 * d
+    else:
+        mean_in = np.asarray(to_numpy(latent[0]), dtype=float).reshape(Y.shape)
+        var_in = np.asarray(to_numpy(latent[1]), dtype=float) + sigma
+    loo = np.sum(_log_normal(Y, mu, s2[:, None]), axis=1)
+    in_sample = np.sum(_log_normal(Y, mean_in, var_in[:, None]), axis=1)
+    mean = mu[:, 0] if mu.shape[1] == 1 else mu
+    return CavityLOO(loo=loo, in_sample=in_sample, cavity_mean=mean, cavity_var=s2, n_improper=0)
+
+
+def _log_normal(y: Array, mean: Array, var: Array) -> Array:
+    return -0.5 * (_LOG_2PI + np.log(var)) - 0.5 * (y - mean) ** 2 / var

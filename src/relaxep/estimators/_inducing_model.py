@@ -23,6 +23,7 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 from relaxep._xp import HOST, to_numpy
+from relaxep.estimators._model import LooTerms, loo_not_implemented
 from relaxep.estimators._models import _BinaryModel
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.fitc_rows import chunks, multiply_rows, predict_rows, rows_per_block, solve_rows
@@ -49,6 +50,9 @@ class InducingModel:
         The fit's record (``status``, ``n_sweeps``, ``log_evidence``, ...), kept as ``result_``.
     """
 
+    #: the search of the fit (a Dask estimator's, set after the fit), whose prior ``log_prior()`` reads
+    search: Any = None
+
     def __init__(
         self, kernel: Kernel, likelihood: Likelihood, Z: Array, L_uu: Array, chol_inv: Array, m: Array,
         noise: float, result: Any,
@@ -57,8 +61,11 @@ class InducingModel:
         self.L_uu, self.chol_inv, self.m = (np.asarray(a, dtype=float) for a in (L_uu, chol_inv, m))
         self.noise, self.result_ = float(noise), result
 
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        """Latent predictive mean and variance at ``X``, in blocks of rows (memory ``O(block x M)``)."""
+    def predict_latent(self, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
+        """Latent predictive mean and variance at ``X``, in blocks of rows (memory ``O(block x M)``); with
+        ``full_cov`` mean and covariance (:meth:`_predict_latent_cov`)."""
+        if full_cov:
+            return self._predict_latent_cov(X)
         X = np.asarray(to_numpy(X), dtype=float)
         mean, var = np.empty(X.shape[0]), np.empty(X.shape[0])
         size = rows_per_block(self.Z.shape[0])
@@ -69,14 +76,20 @@ class InducingModel:
             mean[rows], var[rows] = predict_rows(HOST, self.L_uu, self.m, self.chol_inv, cross, diag, size)
         return mean, var
 
-    def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
-        r"""Latent predictive mean and covariance, :math:`K_{**} - A^\top A + R^\top R` with
+    def _predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
+        r"""Latent predictive mean and covariance, :math:`K_{**} + \sigma^2 I - A^\top A + R^\top R` (the latent noise
+        :math:`\sigma^2` as in the variances) with
         :math:`A = L_{uu}^{-1}K_{u*}`, :math:`R = L_B^{-1}A` (as ``SparsePosterior.predict_latent_cov``)."""
         X = np.asarray(to_numpy(X), dtype=float)
         a = solve_rows(HOST, self.L_uu, np.asarray(self.kernel_(X, self.Z), dtype=float))
         r = multiply_rows(HOST, self.chol_inv, a)
-        cov = np.asarray(self.kernel_(X), dtype=float) - a @ a.T + r @ r.T
+        cov = np.asarray(self.kernel_(X), dtype=float) + self.noise * np.eye(X.shape[0]) - a @ a.T + r @ r.T
         return a @ self.m, 0.5 * (cov + cov.T)
+
+    def loo_terms(self) -> LooTerms:
+        """Refused: the cavities stay on the cluster that fitted the model (the Dask estimator's ``loo()`` has
+        them)."""
+        raise loo_not_implemented("a model fitted on a Dask cluster (its training rows stay there)")
 
     def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
         """Refused: the evidence at other hyperparameters needs the training rows, which this model does not hold."""

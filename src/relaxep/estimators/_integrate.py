@@ -22,22 +22,17 @@ log evidence plus the log prior the search climbed (:mod:`relaxep.hyper.log_prio
 
 from __future__ import annotations
 
-import copy
 import warnings
 from typing import Any
 
 import numpy as np
-from scipy import linalg
 from sklearn.exceptions import ConvergenceWarning
 
 from relaxep._typing import Array
-from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
-from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._mixture import HyperSamples, MixtureModel
 from relaxep.hyper.design import theta_design
 from relaxep.hyper.hessian import hessian_from_gradient
-from relaxep.inference.warm import WarmStarts
 
 __all__ = ["INTEGRATE", "check_integrate", "integrate_model"]
 
@@ -69,41 +64,14 @@ def entry_names(hyper: HyperVector) -> tuple[str, ...]:
     return tuple(e.name if e.size == 1 else f"{e.name}[{e.element}]" for e in hyper.entries())
 
 
-def point_model(model: Any, hyper: HyperVector, x: Array, start: Any = None) -> Any:
-    """A fitted copy of ``model`` at the log-hyperparameters ``x`` (no search): EP from the converged sites
-    ``start`` (``None``: ``model``'s), or the closed form; ``None`` where the fit diverged or its prior has no
-    factor."""
-    kernel, likelihood, _ = hyper.split(np.asarray(x, dtype=float))
-    point = copy.copy(model)
-    point.kernel_, point.likelihood = kernel, likelihood
-    try:
-        if isinstance(model, _ExactModel):
-            point.fit(model.X, model.y, None)
-        else:
-            point.warm = WarmStarts(model.warm.enabled)
-            point.fit(model.X, model.y, None, start=model.warm.start if start is None else start)
-    except (DivergenceError, KernelNotPositiveDefiniteError, linalg.LinAlgError, np.linalg.LinAlgError):
-        return None
-    if not np.isfinite(point.result_.log_evidence) or point.result_.status == "diverged":
-        return None
-    return point
-
-
-def _check_model(model: Any) -> None:
-    y = np.asarray(getattr(model, "y", np.zeros(1)))
-    if isinstance(model, _ExactModel) and y.ndim == 2 and y.shape[1] > 1:
-        raise ValueError(f"integrate: a fit of y with {y.shape[1]} outputs is not integrated; fit one per output")
-    if not hasattr(model, "log_evidence") or not hasattr(model, "kernel_"):
-        raise ValueError(f"integrate: a model of kind {type(model).__name__} has no integration; use integrate='map'")
-
-
 def integrate_model(model: Any, method: str) -> MixtureModel:
     """The mixture over the hyperparameters around the fitted (MAP) ``model`` by ``method`` (module docstring).
 
     Parameters
     ----------
     model : a fitted latent model (dense or sparse EP) or the closed-form Gaussian model
-        Its ``search`` gives the log prior (``log_prior(hyper)``), its ``log_evidence`` the evidence gradient.
+        Its ``search`` gives the log prior (``log_prior(hyper)``), its ``log_evidence`` the evidence gradient (of
+        ``model.with_tol(HESSIAN_TOL)``), its ``at_theta(x, start)`` the fit at a design point.
     method : {"ccd", "grid"}
 
     Returns
@@ -111,7 +79,6 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
     MixtureModel
         Its first point is ``model`` itself (the design's centre, the MAP); points of zero weight are left out.
     """
-    _check_model(model)
     hyper = HyperVector(model.kernel_, model.likelihood)
     x_map = np.array(hyper.theta, dtype=float)
     names = entry_names(hyper)
@@ -123,8 +90,10 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
     fits: dict[bytes, Any] = {}
     starts: list[tuple[Array, Any]] = [(x_map, getattr(getattr(model, "warm", None), "start", None))]
 
+    tight = model.with_tol(HESSIAN_TOL)  # (its EP runs to HESSIAN_TOL, or its own tol if smaller)
+
     def gradient(x: Array) -> Array:
-        _, g = model.log_evidence(x, True, True)
+        _, g = tight.log_evidence(x, True, True)
         return np.asarray(g, dtype=float) + log_prior(x)[1]
 
     def log_posterior(x: Array) -> float:
@@ -132,7 +101,7 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
             return log_post_map
         precision = -hessian
         nearest = min(starts, key=lambda s: float((x - s[0]) @ precision @ (x - s[0])))[1]
-        point = point_model(model, hyper, x, nearest)
+        point = model.at_theta(x, nearest)
         if point is None:
             return -np.inf
         fits[x.tobytes()] = point
@@ -140,7 +109,7 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
             starts.append((x, point.warm.start))
         return float(point.result_.log_evidence) + log_prior(x)[0]
 
-    hessian = _hessian(model, gradient, x_map, bounds)
+    hessian = hessian_from_gradient(gradient, x_map, step=HESSIAN_STEP, lower=bounds[:, 0], upper=bounds[:, 1])
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ConvergenceWarning)  # (each point's fit: reported below, once)
         design = _design(log_posterior, x_map, hessian, method, bounds)
@@ -148,7 +117,7 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
     for k, x in enumerate(design.points):
         point = model if np.array_equal(x, x_map) else fits.get(x.tobytes())
         if point is None and design.weights[k] > 0:  # pragma: no cover - every design point was evaluated
-            point = point_model(model, hyper, x)
+            point = model.at_theta(x)
         if point is not None and design.weights[k] > 0:
             models.append(point)
             keep.append(k)
@@ -159,19 +128,6 @@ def integrate_model(model: Any, method: str) -> MixtureModel:
         np.array(design.points[keep][order]), weights[order], names, np.array(design.log_posterior[keep][order])
     )
     return MixtureModel([models[j] for j in order], weights[order], samples)
-
-
-def _hessian(model: Any, gradient: Any, x_map: Array, bounds: Array) -> Array:
-    """The log posterior's Hessian at the MAP by central differences of ``gradient``, its EP runs to
-    :data:`HESSIAN_TOL` (so that the differences are of converged gradients)."""
-    tol = getattr(model, "tol", None)
-    if tol is not None:
-        model.tol = min(float(tol), HESSIAN_TOL)
-    try:
-        return hessian_from_gradient(gradient, x_map, step=HESSIAN_STEP, lower=bounds[:, 0], upper=bounds[:, 1])
-    finally:
-        if tol is not None:
-            model.tol = tol
 
 
 def _design(log_posterior: Any, x_map: Array, hessian: Array, method: str, bounds: Array) -> Any:

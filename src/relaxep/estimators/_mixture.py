@@ -18,7 +18,7 @@ answers as the estimators' ``model_`` does; what the estimator's epilogue and ``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -26,10 +26,10 @@ from scipy.special import log_expit, logsumexp, ndtr
 
 from relaxep._typing import Array
 from relaxep._xp import to_numpy
-from relaxep.estimators._exact import _ExactModel
+from relaxep.estimators._model import LooTerms
 from relaxep.likelihoods import Gaussian, Likelihood
 
-__all__ = ["HyperSamples", "MixtureModel", "mixture_interval", "mixture_log_density", "mixture_moments"]
+__all__ = ["HyperSamples", "MixtureModel", "mixture_interval", "mixture_log_density", "mixture_loo", "mixture_moments"]
 
 #: the most Newton or bisection steps of the mixture's quantiles (bisection alone: the bracket shrinks by 2**-60)
 _BISECTIONS = 60
@@ -59,10 +59,7 @@ class HyperSamples:
 
 def _latent(model: Any, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
     """One point's latent mean and variances (or covariance) at ``X``, on the host."""
-    if isinstance(model, _ExactModel):
-        out = model.predict_latent(X, full_cov)
-    else:
-        out = model.predict_latent_cov(X) if full_cov else model.predict_latent(X)
+    out = model.predict_latent(X, full_cov)
     return tuple(np.asarray(to_numpy(a), dtype=float) for a in out)  # type: ignore[return-value]
 
 
@@ -98,8 +95,19 @@ class MixtureModel:
         second = sum(w * (v + m**2) for w, (m, v) in zip(self.weights, parts, strict=True))
         return mean, np.maximum(second - mean**2, 0.0)
 
-    def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
-        return self.predict_latent(X, full_cov=True)
+    # --------------------------------------------------------- leave-one-out
+    def loo_terms(self) -> LooTerms:
+        """The mixture's leave-one-out terms from its points' (:func:`mixture_loo`); the latent's leave-one-out
+        posterior and a classifier's probabilities are the :math:`w_{ik}`-mixtures of the points' own."""
+        terms = [model.loo_terms() for model in self.models]
+        mixed, w_ik = mixture_loo(terms, self.weights)
+        means = np.stack([t.latent[0] for t in terms], axis=1)
+        second = np.stack([t.latent[1] + t.latent[0] ** 2 for t in terms], axis=1)
+        mean = np.sum(w_ik * means, axis=1)
+        var = np.maximum(np.sum(w_ik * second, axis=1) - mean**2, 0.0)
+        proba = None if terms[0].proba is None else np.einsum("ik,kic->ic", w_ik, np.stack([t.proba for t in terms]))
+        first = terms[0]  # (the MAP point's targets, tail and kind)
+        return replace(mixed, y=first.y, tail=first.tail, is_density=first.is_density, latent=(mean, var), proba=proba)
 
     # --------------------------------------------------------- classifiers
     def _log_class(self, X: Any) -> Array:
@@ -136,6 +144,38 @@ class MixtureModel:
             likelihood = model.likelihood if model.likelihood is not None else noise
             out.append((float(w), mean.reshape(-1), var.reshape(-1), likelihood))
         return out
+
+
+def mixture_loo(terms: Sequence[LooTerms], weights: Array) -> tuple[LooTerms, Array]:
+    r"""Leave-one-out of a mixture over the hyperparameters from its points' own, :math:`p_{ik} = p(y_i | y_{-i},
+    \theta_k)`: the posterior of :math:`\theta` given :math:`y_{-i}` is the full one reweighted by
+    :math:`1/p(y_i | y_{-i}, \theta_k)` (importance sampling; Vehtari, Mononen, Tolvanen, Sivula & Winther 2016,
+    "Bayesian leave-one-out cross-validation approximations for Gaussian latent variable models", JMLR 17,
+    section 3.5), so
+
+    .. math::
+        p(y_i | y_{-i}) = \Big(\sum_k \frac{w_k}{p_{ik}}\Big)^{-1},\qquad
+        w_{ik} = \frac{w_k / p_{ik}}{\sum_j w_j / p_{ij}},
+
+    in log space (``logsumexp``).  The in-sample density is the mixture's, :math:`\sum_k w_k p(y_i | y, \theta_k)`;
+    the leave-one-out predictive's moments (``mean``, ``var``) are those of the :math:`w_{ik}`-mixture of the
+    points'.  Returns the terms (the first point's targets and tail) and the weights :math:`w_{ik}`, shape
+    ``(n, K)``.
+    """
+    with np.errstate(divide="ignore"):
+        log_w = np.log(np.asarray(weights, dtype=float))
+    loo = np.stack([t.loo for t in terms], axis=1)  # (n, K)
+    inverse = log_w - loo
+    log_norm = logsumexp(inverse, axis=1)
+    w_ik = np.exp(inverse - log_norm[:, None])
+    in_sample = logsumexp(log_w + np.stack([t.in_sample for t in terms], axis=1), axis=1)
+    means = np.stack([t.mean for t in terms], axis=1)
+    second = np.stack([t.var + t.mean**2 for t in terms], axis=1)
+    mean = np.sum(w_ik * means, axis=1)
+    var = np.maximum(np.sum(w_ik * second, axis=1) - mean**2, 0.0)
+    improper = max(t.n_improper for t in terms)
+    first = terms[0]
+    return LooTerms(-log_norm, in_sample, mean, var, improper, first.y, first.tail, first.is_density), w_ik
 
 
 def mixture_moments(components: Sequence[tuple[float, Array, Array, Likelihood]]) -> tuple[Array, Array]:

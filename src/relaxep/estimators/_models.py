@@ -13,10 +13,12 @@ estimator validates its parameters, picks one model and delegates to it (as scik
 
 from __future__ import annotations
 
+import copy
 from functools import partial
 from typing import Any, TypeVar
 
 import numpy as np
+from scipy import linalg
 from scipy.special import expit, log_expit
 from sklearn.gaussian_process.kernels import Kernel
 
@@ -24,6 +26,8 @@ from relaxep._typing import Array
 from relaxep._xp import namespace, to_numpy
 from relaxep.errors import DivergenceError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._integrate import integrate_model
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._plan import SparseFit
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, evidence_at
 from relaxep.estimators._stochastic import (
@@ -35,6 +39,7 @@ from relaxep.estimators._stochastic import (
 )
 from relaxep.inference import InferenceMethod, InferenceResult, infer
 from relaxep.inference.evidence import likelihood_evidence_gradient
+from relaxep.inference.loo import cavity_loo
 from relaxep.inference.warm import Sites, WarmStarts
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior import DensePrior, Posterior, Prior, SparsePrior
@@ -211,13 +216,60 @@ class _LatentModel:
         lml = np.float64(lml)  # a NumPy scalar, as scikit-learn's (compares in float64 with float32 operands)
         return (lml, grad[: theta.size]) if eval_gradient else lml
 
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        return self.prior_.predict_at(self.result_.predict_latent, X)
+    def predict_latent(self, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
+        """Latent mean and variances at ``X`` (in blocks of rows), or with ``full_cov`` mean and covariance (the
+        posterior's ``predict_latent_cov``; the latent noise on its diagonal, as in the variances).
 
-    def predict_latent_cov(self, X: Any) -> tuple[Array, Array]:
-        """Latent mean and covariance at ``X`` (the posterior's ``predict_latent_cov``)."""
+        .. versionchanged:: 0.7
+           The covariance lacked the latent noise (``jitter``, 1e-6 by default) that the variances have.
+        """
+        if not full_cov:
+            return self.prior_.predict_at(self.result_.predict_latent, X)
         cross_kernel, _ = self.prior_.cross_covariance(X)
-        return self.result_.posterior.predict_latent_cov(cross_kernel, self.kernel_(to_numpy(X)))  # (K** host)
+        test_kernel = np.asarray(self.kernel_(to_numpy(X)), dtype=float)  # (K** on the host)
+        test_kernel[np.diag_indices_from(test_kernel)] += self.priors.noise  # (the latent noise, as the variances')
+        return self.result_.posterior.predict_latent_cov(cross_kernel, test_kernel)
+
+    # ------------------------------------------------------------ after the fit
+    def loo_terms(self) -> LooTerms:
+        """Leave-one-out from the cavities of the fitted sites (:func:`~relaxep.inference.loo.cavity_loo`), at no
+        refit; a classifier's class probabilities by :meth:`_loo_proba`."""
+        r = self.result_
+        t = cavity_loo(r.mean, r.marginal_var, r.site_precision, r.site_mean_precision, self.y, self.likelihood)
+        return LooTerms(
+            t.loo, t.in_sample, t.cavity_mean, t.cavity_var, t.n_improper, np.asarray(to_numpy(self.y)),
+            tail=self.likelihood, is_density=self.likelihood.is_density,
+            proba=self._loo_proba(t.cavity_mean, t.cavity_var),
+        )  # fmt: skip
+
+    def _loo_proba(self, mean: Array, var: Array) -> Array | None:
+        """A classifier's class probabilities at the leave-one-out latent ``N(mean, var)`` (none here)."""
+        return None
+
+    def at_theta(self, x: Array, start: Sites | None = None) -> _LatentModel | None:
+        """A fitted copy at the log-hyperparameters ``x`` (the kernel's, then the likelihood's), no search: EP from
+        the converged sites ``start`` (``None``: this model's); ``None`` where it diverged or has no evidence."""
+        kernel, likelihood, _ = HyperVector(self.kernel_, self.likelihood).split(np.asarray(x, dtype=float))
+        point = copy.copy(self)
+        point.kernel_, point.likelihood = kernel, likelihood
+        point.warm = WarmStarts(self.warm.enabled)
+        try:
+            point.fit(self.X, self.y, None, start=self.warm.start if start is None else start)
+        except (DivergenceError, KernelNotPositiveDefiniteError, linalg.LinAlgError, np.linalg.LinAlgError):
+            return None
+        return point if np.isfinite(point.result_.log_evidence) and point.result_.status != "diverged" else None
+
+    def with_tol(self, tol: float) -> _LatentModel:
+        """A view of this model whose EP runs stop at ``tol`` or its own ``tol`` if smaller (sharing its warm
+        starts): the integration's Hessian takes its gradients from it."""
+        view = copy.copy(self)
+        view.tol = min(float(self.tol), tol)
+        return view
+
+    def integrate(self, method: str) -> Any:
+        """The mixture over the hyperparameters around this (MAP) model (:func:`~relaxep.estimators._integrate.
+        integrate_model`)."""
+        return integrate_model(self, method)
 
 
 class _BinaryModel(_LatentModel):
@@ -233,6 +285,10 @@ class _BinaryModel(_LatentModel):
 
     def predict_proba(self, X: Any) -> Array:
         return proba_of(self.decision_function(X))
+
+    def _loo_proba(self, mean: Array, var: Array) -> Array:
+        """``[P(y = -1), P(y = +1)]`` at the leave-one-out latent: the likelihood's predictive log-odds."""
+        return proba_of(self.likelihood.predict_log_odds(mean, np.maximum(var, 1e-300)))  # type: ignore[attr-defined]
 
 
 def proba_of(d: Array) -> Array:

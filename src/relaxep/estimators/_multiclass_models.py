@@ -1,39 +1,53 @@
-"""The multi-class models behind :class:`~relaxep.GPClassifier` with more than two classes: :class:`_JointModel`,
-one model of ``C`` latent functions with a shared kernel or one per class
-(:func:`~relaxep.inference.multiclass.infer_multiclass`),
-and :class:`_OneVsRest`, one binary estimator per class.  Each has ``fit``,
-``log_evidence(theta, eval_gradient, clone_kernel)``, ``predict_latent(X)`` and the classifier's heads, as the
-binary model of :mod:`relaxep.estimators._models`.  With ``inducing_points`` the joint model is
+r"""The joint multi-class models behind :class:`~relaxep.GPClassifier` with more than two classes and
+``multi_class="joint"``: :class:`_JointModel`, one model of ``C`` latent functions with a shared kernel or one per
+class (:func:`~relaxep.inference.multiclass.infer_multiclass`), with ``fit``, ``log_evidence(theta, eval_gradient,
+clone_kernel)``, ``predict_latent(X)``, ``loo_terms()`` and the classifier's heads, as the binary model of
+:mod:`relaxep.estimators._models`.  With ``inducing_points`` the joint model is
 :mod:`relaxep.estimators._sparse_multiclass_model`'s, which learns its kernel through :meth:`_JointModel.learn`.
+One-vs-rest is :mod:`relaxep.estimators._one_vs_rest`'s.
+
+Leave-one-out (:func:`joint_loo`): nested EP (multinomial probit) has one Gaussian site per row on the :math:`C`
+latents :math:`f_i`, so the cavity :math:`N(f_i | m_i, \Lambda_i^{-1})`, :math:`\Lambda_i = \Sigma_i^{-1} - \Pi_i`,
+is EP's approximation of :math:`p(f_i | y_{-i})` and :math:`\log p(y_i | y_{-i}) \approx \log\int p(y_i | f)
+N(f | m_i, \Lambda_i^{-1}) df`, the tilted normaliser (by the inner EP, as the fit computes it; Riihimaki, Jylanki &
+Vehtari 2013).  The robust max (sites on :math:`w_i`, the margins of the observed class) is refused for now.  The
+in-sample densities are the same at the posterior marginals; the leave-one-out class probabilities are the
+likelihood's predictive at the cavity.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
 import numpy as np
-from joblib import Parallel, delayed
 from numpy.typing import NDArray
 from sklearn.gaussian_process.kernels import CompoundKernel, Kernel
 from sklearn.model_selection import train_test_split
 from sklearn.utils.validation import check_random_state
 
 from relaxep._typing import Array
-from relaxep._xp import to_numpy
 from relaxep.errors import DivergenceError
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, scored
 from relaxep.inference.multiclass import MulticlassResult, infer_multiclass
 from relaxep.inference.multiclass import evidence_gradient as multiclass_evidence_gradient
 from relaxep.inference.warm import WarmStarts
-from relaxep.likelihoods.multiclass import MulticlassLikelihood, independent_log_proba
+from relaxep.likelihoods.multiclass import MulticlassLikelihood
 from relaxep.posterior import DensePrior
 from relaxep.posterior.base import Prior
 from relaxep.posterior.dense import kernel_matrix
 
-__all__ = ["SEARCH_ROWS", "ClassPriors", "_JointModel", "_OneVsRest", "class_matrices", "search_rows"]
+__all__ = [
+    "SEARCH_ROWS",
+    "ClassPriors",
+    "ClassTail",
+    "_JointModel",
+    "class_matrices",
+    "joint_loo",
+    "search_rows",
+]
 
 
 #: rows a multi-class search learns on where ``optimizer_subset`` is ``None`` (stratified by class): on digits
@@ -184,8 +198,15 @@ class _JointModel:
         lml = np.float64(result.log_evidence)
         return (lml, multiclass_evidence_gradient(result, dK)) if eval_gradient else lml
 
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
+    def predict_latent(self, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
+        """The ``C`` latents' means ``(n, C)`` and covariances ``(n, C, C)`` at each row of ``X`` (``full_cov``
+        across rows: refused)."""
+        refuse_full_cov(full_cov)
         return self.prior_.predict_at(self.result_.predict_latent, X)
+
+    def loo_terms(self) -> LooTerms:
+        """Leave-one-out from the :math:`C`-dimensional cavities (:func:`joint_loo`)."""
+        return class_terms(*joint_loo(self), np.asarray(self.y))
 
     def decision_function(self, X: Any) -> Array:
         """Log predictive probabilities ``(n, C)``."""
@@ -198,72 +219,47 @@ class _JointModel:
         return np.exp(self.decision_function(X))
 
 
-# ------------------------------------------------------------------ one-vs-rest
-class _OneVsRest:
-    """One binary estimator per class (``make_binary(**changes)`` makes one, its parameters changed by ``changes``),
-    the classes' probabilities the multinomial probit of their latents (:meth:`decision_function`)."""
+def refuse_full_cov(full_cov: bool) -> None:
+    """A multi-class model's latents have no covariance across test rows here (``ValueError`` naming ``full_cov``)."""
+    if full_cov:
+        raise ValueError("full_cov: a multi-class model gives each row's latents, not their covariance across rows")
 
-    def __init__(self, make_binary: Callable[..., Any], n_jobs: int | None = None) -> None:
-        self.make_binary, self.n_jobs = make_binary, n_jobs
-        #: the link's noise :math:`\tau` (:meth:`decision_function`; set after the fit by leave-one-out)
-        self.link_noise_ = 1.0
 
-    def fit(self, X: Any, y: NDArray, n_classes: int, rows: NDArray | None = None) -> None:
-        """One binary fit per class; with ``rows`` (:func:`search_rows`), each learns its kernel on those rows, then
-        is fitted on all at that kernel."""
-        self.X, self.y = X, y  # (the rows and class indices, for loo())
-        self.n_search_rows_ = y.size if rows is None else rows.size
-        jobs = Parallel(n_jobs=self.n_jobs)
-        if rows is None:
-            self.estimators_ = jobs(delayed(self.make_binary().fit)(X, (y == c).astype(int)) for c in range(n_classes))
-        else:
-            Xs, ys = X[rows], y[rows]
-            learned = jobs(delayed(self.make_binary().fit)(Xs, (ys == c).astype(int)) for c in range(n_classes))
-            self.estimators_ = jobs(
-                delayed(self.make_binary(kernel=e.kernel_, optimizer=None).fit)(X, (y == c).astype(int))
-                for c, e in zip(range(n_classes), learned, strict=True)
-            )
-        self.kernel_ = CompoundKernel([e.kernel_ for e in self.estimators_])
-        values = [e.log_marginal_likelihood_value_ for e in self.estimators_]
-        self.log_marginal_likelihood_value_ = float(np.mean(values))  # (scikit-learn's one-vs-rest convention)
+# ------------------------------------------------------------------ leave-one-out
+def class_terms(
+    loo: Array, in_sample: Array, mean: Array, cov: Array, proba: Array, improper: int, y: Array
+) -> LooTerms:
+    """A multi-class model's :class:`~relaxep.estimators._model.LooTerms`: probabilities of labels, whose tail is
+    :class:`ClassTail`'s."""
+    return LooTerms(loo, in_sample, mean, cov, improper, y, ClassTail(proba, loo), is_density=False, proba=proba)
 
-    def log_evidence(self, theta: Array, eval_gradient: bool, clone_kernel: bool) -> Any:
-        """The mean of the binary models' log evidence (scikit-learn's one-vs-rest convention), ``theta`` one
-        kernel's (every class at it; the gradient the mean of theirs) or the classes' in turn (``kernel_.theta``,
-        a ``CompoundKernel``'s; the gradient each class's entries over ``C``)."""
-        C, sizes = len(self.estimators_), {e.kernel_.theta.size for e in self.estimators_}
-        shared = len(sizes) == 1 and theta.size in sizes
-        parts = [theta] * C if shared else [k.theta for k in with_theta(self.kernel_, theta).kernels]
-        pairs = zip(self.estimators_, parts, strict=True)
-        values = [e.log_marginal_likelihood(t, eval_gradient, True) for e, t in pairs]
-        if not eval_gradient:
-            return np.float64(np.mean(values))
-        lml = np.float64(np.mean([v for v, _ in values]))
-        grads = [g for _, g in values]
-        return lml, (np.mean(grads, axis=0) if shared else np.concatenate(grads) / C)
 
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
-        pairs = [[to_numpy(a) for a in e.latent_mean_and_variance(X)] for e in self.estimators_]
-        return np.column_stack([p[0] for p in pairs]), np.column_stack([p[1] for p in pairs])
+class ClassTail:
+    """Each row's leave-one-out probability of the classes no more probable than the observed one."""
 
-    def decision_function(self, X: Any) -> Array:
-        r"""Log class probabilities ``(n, C)``: the multinomial probit of the ``C`` binary latents taken as
-        independent Gaussians :math:`N(m_c, v_c)`, :math:`y = \arg\max_c (f_c + \tau e_c)`
-        (:func:`~relaxep.likelihoods.multiclass.independent_log_proba` with ``noise`` :math:`\tau`),
-        :math:`p(y = c) = \int N(w | m_c, \tau^2 + v_c) \prod_{j \ne c} \Phi((w - m_j) / \sqrt{\tau^2 + v_j})\,
-        dw`, with the link's noise :math:`\tau` (:attr:`link_noise_`) chosen by the leave-one-out predictive
-        (:func:`~relaxep.estimators._loo_multiclass.fit_link_noise`).
+    def __init__(self, proba: Array, pointwise: Array) -> None:
+        self.proba, self.pointwise = proba, pointwise
 
-        .. versionchanged:: 0.6
-           It was :math:`\log \sigma(d_c) - \log \sum_k \sigma(d_k)` of each class's log-odds :math:`d_c`
-           (scikit-learn's renormalisation), overconfident where several binary models claim a point: on digits
-           NLL 0.093 against 0.052 at the same latents (``docs/multiclass``).
-        """
-        mean, var = self.predict_latent(X)
-        return independent_log_proba(mean, var, self.link_noise_)
+    def loo_tail(self, y: Array, mean: Any, var: Any, pointwise: Any = None) -> Array:
+        observed = self.proba[np.arange(y.shape[0]), y.astype(int)]
+        return np.sum(np.where(self.proba <= observed[:, None] * (1 + 1e-12), self.proba, 0.0), axis=1)
 
-    def predict_log_proba(self, X: Any) -> Array:
-        return self.decision_function(X)
 
-    def predict_proba(self, X: Any) -> Array:
-        return np.exp(self.decision_function(X))
+def joint_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]:
+    """``(loo, in_sample, cavity mean, cavity covariance, LOO class probabilities, improper count)``."""
+    result, likelihood = model.result_, model.likelihood
+    post = result.posterior
+    y = np.asarray(model.y).astype(int)
+    mean, cov, ok = post.cavities()
+    loo = np.full(y.shape[0], np.nan)
+    if hasattr(post, "w_mean"):
+        raise NotImplementedError(
+            "loo(): leave-one-out is not implemented for the robust max likelihood yet (its sites live "
+            "on the margins w of the observed class; not yet checked against refits); MultinomialProbit's is"
+        )
+    proba = np.full((y.shape[0], model.n_classes), np.nan)
+    if np.any(ok):
+        loo[ok] = likelihood.tilted_moments(mean[ok], cov[ok], y[ok])[0]
+        proba[ok] = likelihood.predict_proba(mean[ok], cov[ok])
+    in_sample = likelihood.tilted_moments(result.mean, result.cov, y)[0]
+    return loo, np.asarray(in_sample, dtype=float), mean, cov, proba, int(np.sum(~ok))

@@ -12,7 +12,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._checks import input_format
-from relaxep.estimators._mixture import MixtureModel, mixture_interval, mixture_log_density, mixture_moments
+from relaxep.estimators._mixture import mixture_interval, mixture_log_density, mixture_moments
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.likelihoods.counts import CountLikelihood
 
@@ -49,11 +49,10 @@ class TargetPredictive:
     def _mixture(self, X: ArrayLike) -> list[Any] | None:
         """An integrated fit's points at ``X`` (:meth:`MixtureModel.components
         <relaxep.estimators._mixture.MixtureModel.components>`, normalised units), ``None`` for one fit."""
-        model = getattr(self, "model_", None)
-        if not isinstance(model, MixtureModel):
+        if not hasattr(self, "hyper_samples_"):  # (one fit: no mixture)
             return None
         X = validate_data(self, X, reset=False, **input_format(self.kernel_, X))  # type: ignore[attr-defined]
-        return model.components(X, self._noise_model())
+        return self.model_.components(X, self._noise_model())  # type: ignore[attr-defined]
 
     def predict_y(self, X: ArrayLike) -> tuple[Array, Array]:
         r"""Mean and standard deviation of the predictive of a target, :math:`p(y_* | y) = \int p(y_* | f_*)

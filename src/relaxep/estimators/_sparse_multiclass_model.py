@@ -31,7 +31,8 @@ from sklearn.utils.validation import check_random_state
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError
 from relaxep.estimators._inducing import initial_inducing_points
-from relaxep.estimators._multiclass_models import _JointModel
+from relaxep.estimators._model import LooTerms
+from relaxep.estimators._multiclass_models import _JointModel, class_terms, joint_loo, refuse_full_cov
 from relaxep.estimators._search import FitReport, _EvidenceSearch
 from relaxep.inference.multiclass import MulticlassResult, infer_multiclass_sparse
 from relaxep.likelihoods.multiclass import MulticlassLikelihood
@@ -122,7 +123,14 @@ class _SparseJointModel:
         finally:
             self.L_mm = L_mm  # (the fitted posterior's factor)
 
-    def predict_latent(self, X: Any) -> tuple[Array, Array]:
+    def loo_terms(self) -> LooTerms:
+        """Leave-one-out from the :math:`C`-dimensional cavities, as the dense joint model's
+        (:func:`~relaxep.estimators._multiclass_models.joint_loo`)."""
+        return class_terms(*joint_loo(self), np.asarray(self.y))
+
+    def predict_latent(self, X: Any, full_cov: bool = False) -> tuple[Array, Array]:
+        """The ``C`` latents' means ``(n, C)`` and covariances ``(n, C, C)`` at each row of ``X``."""
+        refuse_full_cov(full_cov)
         """DTC's predictive mean ``(n_*, C)`` and covariance ``(n_*, C, C)`` (module docstring)."""
         parts = []
         for s in range(0, X.shape[0], TEST_BLOCK):

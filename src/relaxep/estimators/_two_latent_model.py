@@ -25,14 +25,17 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep.errors import DivergenceError, ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.estimators._hyper import ConstantMean, HyperVector
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._search import FitReport, _EvidenceSearch, at_bounds, evidence_at
 from relaxep.inference.two_latent import TwoLatentResult, latent_gradient, two_latent_ep
 from relaxep.inference.warm import WarmStarts
 from relaxep.likelihoods import TwoLatentLikelihood
+from relaxep.likelihoods.heteroscedastic import predictive_cdf, predictive_log_density
 from relaxep.posterior import DensePrior, Prior, SparsePrior
+from relaxep.posterior.base import cavity, is_proper
 from relaxep.sites import SiteRule
 
-__all__ = ["_TwoLatentModel"]
+__all__ = ["HeteroscedasticCavity", "_TwoLatentModel"]
 
 #: latent jitter on both priors' diagonals (and their test variances)
 JITTER = 1e-8
@@ -197,3 +200,52 @@ class _TwoLatentModel:
         cross = prior.cross_covariance(X)[0]
         mean, cov = post.predict_latent_cov(cross, kernel(X) + JITTER * np.eye(X.shape[0]))
         return mean + shift, cov
+
+    def predict_latent(self, X: Array, full_cov: bool = False) -> tuple[Array, Array]:
+        """The predictive of :math:`f` (the protocol's latent; :meth:`latent` gives :math:`g`'s too)."""
+        return self.latent("f", X, full_cov)
+
+    # ----------------------------------------------------------- leave-one-out
+    def loo_terms(self) -> LooTerms:
+        r"""Leave-one-out from the two cavities, at no refit.
+
+        Two-latent EP's sites factorise, :math:`\tilde t_i(f_i)\,\tilde t_i(g_i)`, so removing site :math:`i` leaves
+        the product of the two one-latent cavities :math:`N(f_i | h^f_i, \lambda^f_i)\,N(g_i | h^g_i + c,
+        \lambda^g_i)` (:func:`~relaxep.posterior.base.cavity` of each posterior; :math:`c` the prior mean of
+        :math:`g`), EP's approximation of :math:`p(f_i, g_i | y_{-i})`, and the leave-one-out density is the tilted
+        normaliser there,
+
+        .. math:: \log p(y_i | y_{-i}) \approx \log\iint N(y_i | f, e^g)\, N(f | h^f_i, \lambda^f_i)\,
+                  N(g | h^g_i + c, \lambda^g_i)\, df\, dg
+
+        (:func:`~relaxep.likelihoods.heteroscedastic.predictive_log_density`); the in-sample density is the same at
+        the posterior marginals.  The tail (:class:`HeteroscedasticCavity`) is that of the predictive, symmetric
+        about :math:`h^f_i`."""
+        assert self.result_ is not None
+        out = []
+        for post, offset in ((self.result_.posterior_f, 0.0), (self.result_.posterior_g, self.offset)):
+            mean, var = np.asarray(post.mean, dtype=float), np.asarray(post.marginal_var, dtype=float)
+            h, lam = cavity(mean, var, np.asarray(post.site_precision), np.asarray(post.site_mean_precision), 1.0)
+            out.append((mean + offset, var, h + offset, lam))
+        (mf, af, hf, lf), (mg, ag, hg, lg) = out
+        y = np.asarray(self.y, dtype=float)
+        ok = is_proper(lf) & is_proper(lg)
+        loo = np.full(y.shape, np.nan)
+        loo[ok] = predictive_log_density(y[ok], hf[ok], lf[ok], hg[ok], lg[ok])
+        in_sample = np.asarray(predictive_log_density(y, mf, af, mg, ag), dtype=float)
+        tail = HeteroscedasticCavity(np.where(ok, hg, np.nan), np.where(ok, lg, np.nan))
+        mean, var = np.where(ok, hf, np.nan), np.where(ok, lf, np.nan)
+        return LooTerms(loo, in_sample, mean, var, int(np.sum(~ok)), y, tail, latent=(hf, lf))
+
+
+class HeteroscedasticCavity:
+    """The noise's leave-one-out posterior :math:`N(g_i | m_i, v_i)` per row, for the rows' tail probabilities
+    (:meth:`LooResult.outliers <relaxep.assessment.LooResult.outliers>`)."""
+
+    def __init__(self, mean_g: Array, var_g: Array) -> None:
+        self.mean_g, self.var_g = mean_g, var_g
+
+    def loo_tail(self, y: Array, mean_f: Array, var_f: Array, pointwise: Any = None) -> Array:
+        r""":math:`2 P(Y \le h^f - |y - h^f|)` under the leave-one-out predictive (model units)."""
+        q = mean_f - np.abs(y - mean_f)
+        return np.minimum(1.0, 2.0 * predictive_cdf(q, mean_f, var_f, self.mean_g, self.var_g))

@@ -28,10 +28,10 @@ from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._inducing import check_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
-from relaxep.estimators._loo import one_vs_rest_link_noise
 from relaxep.estimators._models import _BinaryModel, label_of
 from relaxep.estimators._multiclass_checks import check_class_kernels, check_joint_options
-from relaxep.estimators._multiclass_models import _JointModel, _OneVsRest, search_rows
+from relaxep.estimators._multiclass_models import _JointModel, search_rows
+from relaxep.estimators._one_vs_rest import _OneVsRest
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.estimators._sparse_multiclass_model import _SparseJointModel
 from relaxep.inference import InferenceMethod
@@ -186,8 +186,9 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     kernel_ : Kernel with the learned hyperparameters
         One-vs-rest: a ``CompoundKernel`` of the classes' kernels (scikit-learn's convention); the joint model
         with one kernel per class: its ``CompoundKernel``.
-    result_ : InferenceResult (binary) or MulticlassResult (joint multi-class) of the final fit
-        One-vs-rest has none: each of ``estimators_`` holds its own.
+    result_ : InferenceResult (binary), MulticlassResult (joint multi-class) or OneVsRestResult of the final fit
+        One-vs-rest's: its binary fits' results in class order (``results``; each of ``estimators_`` holds its
+        own), its ``status`` the first that did not converge, ``log_evidence`` their mean.
     estimators_ : list of GPClassifier (one-vs-rest with more than two classes)
     log_marginal_likelihood_value_ : float
         One-vs-rest: the binary models' mean (scikit-learn's convention).
@@ -278,12 +279,11 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
             y_index = np.searchsorted(classes, y)
             learn = self.optimizer is not None and self.inducing_points is None and numpy
             rows = search_rows(y_index, self.optimizer_subset, self.random_state) if learn else None
-            model.fit(X, y_index, classes.size, rows)  # (each binary fit warns for itself)
-            model.link_noise_ = one_vs_rest_link_noise(model)
+            report = model.fit(X, y_index, classes.size, rows)  # (each binary fit warns for itself)
             self.estimators_ = model.estimators_
-            self.log_marginal_likelihood_value_ = model.log_marginal_likelihood_value_
-            self.kernel_, self.model_ = model.kernel_, model
-            return self
+            return self._finish(model, report)
+        if hasattr(self, "estimators_"):  # (a one-vs-rest fit's, refitted otherwise)
+            del self.estimators_
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
         with fit_threads(X.shape[0], dense=self.inducing_points is None):
             model, report = self._fit_joint(y) if classes.size > 2 else self._fit_binary(y)
@@ -357,7 +357,7 @@ class GPClassifier(ClassifierMixin, _LatentGPEstimator):
     def _check_theta(self, theta: Array) -> None:
         """One-vs-rest: ``kernel_.theta`` (the classes' kernels in turn) or one class kernel's, every class at it
         (scikit-learn's convention); otherwise the base's."""
-        if not isinstance(getattr(self, "model_", None), _OneVsRest):
+        if not hasattr(self, "estimators_"):
             return super()._check_theta(theta)
         sizes = {e.kernel_.theta.size for e in self.estimators_}
         if theta.ndim != 1 or not (theta.size == self.kernel_.theta.size or (len(sizes) == 1 and theta.size in sizes)):

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,8 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep.estimators._checks import check_likelihood_for, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask
 from relaxep.estimators._inducing_model import InducingBinaryModel
+from relaxep.estimators._model import LooTerms
+from relaxep.estimators._models import proba_of
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 from relaxep.sites import EP, SiteRule
@@ -154,7 +157,14 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
 
     _owner = "DaskGPClassifier"
 
-    def _check_parameters(self) -> tuple[SiteRule, BinaryLikelihood]:
+    def _loo_terms(self) -> LooTerms:
+        """The shards' leave-one-out terms with the class probabilities at each cavity (the likelihood's
+        predictive log-odds, as ``GPClassifier``'s)."""
+        terms = super()._loo_terms()
+        log_odds = self.likelihood_.predict_log_odds(terms.mean, np.maximum(terms.var, 1e-300))
+        return replace(terms, proba=proba_of(log_odds))
+
+    def _check_options(self) -> tuple[SiteRule, BinaryLikelihood]:
         """The rule and the likelihood (defaults filled in), and the kernel, checked before any Dask work."""
         rule = self._check_common("GPClassifier")
         check_likelihood_for(self.likelihood, "DaskGPClassifier", _LIKELIHOODS)
@@ -176,7 +186,7 @@ class DaskGPClassifier(ClassifierMixin, DaskSparseFit):
         -------
         self
         """
-        rule, likelihood = self._check_parameters()  # (before importing Dask: no Dask work for a bad parameter)
+        rule, likelihood = self._check_options()  # (before importing Dask: no Dask work for a bad parameter)
         da = import_dask(self._owner)
         X = self._rows(X)
         y = self._column(y, X)

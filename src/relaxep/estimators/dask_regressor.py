@@ -109,7 +109,10 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     ) -> None:
         store_parameters(self, locals())
 
-    def _check_parameters(self) -> tuple[SiteRule, Likelihood, float]:
+    #: the likelihood's learned hyperparameters are ``likelihood_``'s (``log_marginal_likelihood(theta)``)
+    learns_likelihood = True
+
+    def _check_options(self) -> tuple[SiteRule, Likelihood, float]:
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
         rule = self._check_common("GPRegressor")
         check_regression_likelihood(self.likelihood, "DaskGPRegressor")
@@ -135,7 +138,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         -------
         self
         """
-        rule, likelihood, alpha = self._check_parameters()  # (before importing Dask)
+        rule, likelihood, alpha = self._check_options()  # (before importing Dask)
         da = import_dask(self._owner)
         X = self._rows(X)
         y = self._column(y, X).astype(float)

@@ -168,7 +168,10 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
     ) -> None:
         store_parameters(self, locals())
 
-    def _check_parameters(self) -> tuple[SiteRule, SurvivalLikelihood]:
+    #: the likelihood's learned hyperparameters are ``likelihood_``'s (``log_marginal_likelihood(theta)``)
+    learns_likelihood = True
+
+    def _check_options(self) -> tuple[SiteRule, SurvivalLikelihood]:
         """The rule and a fresh likelihood, and the numeric parameters, checked before any Dask work."""
         rule = self._check_common("GPSurvivalRegressor")
         likelihood = survival_likelihood(self.likelihood)
@@ -190,7 +193,7 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
         -------
         self
         """
-        rule, likelihood = self._check_parameters()  # (before importing Dask)
+        rule, likelihood = self._check_options()  # (before importing Dask)
         da = import_dask(self._owner)
         X = self._rows(X)
         client = self._client()

@@ -30,7 +30,6 @@ from relaxep.estimators._base import _GPEstimatorBase
 from relaxep.estimators._checks import check_host_arrays, check_kernel, random_state_of, require_scaled_rbf
 from relaxep.estimators._hyper import ConstantMean, HyperVector
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
-from relaxep.estimators._loo_two_latent import heteroscedastic_loo, heteroscedastic_loo_predict
 from relaxep.estimators._search import ROBUST
 from relaxep.estimators._two_latent_model import _TwoLatentModel
 from relaxep.inference.two_latent import rule_powers
@@ -203,12 +202,12 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         self.kernel_ = _default_kernel() if self.kernel is None else clone(self.kernel)
         self.noise_kernel_ = _default_kernel() if self.noise_kernel is None else clone(self.noise_kernel)
         if self.normalize_y:
-            self._y_mean, std = float(np.mean(y)), float(np.std(y))
-            self._y_std = std if std > 0.0 else 1.0
+            self._y_train_mean, std = float(np.mean(y)), float(np.std(y))
+            self._y_train_std = std if std > 0.0 else 1.0
         else:
-            self._y_mean, self._y_std = 0.0, 1.0
+            self._y_train_mean, self._y_train_std = 0.0, 1.0
         self.X_train_ = np.copy(X) if self.copy_X_train else X
-        self.y_train_ = (y - self._y_mean) / self._y_std
+        self.y_train_ = (y - self._y_train_mean) / self._y_train_std
         rng = self._rng()
         Z = None
         spec = self.inducing_points
@@ -266,11 +265,11 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
         X = self._rows(X)
         mean, second = self.model_.latent("f", X, full_cov=return_cov)
-        mean = self._y_mean + self._y_std * mean
+        mean = self._y_train_mean + self._y_train_std * mean
         if return_cov:
-            return mean, self._y_std**2 * second
+            return mean, self._y_train_std**2 * second
         if return_std:
-            return mean, self._y_std * np.sqrt(np.maximum(second, 0.0))
+            return mean, self._y_train_std * np.sqrt(np.maximum(second, 0.0))
         return mean
 
     def predict_noise(self, X: ArrayLike, return_std: bool = False) -> Array | tuple[Array, Array]:
@@ -278,7 +277,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         :math:`E[e^{g/2}] = e^{\mu_g/2 + v_g/8}` (:meth:`~relaxep.likelihoods.Heteroscedastic.scale_moments`)."""
         _, _, mean_g, var_g = self._latents(X)
         mean, sd = self.model_.likelihood.scale_moments(mean_g, var_g)
-        return (self._y_std * mean, self._y_std * sd) if return_std else self._y_std * mean
+        return (self._y_train_std * mean, self._y_train_std * sd) if return_std else self._y_train_std * mean
 
     def predict_interval(self, X: ArrayLike, level: float = 0.9) -> tuple[Array, Array]:
         r"""The central ``level`` interval of a new target at ``X``: quantiles of the mixture
@@ -290,7 +289,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         tail = 0.5 * (1.0 - float(level))
         quantiles = self.model_.likelihood.predictive_quantiles
         low, high = quantiles(tail, mf, vf, mg, vg), quantiles(1.0 - tail, mf, vf, mg, vg)
-        return self._y_mean + self._y_std * low, self._y_mean + self._y_std * high
+        return self._y_train_mean + self._y_train_std * low, self._y_train_mean + self._y_train_std * high
 
     def log_predictive_density(self, X: ArrayLike, y: ArrayLike) -> Array:
         r"""Per row, :math:`\log\int N(y | \mu_f, v_f + e^g)\, q(g)\, dg` in ``y``'s units (the test NLPD is minus
@@ -301,8 +300,8 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
             raise ValueError(f"y must have shape {mf.shape} (one target per row of X), got {y.shape}")
         if not np.all(np.isfinite(y)):
             raise ValueError("y contains NaN or inf")
-        y = (y - self._y_mean) / self._y_std
-        return self.model_.likelihood.predictive_log_density(y, mf, vf, mg, vg) - np.log(self._y_std)
+        y = (y - self._y_train_mean) / self._y_train_std
+        return self.model_.likelihood.predictive_log_density(y, mf, vf, mg, vg) - np.log(self._y_train_std)
 
     def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: Any = 0) -> Array:
         r"""Draws of new targets at ``X``, shape ``(n, n_samples)``: :math:`f_*` and :math:`g_*` jointly from their
@@ -315,7 +314,7 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
         mean_g, cov_g = self.model_.latent("g", X, full_cov=True)
         f = rng.multivariate_normal(mean_f, cov_f, n_samples).T
         g = rng.multivariate_normal(mean_g, cov_g, n_samples).T
-        return self._y_mean + self._y_std * (f + np.exp(0.5 * g) * rng.standard_normal(f.shape))
+        return self._y_train_mean + self._y_train_std * (f + np.exp(0.5 * g) * rng.standard_normal(f.shape))
 
     # ------------------------------------------------------------ evidence
     def _check_theta(self, theta: Array) -> None:
@@ -331,11 +330,5 @@ class GPHeteroscedasticRegressor(RegressorMixin, _GPEstimatorBase):
             )
 
     # ------------------------------------------------------------ leave-one-out
-    def loo(self) -> Any:
-        r"""Leave-one-out cross-validation from the two cavities, at no refit (:class:`~relaxep.assessment.LooResult`;
-        the maths: :mod:`relaxep.estimators._loo_two_latent`), in the units of ``y`` as passed."""
-        return heteroscedastic_loo(self)
-
-    def loo_predict(self) -> Any:
-        """The leave-one-out posterior of each training row's latent :math:`f_i`, in ``y``'s units."""
-        return heteroscedastic_loo_predict(self)
+    def _loo_name(self) -> str:
+        return f"GPHeteroscedasticRegressor({self.kernel_}, noise {self.noise_kernel_})"

@@ -52,6 +52,10 @@ class _OrdinalModel(_LatentModel):
         mean, var = self.predict_latent(X)
         return self.likelihood.class_probabilities(mean, np.maximum(var, 0.0))  # type: ignore[attr-defined]
 
+    def _loo_proba(self, mean: Array, var: Array) -> Array:
+        """The class probabilities at the leave-one-out latent."""
+        return self.likelihood.class_probabilities(mean, np.maximum(var, 0.0))  # type: ignore[attr-defined]
+
 
 class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
     r"""Gaussian process ordinal regression by EP, Power EP or Relaxed EP (Chu & Ghahramani 2005).

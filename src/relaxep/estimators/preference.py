@@ -28,10 +28,12 @@ from sklearn.utils.validation import check_array, check_is_fitted
 
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
+from relaxep.assessment.result import fingerprint
 from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import check_host_arrays, check_jitter, check_kernel, check_likelihood, check_rule
 from relaxep.estimators._inducing import check_inducing_points, initial_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._model import LooTerms
 from relaxep.estimators._models import _BinaryModel, _SparsePriors
 from relaxep.likelihoods import BinaryLikelihood, Probit
 from relaxep.likelihoods.information import information_gain, probit_information_gain
@@ -227,6 +229,10 @@ class GPPreferenceLearner(_LatentGPEstimator):
         if self.inducing_points is not None:
             self.inducing_points_ = model.Z[:, : self.n_features_in_]
 
+    def _loo_fingerprint(self, terms: LooTerms) -> str:
+        """The fingerprint of the items and the comparisons (the rows that were fitted)."""
+        return fingerprint(self.X_train_, self.comparisons_)
+
     def _fit_sparse(
         self, plan: Any, X: Array, rows: Array, y: Array, likelihood: BinaryLikelihood, rule: Any
     ) -> tuple[_BinaryModel, Any]:
@@ -265,7 +271,7 @@ class GPPreferenceLearner(_LatentGPEstimator):
         X = self._items(X)
         rows = encode_items(X)
         if return_cov:
-            return self.model_.predict_latent_cov(rows)
+            return self.model_.predict_latent(rows, full_cov=True)
         mean, var = self.model_.predict_latent(rows)
         return (mean, np.sqrt(np.maximum(var, 0.0))) if return_std else mean
 

@@ -38,11 +38,9 @@ from relaxep.estimators._checks import (
     input_format,
     store_parameters,
 )
-from relaxep.estimators._exact import _ExactModel
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
-from relaxep.estimators._mixture import MixtureModel
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
@@ -296,12 +294,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     # ------------------------------------------------------------ predict
     def _latent(self, X: Any, full_cov: bool) -> tuple[Array, Array]:
         """Latent mean and variances (or covariance), normalised units, one column per output (exact model)."""
-        model = self.model_
-        if isinstance(model, _ExactModel | MixtureModel):
-            return model.predict_latent(X, full_cov)
-        if full_cov:
-            return model.predict_latent_cov(X)
-        return model.predict_latent(X)
+        return self.model_.predict_latent(X, full_cov)
 
     def predict(self, X: ArrayLike, return_std: bool = False, return_cov: bool = False) -> Array | tuple[Array, Array]:
         """Posterior mean of the latent function at ``X`` and, if asked, its standard deviation or covariance.
