@@ -32,7 +32,7 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp, ndtri
+from scipy.special import logsumexp
 from sklearn.gaussian_process.kernels import Hyperparameter
 
 from relaxep._params import ParamsMixin
@@ -40,7 +40,7 @@ from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval
 from relaxep._xp import HOST, namespace, to_numpy
 from relaxep.likelihoods._hyperparameters import check_bounds, check_hyperparameter
-from relaxep.likelihoods._panels import split_gap, two_centre_rule
+from relaxep.likelihoods.additive_noise import AdditiveNoise, _as_floats
 from relaxep.likelihoods.tilted import TiltedLogZ, refuse_off_host
 
 __all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter", "refuse_off_host"]
@@ -48,12 +48,10 @@ __all__ = ["Likelihood", "TiltedLogZ", "check_bounds", "check_hyperparameter", "
 # probabilists' Gauss-Hermite rule: sum_k w_k h(x_k) ~ E[h(x)], x ~ N(0, 1)
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(80)
 _GH_LOG_WEIGHTS = np.log(_GH_WEIGHTS / np.sqrt(2.0 * np.pi))
-_PREDICTIVE_ITERATIONS = 100
 _HOST_TYPES = (np.ndarray, np.generic, float, int, list, tuple)  # (numpy's, whatever the array libraries)
-_REACH_SD = 40.0  # standard deviations of the latent covered by the predictive's rule
 
 
-class Likelihood(ParamsMixin, ABC):
+class Likelihood(ParamsMixin, AdditiveNoise, ABC):
     r"""A factorising likelihood :math:`p(y | f) = \prod_i p(y_i | f_i)` of a scalar latent per target.
 
     Subclasses implement :meth:`_log_z` and :meth:`_log_lik`; the public methods validate and call
@@ -79,7 +77,15 @@ class Likelihood(ParamsMixin, ABC):
 
     Attributes
     ----------
-    latent_dim : int
+    kind : str
+        What the targets are, which says the estimator that fits them: ``"real"`` (the default: a real target per
+        latent), ``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"survival"`` (censored event
+        times) or ``"two_latent"`` (a real target with two latents, its mean's and its noise's).
+    is_density : bool
+        Whether every row's :math:`p(y_i | \ldots)` is a density of :math:`y` (true by default): then dividing
+        :math:`y` by :math:`s` (``normalize_y``) adds :math:`\log s` to each log term, and leave-one-out values
+        compare only with other densities (:func:`~relaxep.compare`).  False where some or all rows' values are
+        probabilities (masses): classes, counts, and the censored rows of a Tobit or a survival model.
         Latent values per target (1 here; the multi-class likelihoods have one per class).
     target_width : int
         Values per target (GPflow's ``observation_dim``): 1, a scalar per site; 2 where a target may be a
@@ -97,6 +103,8 @@ class Likelihood(ParamsMixin, ABC):
         before convergent EP.
     """
 
+    kind: ClassVar[str] = "real"
+    is_density: ClassVar[bool] = True
     latent_dim: ClassVar[int] = 1
     target_width: ClassVar[int] = 1
     class_targets: ClassVar[bool] = False
@@ -295,82 +303,6 @@ class Likelihood(ParamsMixin, ABC):
         r"""The predictive at a latent :math:`N(\mu_*, s^2_*)`; binary likelihoods give :math:`P(y_* = +1)`."""
         raise NotImplementedError(f"{type(self).__name__} does not define a predictive")
 
-    # ------------------------------------------------------------ predictive of y (regression)
-    def predict_y(self, mean: ArrayLike, var: ArrayLike) -> tuple[Array, Array]:
-        r"""Mean and variance of :math:`p(y_*) = \int p(y_*|f) N(f | \mu_*, s^2_*) df` for additive noise.
-
-        With :math:`y_* = f + \epsilon`, :math:`\epsilon` symmetric about zero (:meth:`_noise`):
-        :math:`E[y_*] = \mu_*` and :math:`\operatorname{Var}[y_*] = s^2_* + \operatorname{Var}[\epsilon]`
-        (infinite where the noise has none, e.g. a Student-t with :math:`\nu \le 2`; where the noise
-        has no mean, :math:`\nu \le 1`, the first entry is the predictive's centre, its median).
-        """
-        mean, var = np.broadcast_arrays(*_as_floats(mean, var))
-        return mean.copy(), var + self._noise_variance()
-
-    def predict_interval(self, mean: ArrayLike, var: ArrayLike, level: float = 0.95) -> tuple[Array, Array]:
-        r"""Central interval of :math:`p(y_*)`: the quantiles :math:`(1 \mp \ell)/2` of the predictive.
-
-        The predictive CDF :math:`P(y_* \le q) = \int F(q - f)\, N(f | \mu_*, s^2_*)\, df`
-        (:math:`F` the noise's CDF, :meth:`_cdf`) is integrated by the two-centre rule around
-        :math:`q` and :math:`\mu_*`; the lower quantile is found by Newton's method safeguarded by
-        bisection on the bracket :math:`[\mu_* - s_* z_{1-\alpha/4} - F^{-1}(1-\alpha/4),\ \mu_*]`,
-        :math:`\alpha = (1-\ell)/2` (the union bound), the predictive density being
-        :math:`\exp \log Z` at :math:`y = q`.  The noise is symmetric, so the upper end is the
-        lower's mirror image in :math:`\mu_*`.
-        """
-        level = check_unit_interval(level, "level")
-        if level >= 1.0:
-            raise ValueError(f"level must lie in (0, 1), got {level!r}")
-        mean, var = np.broadcast_arrays(*_as_floats(mean, var))
-        shape = mean.shape
-        mean, var = mean.ravel(), var.ravel()
-        tail = 0.5 * (1.0 - level)
-        noise = self._noise()
-        width = float(noise.ppf(0.75))  # half the noise's interquartile range
-        reach = ndtri(1.0 - 0.5 * tail) * np.sqrt(var) + float(noise.ppf(1.0 - 0.5 * tail))
-        lo, hi = mean - reach, mean.copy()
-        q = 0.5 * (lo + hi)
-        active = np.ones(q.shape, dtype=bool)
-        for _ in range(_PREDICTIVE_ITERATIONS):
-            qa, ma, va = q[active], mean[active], var[active]
-            gap = self._predictive_cdf(qa, ma, va, width) - tail
-            below = gap < 0.0
-            lo[active] = np.where(below, qa, lo[active])
-            hi[active] = np.where(below, hi[active], qa)
-            density = np.exp(self._log_z(qa, ma, va, 1.0).log_z)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                step = qa - gap / density
-            inside = np.isfinite(step) & (step >= lo[active]) & (step <= hi[active])
-            step = np.where(inside, step, 0.5 * (lo[active] + hi[active]))
-            converged = np.abs(step - qa) <= 1e-12 * (np.abs(qa) + reach[active])
-            q[active] = step
-            active[active] = ~converged
-            if not np.any(active):
-                break
-        return q.reshape(shape), (2.0 * mean - q).reshape(shape)
-
-    def _predictive_cdf(self, q: Array, mean: Array, var: Array, width: float) -> Array:
-        r""":math:`\int F(q - f) N(f | \mu, s^2) df` for ``q <= mean`` (two-centre rule at ``q`` and ``mean``)."""
-        sd = np.sqrt(var)
-        gap = mean - q
-        w1, w2 = np.full_like(sd, width), sd
-        gap1, gap2 = split_gap(w1, w2, gap)
-        disp, second, weights = two_centre_rule(w1, w2, gap1, gap2, _REACH_SD * sd, _REACH_SD * sd)
-        e = np.where(second, 0.0, -gap[..., None]) + disp  # offset from the mean
-        density = np.exp(-0.5 * e**2 / var[..., None]) / np.sqrt(2.0 * np.pi * var[..., None])
-        return np.sum(weights * density * self._cdf(q[..., None], mean[..., None] + e), axis=-1)
-
-    def _noise(self) -> object:
-        r"""The noise :math:`\epsilon = y - f` as a frozen ``scipy.stats`` distribution (regression likelihoods)."""
-        raise NotImplementedError(f"{type(self).__name__} does not define a predictive of y")
-
-    def _noise_variance(self) -> float:
-        return float(self._noise().var())  # type: ignore[attr-defined]
-
-    def _cdf(self, y: Array, f: Array) -> Array:
-        r""":math:`P(Y \le y | f)`, by default the noise's CDF at :math:`y - f`."""
-        return self._noise().cdf(y - f)  # type: ignore[attr-defined]
-
     @abstractmethod
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         """``log Z`` and its derivatives in the cavity mean (arrays broadcast)."""
@@ -412,7 +344,3 @@ class Likelihood(ParamsMixin, ABC):
             + 0.5 * np.log(v_hat / var)[..., None]
         )
         return f, np.exp(log_w - logsumexp(log_w, axis=-1, keepdims=True))
-
-
-def _as_floats(*arrays: ArrayLike) -> tuple[Array, ...]:
-    return tuple(np.asarray(a, dtype=float) for a in arrays)

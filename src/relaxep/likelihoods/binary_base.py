@@ -37,6 +37,8 @@ class BinaryLikelihood(Likelihood):
     defaults where they exist.
     """
 
+    kind: ClassVar[str] = "binary"
+    is_density: ClassVar[bool] = False  # P(y = +-1 | f): a probability
     class_targets: ClassVar[bool] = True
 
     def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:

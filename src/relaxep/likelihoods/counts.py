@@ -104,6 +104,8 @@ class CountLikelihood(Likelihood):
     Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf_in`, :meth:`_bend` and :meth:`_count_cdf`.
     """
 
+    kind: ClassVar[str] = "count"
+    is_density: ClassVar[bool] = False  # P(y = k | f): a probability
     target_width: ClassVar[int] = 2  # a count, or a row [count, log exposure]
 
     # ------------------------------------------------------------ the count model, in eta

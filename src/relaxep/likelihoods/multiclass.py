@@ -136,6 +136,8 @@ class MulticlassLikelihood(Likelihood):
     methods are scalar (``has_cumulants = False``).
     """
 
+    kind: ClassVar[str] = "multiclass"
+    is_density: ClassVar[bool] = False  # P(y = k | f): a probability
     latent_dim: ClassVar[int | None] = None  # type: ignore[assignment]
     has_cumulants: ClassVar[bool] = False
     #: the scale of the inner EP's factors: 1 (probit) or 0 (step)

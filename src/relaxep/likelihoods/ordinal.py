@@ -190,6 +190,8 @@ class OrdinalProbit(ValueEquality, Likelihood):
         return type(self)(**params)
 
     # ------------------------------------------------------------ targets and pointwise
+    kind: ClassVar[str] = "ordinal"
+    is_density: ClassVar[bool] = False  # P(y = k | f): a probability
     class_targets: ClassVar[bool] = True
 
     def check_targets(self, y: ArrayLike, n: int | None = None, both_classes: bool = True) -> Array:

@@ -132,6 +132,10 @@ class SurvivalLikelihood(Likelihood):
         score is ``risk_sign`` times the latent.
     """
 
+    kind: ClassVar[str] = "survival"
+    #: an event's term is a density of the time, a censored row's a probability (the mass of its interval): the
+    #: values are not all densities, and no ``normalize_y`` rescales them
+    is_density: ClassVar[bool] = False
     target_width: ClassVar[int] = 2
     risk_sign: ClassVar[float] = -1.0
     noise: ClassVar[NoiseFamily]

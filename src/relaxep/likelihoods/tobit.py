@@ -81,6 +81,8 @@ class Tobit(Likelihood):
 
     hyperparameter_names = ("noise",)
     output_scale_hyperparameters: ClassVar[dict[str, int]] = {"noise": 2}
+    #: an observed row's term is a density of ``y``, a censored row's a probability (:math:`\Phi`): not all densities
+    is_density: ClassVar[bool] = False
     target_width = 2
     closed_form_on_device = True
 

@@ -58,6 +58,7 @@ class TwoLatentLikelihood(Likelihood):
     :meth:`predictive_cdf`).  The one-latent question (:meth:`log_z`) is refused: there is no scalar cavity.
     """
 
+    kind: ClassVar[str] = "two_latent"
     latent_dim: ClassVar[int] = 2
     has_cumulants: ClassVar[bool] = False
 
