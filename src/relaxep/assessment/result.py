@@ -111,6 +111,11 @@ class LooResult:
         The fitted likelihood, for :meth:`outliers`.
     y : ndarray
         The likelihood's targets (model units), for :meth:`outliers`.
+    is_density : bool or None
+        Whether every pointwise value is a log density of ``y`` (:attr:`Likelihood.is_density
+        <relaxep.likelihoods.Likelihood.is_density>`; exact Gaussian regression: true), not a log probability for
+        some rows: :func:`~relaxep.compare` refuses to rank the two kinds together.  ``None``: not known (not
+        checked).
     """
 
     pointwise: Array
@@ -122,6 +127,7 @@ class LooResult:
     loo_var: Array = field(default=None, repr=False)  # type: ignore[assignment]
     likelihood: Likelihood | None = field(default=None, repr=False)
     y: Array = field(default=None, repr=False)  # type: ignore[assignment]
+    is_density: bool | None = field(default=None, repr=False)
 
     @property
     def n(self) -> int:
