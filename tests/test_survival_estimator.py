@@ -23,7 +23,6 @@ from relaxep import (
     right_censored,
 )
 from relaxep.assessment.brute_force import brute_force_loo
-from relaxep.estimators.survival import intercept_only
 from relaxep.likelihoods.survival_targets import survival_targets
 
 KERNEL = ConstantKernel(0.8, "fixed") * RBF(1.5, "fixed")
@@ -44,7 +43,7 @@ def test_the_intercept_only_start_is_scipys_weibull_fit():
     maximum of the censored log likelihood written with scipy's logpdf and logsf."""
     rng = np.random.default_rng(1)
     time = stats.weibull_min(1.7, scale=3.0).rvs(300, random_state=rng)
-    start = intercept_only(WeibullAFT(), survival_targets(right_censored(np.ones(300, bool), time)))
+    start = WeibullAFT().start_from(survival_targets(right_censored(np.ones(300, bool), time)))
     c, _, scale = stats.weibull_min.fit(time, floc=0)
     assert start.shape == pytest.approx(c, rel=1e-4) and np.exp(start.location) == pytest.approx(scale, rel=1e-4)
 
@@ -55,7 +54,7 @@ def test_the_intercept_only_start_is_scipys_weibull_fit():
         return -(np.sum(law.logpdf(time[event])) + np.sum(law.logsf(time[~event])))
 
     best = optimize.minimize(negative, [1.0, 0.0], method="Nelder-Mead", options={"xatol": 1e-9, "fatol": 1e-12}).x
-    start = intercept_only(WeibullAFT(), survival_targets(right_censored(event, time)))
+    start = WeibullAFT().start_from(survival_targets(right_censored(event, time)))
     assert start.location == pytest.approx(best[0], abs=1e-4) and start.shape == pytest.approx(np.exp(best[1]), 1e-4)
 
 

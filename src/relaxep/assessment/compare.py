@@ -126,7 +126,9 @@ def compare(models: Mapping[str, Any] | Sequence[Any], X: Any = None, y: Any = N
     sklearn.exceptions.NotFittedError
         An estimator not fitted (and no ``X, y``).
     ValueError
-        Models fitted on different rows (their results' ``fingerprint`` differ).
+        Models fitted on different rows (their results' ``fingerprint`` differ), or whose values are not on the same
+        footing: log densities of ``y`` beside log probabilities (masses: classes, counts, censored rows), as their
+        results' ``is_density`` says.
     """
     if (X is None) != (y is None):
         raise ValueError("compare: give both X and y (to fit the models on), or neither")
@@ -139,6 +141,7 @@ def compare(models: Mapping[str, Any] | Sequence[Any], X: Any = None, y: Any = N
                 f"models {items[0][0]!r} and {name!r} were fitted on different rows (n = {first.n} and {r.n}, "
                 "or the same n and other values): leave-one-out values compare only on the same data"
             )
+    _same_footing([name for name, _ in items], results)
     elpd = np.array([r.elpd_loo for r in results])
     order = np.argsort(-np.where(np.isnan(elpd), -np.inf, elpd), kind="stable")
     best = results[order[0]]
@@ -150,3 +153,19 @@ def compare(models: Mapping[str, Any] | Sequence[Any], X: Any = None, y: Any = N
     return Comparison(
         results=tuple(results[j] for j in order), names=tuple(items[j][0] for j in order), elpd_diff=diff, dse=dse
     )
+
+
+def _same_footing(names: list[str], results: list[LooResult]) -> None:
+    r"""A ``ValueError`` where one model's leave-one-out values are densities of ``y`` and another's probabilities
+    (for some rows or all): :math:`\log p(y_i | y_{-i})` then has other units in each (a density moves with ``y``'s
+    scale, a probability does not), and their difference means nothing.  Results whose ``is_density`` is ``None``
+    are not checked."""
+    known = [(name, r.is_density) for name, r in zip(names, results, strict=True) if r.is_density is not None]
+    density = [name for name, d in known if d]
+    mass = [name for name, d in known if not d]
+    if density and mass:
+        raise ValueError(
+            f"models {density[0]!r} and {mass[0]!r} are not on the same footing: {density[0]!r}'s leave-one-out "
+            f"values are log densities of y, {mass[0]!r}'s log probabilities (masses) for some or all rows (classes, "
+            "counts, censored values); a probability mass does not compare with a density"
+        )

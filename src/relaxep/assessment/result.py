@@ -112,8 +112,10 @@ class LooResult:
     y : ndarray
         The likelihood's targets (model units), for :meth:`outliers`.
     is_density : bool or None
-        Whether ``pointwise`` are densities of real targets (``False``: probabilities of labels or counts, or
-        masses of censored values); ``None``: not known.
+        Whether every pointwise value is a log density of ``y`` (:attr:`Likelihood.is_density
+        <relaxep.likelihoods.Likelihood.is_density>`; exact Gaussian regression: true), not a log probability for
+        some rows: :func:`~relaxep.compare` refuses to rank the two kinds together.  ``None``: not known (not
+        checked).
     """
 
     pointwise: Array

@@ -14,14 +14,7 @@ from sklearn.utils.validation import check_random_state
 
 from relaxep._xp import namespace
 from relaxep.inference import InferenceMethod
-from relaxep.likelihoods import (
-    BinaryLikelihood,
-    Likelihood,
-    MulticlassLikelihood,
-    OrdinalProbit,
-    SurvivalLikelihood,
-)
-from relaxep.likelihoods.counts import CountLikelihood
+from relaxep.likelihoods import Likelihood
 from relaxep.posterior.rbf import as_scaled_rbf
 from relaxep.sites import SiteRule
 
@@ -112,9 +105,10 @@ _PURPOSE = {
     "count": ("counts", "GPRegressor", "DaskGPRegressor"),
     "survival": ("censored event times", "GPSurvivalRegressor", "DaskGPSurvivalRegressor"),
     "real": ("real targets", "GPRegressor", "DaskGPRegressor"),
+    "two_latent": ("real targets with a noise of their own latent", "GPHeteroscedasticRegressor", None),
 }
 
-#: the kinds each estimator fits
+#: the kinds (:attr:`Likelihood.kind <relaxep.likelihoods.Likelihood.kind>`) each estimator fits
 _ACCEPTS = {
     "GPClassifier": ("binary", "multiclass"),
     "DaskGPClassifier": ("binary",),
@@ -132,19 +126,11 @@ _REGRESSION = (
 
 
 def likelihood_kind(likelihood: Likelihood) -> str | None:
-    """``"binary"``, ``"multiclass"``, ``"ordinal"``, ``"count"``, ``"survival"``, ``"real"`` (a likelihood of one
-    real latent per target that is none of the others: Gaussian, StudentT, Laplace or a user's), or ``None``
-    (another latent dimension)."""
-    for kind, cls in (
-        ("binary", BinaryLikelihood),
-        ("multiclass", MulticlassLikelihood),
-        ("ordinal", OrdinalProbit),
-        ("count", CountLikelihood),
-        ("survival", SurvivalLikelihood),
-    ):
-        if isinstance(likelihood, cls):
-            return kind
-    return "real" if likelihood.latent_dim == 1 else None
+    """The likelihood's own :attr:`~relaxep.likelihoods.Likelihood.kind` (``"binary"``, ``"multiclass"``,
+    ``"ordinal"``, ``"count"``, ``"survival"``, ``"two_latent"``, ``"real"``), or ``None`` for a ``"real"`` one of
+    another latent dimension than 1 (no estimator fits it)."""
+    kind = likelihood.kind
+    return None if kind == "real" and likelihood.latent_dim != 1 else kind
 
 
 def check_likelihood_for(likelihood: object, estimator: str, accepted: str) -> None:

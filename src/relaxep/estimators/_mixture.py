@@ -22,12 +22,12 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import log_expit, logsumexp, ndtr
+from scipy.special import log_expit, logsumexp
 
 from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.estimators._model import LooTerms
-from relaxep.likelihoods import Gaussian, Likelihood
+from relaxep.likelihoods import Likelihood
 
 __all__ = ["HyperSamples", "MixtureModel", "mixture_interval", "mixture_log_density", "mixture_loo", "mixture_moments"]
 
@@ -197,15 +197,10 @@ def mixture_log_density(components: Sequence[tuple[float, Array, Array, Likeliho
 
 
 def _point_cdf(likelihood: Likelihood, q: Array, mean: Array, var: Array) -> Array:
-    r""":math:`P_k(y_* \le q) = \int F(q - f) N(f | \mu, s^2) df` of one point: closed form for Gaussian noise,
-    else the likelihood's two-centre rule below the mean and its mirror image above (the noise is symmetric)."""
-    if isinstance(likelihood, Gaussian):
-        return ndtr((q - mean) / np.sqrt(var + float(likelihood.noise)))
-    width = float(likelihood._noise().ppf(0.75))  # type: ignore[attr-defined]
-    below = q <= mean
-    reflected = np.where(below, q, 2.0 * mean - q)
-    cdf = likelihood._predictive_cdf(reflected, mean, var, width)  # type: ignore[attr-defined]
-    return np.where(below, cdf, 1.0 - cdf)
+    r""":math:`P_k(y_* \le q) = \int F(q - f) N(f | \mu, s^2) df` of one point: the likelihood's
+    :meth:`~relaxep.likelihoods.Likelihood.predictive_cdf` (closed form for Gaussian noise, else its two-centre rule
+    below the mean and its mirror image above)."""
+    return likelihood.predictive_cdf(q, mean, var)
 
 
 def mixture_interval(components: Sequence[tuple[float, Array, Array, Likelihood]], level: float) -> tuple[Array, Array]:

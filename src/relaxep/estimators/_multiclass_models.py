@@ -240,7 +240,7 @@ class ClassTail:
     def __init__(self, proba: Array, pointwise: Array) -> None:
         self.proba, self.pointwise = proba, pointwise
 
-    def loo_tail(self, y: Array, mean: Any, var: Any, pointwise: Any = None) -> Array:
+    def loo_tail(self, y: Array, mean: Any, var: Any, pointwise: Any) -> Array:
         observed = self.proba[np.arange(y.shape[0]), y.astype(int)]
         return np.sum(np.where(self.proba <= observed[:, None] * (1 + 1e-12), self.proba, 0.0), axis=1)
 

@@ -14,7 +14,6 @@ from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._checks import input_format
 from relaxep.estimators._mixture import mixture_interval, mixture_log_density, mixture_moments
 from relaxep.likelihoods import Gaussian, Likelihood
-from relaxep.likelihoods.counts import CountLikelihood
 
 __all__ = ["TargetPredictive"]
 
@@ -102,7 +101,7 @@ def _like(X: Any, *arrays: Array) -> tuple[Any, ...]:
 def is_count_model(likelihood: Likelihood | None) -> bool:
     """Whether ``likelihood`` is a count likelihood (Poisson, negative binomial): ``predict`` then gives the
     predictive mean (and sd) of the count, as scikit-learn's ``PoissonRegressor`` does, not the latent's."""
-    return isinstance(likelihood, CountLikelihood)
+    return likelihood is not None and likelihood.kind == "count"
 
 
 def log_exposure(exposure: ArrayLike | None, n: int, likelihood: Likelihood | None, normalize_y: bool) -> Array | None:

@@ -245,7 +245,7 @@ class HeteroscedasticCavity:
     def __init__(self, mean_g: Array, var_g: Array) -> None:
         self.mean_g, self.var_g = mean_g, var_g
 
-    def loo_tail(self, y: Array, mean_f: Array, var_f: Array, pointwise: Any = None) -> Array:
+    def loo_tail(self, y: Array, mean_f: Array, var_f: Array, pointwise: Any) -> Array:
         r""":math:`2 P(Y \le h^f - |y - h^f|)` under the leave-one-out predictive (model units)."""
         q = mean_f - np.abs(y - mean_f)
         return np.minimum(1.0, 2.0 * predictive_cdf(q, mean_f, var_f, self.mean_g, self.var_g))

@@ -14,7 +14,7 @@ Before the search, on the client, from sums over the shards (the empirical-Bayes
 
 - an AFT likelihood's location :math:`c` and shape at the intercept-only model's maximum likelihood,
   :math:`\max_{c,\theta}\sum_i\log p(y_i | f_i = 0)`: the same L-BFGS-B run as in one process
-  (:func:`~relaxep.estimators.survival.intercept_only_from`), each evaluation one map over the row chunks that
+  (:meth:`~relaxep.likelihoods.SurvivalLikelihood.start_from`), each evaluation one map over the row chunks that
   sends back one number a chunk, summed in chunk order;
 - a Cox PH likelihood without a baseline gets one from ``with_baseline(rows)``, which reads the rows: they are
   gathered to the client once (16 bytes a row; give ``breaks`` and ``hazards`` to avoid it).
@@ -52,10 +52,10 @@ from relaxep.estimators._checks import check_jitter, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, check_timeout, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._search import ROBUST
-from relaxep.estimators.survival import GPSurvivalRegressor, intercept_only_from, survival_likelihood
+from relaxep.estimators.survival import GPSurvivalRegressor, survival_likelihood
 from relaxep.inference.sharded import gather_in_order
 from relaxep.likelihoods import SurvivalLikelihood
-from relaxep.likelihoods.survival_targets import survival_targets
+from relaxep.likelihoods.survival_targets import SurvivalRows
 from relaxep.sites import EP, SiteRule
 
 __all__ = ["DaskGPSurvivalRegressor"]
@@ -197,7 +197,7 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
         da = import_dask(self._owner)
         X = self._rows(X)
         client = self._client()
-        rows, checks = self._targets(y, X, da, client)
+        rows, checks = self._targets(y, X, da, client, likelihood)
         rows = client.persist(rows)  # (the checks, the start and the shards read it: computed once)
         unknown = ((np.nan,) * rows.numblocks[0],)
         checks.update(moments=rows.map_blocks(_block_moments, chunks=(1, 2), dtype=float))
@@ -208,16 +208,16 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
         count, total = got["moments"].sum(axis=0)
         self.unique_times_ = np.unique(got["times"])
         likelihood = self._start_likelihood(likelihood, rows, float(total / count), client)
-        self._latent_scale = float(getattr(likelihood, "_sigma", 1.0)) if hasattr(likelihood, "location") else 1.0
+        self._latent_scale = likelihood.latent_scale
         report, _ = self._fit_shards(X, rows, likelihood, rule, float(self.jitter))
         report.warn()  # (at the user's fit line)
         return self
 
-    def _targets(self, y: Any, X: Any, da: Any, client: Any) -> tuple[Any, dict]:
+    def _targets(self, y: Any, X: Any, da: Any, client: Any, likelihood: SurvivalLikelihood) -> tuple[Any, dict]:
         """``y`` as a Dask array of rows chunked as ``X``'s rows, and the lazy checks of a Dask ``y`` (persisted)."""
         n = X.shape[0]
         if not isinstance(y, da.Array):
-            rows = survival_targets(y)  # (every check, on the client)
+            rows = likelihood.read_targets(y)  # (every check, on the client)
             if rows.shape[0] != n:
                 raise ValueError(f"y has {rows.shape[0]} rows but X has {n}")
             return da.from_array(rows, chunks=(X.chunks[0], 2)), {}
@@ -252,22 +252,24 @@ class DaskGPSurvivalRegressor(DaskSparseFit):
     def _start_likelihood(
         self, likelihood: SurvivalLikelihood, rows: Any, mean_log_time: float, client: Any
     ) -> SurvivalLikelihood:
-        """As ``GPSurvivalRegressor._start_likelihood``: a PH model's baseline from the rows (gathered), an AFT
-        model's intercept-only fit from sums over the row chunks (module docstring)."""
-        if hasattr(likelihood, "with_baseline") and getattr(likelihood, "hazards", None) is None:
-            return likelihood.with_baseline(np.asarray(client.compute(rows, sync=True)))
-        if not hasattr(likelihood, "location"):
-            return likelihood
-        blocks = client.compute(rows.to_delayed().ravel().tolist())
-        timeout = check_timeout(self.timeout)
+        """The likelihood's own start (:meth:`~relaxep.likelihoods.SurvivalLikelihood.start_from`) from the rows where
+        they are: :math:`\\sum_i \\log p(y_i | f_i = 0)` as a sum over the row chunks (computed on the first
+        evaluation), the rows gathered only where the likelihood asks (a PH model's baseline)."""
+        blocks: list[Any] = []
 
         def total(at: SurvivalLikelihood) -> float:
+            if not blocks:
+                blocks.extend(client.compute(rows.to_delayed().ravel().tolist()))
+            timeout = check_timeout(self.timeout)
             parts = gather_in_order(
                 client, [client.submit(_log_lik_at_zero, b, at, pure=False) for b in blocks], timeout
             )
             return float(sum(parts))  # (in chunk order)
 
-        return intercept_only_from(likelihood, mean_log_time, total)
+        def gather() -> Array:
+            return np.asarray(client.compute(rows, sync=True))
+
+        return likelihood.start_from(SurvivalRows(mean_log_time, total, gather))
 
     def _output_scales(self) -> tuple[float, ...]:
         """The latent's scale for the default priors: the intercept-only model's :math:`\\sigma` (AFT), else 1."""

@@ -47,7 +47,7 @@ from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.estimators._sparse_gaussian import _SparseGaussianModel
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
-from relaxep.likelihoods import Gaussian, Likelihood, Tobit
+from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import SiteRule
 
 __all__ = ["GPRegressor"]
@@ -200,18 +200,20 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
                 f"`n_targets`. Got {n_targets} != {self.n_targets}."
             )
         self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, self.normalize_y)
-        censored_rows = isinstance(likelihood, Tobit) and y.ndim == 2 and y.shape[1] == 2
-        if isinstance(likelihood, Tobit) and self.normalize_y:
+        # (a likelihood whose targets are rows, a Tobit's [value, code], reads y's columns as one target each)
+        rows = likelihood is not None and y.ndim == 2 and y.shape[1] == likelihood.target_width > 1
+        if likelihood is not None and not likelihood.is_density and self.normalize_y:
             raise ValueError(
-                "normalize_y=True: Tobit's limits and censored values are in y's units; fit with normalize_y=False "
-                "(the default), or scale y and the limits yourself"
+                f"normalize_y=True: {likelihood!r} gives some rows a probability, not a density of y (a censored "
+                "value at its limit), so y is not rescaled; fit with normalize_y=False (the default), or scale y "
+                "(and the limits) yourself"
             )
         if self.normalize_y:
             self._y_train_mean = np.mean(y, axis=0)
             self._y_train_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
             y = (y - self._y_train_mean) / self._y_train_std
         else:
-            shape = (y.shape[1],) if y.ndim == 2 and not censored_rows else 1
+            shape = (y.shape[1],) if y.ndim == 2 and not rows else 1
             self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
         alpha = self._check_alpha(y.shape[0])
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
@@ -239,19 +241,15 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         """A latent model's fit (EP, dense or FITC), or with ``sparse_default`` sparse Gaussian regression in
         closed form (:class:`~relaxep.estimators._sparse_gaussian._SparseGaussianModel`)."""
         y = self.y_train_
-        if y.ndim > 1 and y.shape[1] > 1 and not (isinstance(likelihood, Tobit) and y.shape[1] == 2):
+        if sparse_default and y.ndim > 1 and y.shape[1] > 1:
             raise ValueError(
-                f"y has {y.shape[1]} outputs: "
-                + ("with inducing_points" if sparse_default else f"with {likelihood!r}")
-                + " fit one GPRegressor per output (multi-output y needs the dense default Gaussian model)"
+                f"y has {y.shape[1]} outputs: with inducing_points fit one GPRegressor per output (multi-output y "
+                "needs the dense default Gaussian model)"
             )
+        y = likelihood.read_targets(y, self._log_exposure)  # (a Tobit's rows [value, code]; counts' exposures)
         if np.ndim(alpha) > 0:
             what = "with inducing_points" if sparse_default else "with a non-Gaussian likelihood"
             raise ValueError(f"alpha must be a scalar {what} (it is latent jitter)")
-        if isinstance(likelihood, Tobit):  # (its targets may be rows [value, censoring code])
-            y = y if y.ndim == 2 and y.shape[1] == 2 else y.reshape(-1)
-        else:
-            y = y.reshape(-1) if self._log_exposure is None else np.column_stack([y.reshape(-1), self._log_exposure])
         rule = None if sparse_default else ("auto" if self.rule is None else self.rule)
         plan = self._plan(self.X_train_, n_learned)
         model = _SparseGaussianModel if sparse_default else _LatentModel

@@ -20,12 +20,10 @@ with the pointwise band of :math:`S(t | f)` under the latent's posterior.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.optimize import minimize
 from sklearn.base import BaseEstimator, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.utils.validation import check_is_fitted, validate_data
@@ -48,8 +46,7 @@ from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._search import ROBUST
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
-from relaxep.likelihoods import Likelihood, LogLogisticAFT, LogNormalAFT, SurvivalLikelihood, WeibullAFT
-from relaxep.likelihoods.survival_targets import survival_targets
+from relaxep.likelihoods import CoxPH, Likelihood, LogLogisticAFT, LogNormalAFT, SurvivalLikelihood, WeibullAFT
 from relaxep.sites import SiteRule
 
 __all__ = ["GPSurvivalRegressor", "survival_likelihood"]
@@ -69,52 +66,11 @@ def survival_likelihood(likelihood: Any) -> SurvivalLikelihood:
     if isinstance(likelihood, Likelihood):  # (another kind's: the error names the estimator that fits it)
         check_likelihood_for(likelihood, "GPSurvivalRegressor", _ACCEPTED)
     if isinstance(likelihood, str):
-        if likelihood == "coxph":
-            from relaxep.likelihoods.coxph import CoxPH
-
-            return CoxPH()
-        classes = {"weibull": WeibullAFT, "loglogistic": LogLogisticAFT, "lognormal": LogNormalAFT}
+        classes = {"weibull": WeibullAFT, "loglogistic": LogLogisticAFT, "lognormal": LogNormalAFT, "coxph": CoxPH}
         if likelihood in classes:
             return classes[likelihood]()
         raise ValueError(f"likelihood must be one of {_NAMES} or a survival likelihood instance, got {likelihood!r}")
     raise TypeError(f"likelihood must be {_ACCEPTED}, got {likelihood!r}")
-
-
-def intercept_only(likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikelihood:
-    r"""An AFT likelihood with its ``location`` :math:`c` and shape at the intercept-only model's maximum
-    likelihood, :math:`\max_{c, \theta}\sum_i \log p(y_i | f_i = 0)` (L-BFGS-B; the shape within its bounds, kept
-    where fixed, the location kept where the user gave one); another likelihood as it is."""
-    finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
-    zero = np.zeros(rows.shape[0])
-    return intercept_only_from(likelihood, float(np.mean(finite)), lambda at: float(np.sum(at.log_lik(rows, zero))))
-
-
-def intercept_only_from(
-    likelihood: SurvivalLikelihood, mean_log_time: float, total: Callable[[SurvivalLikelihood], float]
-) -> SurvivalLikelihood:
-    r""":func:`intercept_only` from the rows' mean finite log-time (the location's start) and ``total``, which gives
-    :math:`\sum_i \log p(y_i | f_i = 0)` under a likelihood (over the rows in memory, or a Dask fit's shards)."""
-    names = getattr(likelihood, "hyperparameter_names", ())
-    if not hasattr(likelihood, "location") or len(names) != 1:
-        return likelihood
-    name = names[0]
-    fixed_shape = isinstance(getattr(likelihood, f"{name}_bounds"), str)
-    given = likelihood.location is not None
-    start = [likelihood.location if given else mean_log_time, float(np.log(getattr(likelihood, name)))]
-
-    def at(x: Array) -> SurvivalLikelihood:
-        params = {"location": float(start[0] if given else x[0])}
-        if not fixed_shape:
-            params[name] = float(np.exp(x[1]))
-        return clone(likelihood).set_params(**params)
-
-    def objective(x: Array) -> float:
-        value = -total(at(x))
-        return value if np.isfinite(value) else 1e300
-
-    bounds = [(None, None), tuple(np.log(getattr(likelihood, f"{name}_bounds")))] if not fixed_shape else None
-    result = minimize(objective, np.array(start), method="L-BFGS-B", bounds=bounds)
-    return at(result.x)
 
 
 class GPSurvivalRegressor(_LatentGPEstimator):
@@ -205,7 +161,7 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         check_rule(self.rule)
         self._check_parameters()
         likelihood = survival_likelihood(self.likelihood)
-        rows = survival_targets(y)
+        rows = likelihood.read_targets(y)
         X = validate_data(self, X, ensure_min_samples=2, **input_format(self.kernel, X))
         if X.shape[0] != rows.shape[0]:
             raise ValueError(f"X has {X.shape[0]} rows but y has {rows.shape[0]}")
@@ -214,8 +170,8 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         events = rows[:, 0] == rows[:, 1]
         self.unique_times_ = np.unique(np.exp(rows[events, 0]))
         self.kernel_ = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else clone(self.kernel)
-        likelihood = self._start_likelihood(likelihood, rows)
-        self._latent_scale = float(getattr(likelihood, "_sigma", 1.0)) if hasattr(likelihood, "location") else 1.0
+        likelihood = likelihood.start_from(rows)  # (an AFT's intercept-only fit, a PH model's baseline)
+        self._latent_scale = likelihood.latent_scale
         rule = "auto" if self.rule is None else self.rule
         with fit_threads(rows.shape[0], dense=self.inducing_points is None):
             plan = self._plan(self.X_train_, self.kernel_.n_dims + likelihood.n_dims)
@@ -223,15 +179,6 @@ class GPSurvivalRegressor(_LatentGPEstimator):
                 plan, _LatentModel, self.kernel_, likelihood, rule, self.X_train_, rows, self.jitter
             )
         return self._finish(model, report)
-
-    def _start_likelihood(self, likelihood: SurvivalLikelihood, rows: Array) -> SurvivalLikelihood:
-        """The likelihood the search starts from: an AFT's at the intercept-only model, a PH model's baseline
-        placed on the event times where it has none."""
-        if hasattr(likelihood, "with_baseline"):
-            if likelihood.breaks is None or likelihood.hazards is None:
-                return likelihood.with_baseline(rows)
-            return likelihood
-        return intercept_only(likelihood, rows)
 
     def _output_scales(self) -> tuple[float, ...]:
         """The latent's scale for the default priors: the intercept-only model's :math:`\\sigma` (AFT), else 1."""
@@ -253,8 +200,7 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         r"""A risk score per row, higher for an earlier event (scikit-survival's convention): the likelihood's
         ``risk_sign`` times the latent's posterior mean, with an AFT model's location (:math:`-(c + m_*)`)."""
         mean, _ = self.latent_mean_and_variance(X)
-        likelihood = self.likelihood_
-        risk = likelihood.risk_sign * (mean + likelihood._shift)
+        risk = self.likelihood_.risk(mean)
         return risk if namespace(X).on_host else on_device_of(risk, X)
 
     def score(self, X: ArrayLike, y: Any) -> float:

@@ -28,11 +28,15 @@ from __future__ import annotations
 from typing import ClassVar
 
 import numpy as np
+from numpy.typing import ArrayLike
+from scipy.optimize import minimize
+from sklearn.base import clone
 
 from relaxep._typing import Array
 from relaxep.likelihoods.base import check_hyperparameter
 from relaxep.likelihoods.survival import SurvivalLikelihood, interval_dlog_mass
 from relaxep.likelihoods.survival_noise import GumbelMin, LogisticNoise, NoiseFamily, NormalNoise
+from relaxep.likelihoods.survival_targets import SurvivalRows
 
 __all__ = ["LogLogisticAFT", "LogNormalAFT", "WeibullAFT", "check_location"]
 
@@ -79,6 +83,45 @@ class _AFT(SurvivalLikelihood):
 
     def _alpha_inverse(self, a: Array) -> Array:
         return a * self._sigma
+
+    @property
+    def latent_scale(self) -> float:
+        r"""The noise's scale :math:`\sigma` on the log-time axis: the latent's, for the default priors."""
+        return float(self._sigma)
+
+    def start_from(self, rows: ArrayLike | SurvivalRows) -> _AFT:
+        r"""A copy with its ``location`` :math:`c` and shape at the intercept-only model's maximum likelihood,
+
+        .. math:: \max_{c, \theta} \sum_i \log p(y_i | f_i = 0),
+
+        by L-BFGS-B from the rows' mean finite log-time and the current shape (the shape within its bounds, kept
+        where fixed; the location kept where the user gave one): the latent's prior mean on the log-time axis and
+        the shape's start, as ``normalize_y`` centres a regressor's targets.
+
+        Parameters
+        ----------
+        rows : array_like of shape (n, 2) or SurvivalRows
+            The training rows ``[log_lower, log_upper]``, or their sums where they are elsewhere (a Dask fit's).
+        """
+        rows = rows if isinstance(rows, SurvivalRows) else SurvivalRows.of(np.asarray(rows, dtype=float))
+        (name,) = self.hyperparameter_names
+        fixed_shape = isinstance(getattr(self, f"{name}_bounds"), str)
+        given = self.location is not None
+        start = [self.location if given else rows.mean_log_time, float(np.log(getattr(self, name)))]
+
+        def at(x: Array) -> _AFT:
+            params = {"location": float(start[0] if given else x[0])}
+            if not fixed_shape:
+                params[name] = float(np.exp(x[1]))
+            return clone(self).set_params(**params)
+
+        def objective(x: Array) -> float:
+            value = -rows.log_lik_at_zero(at(x))
+            return value if np.isfinite(value) else 1e300
+
+        bounds = [(None, None), tuple(np.log(getattr(self, f"{name}_bounds")))] if not fixed_shape else None
+        result = minimize(objective, np.array(start), method="L-BFGS-B", bounds=bounds)
+        return at(result.x)
 
     def _dlog_lik_dtheta(self, y: Array, f: Array) -> Array:
         if not self.n_dims:

@@ -186,6 +186,36 @@ class Likelihood(ParamsMixin, AdditiveNoise, ABC):
         """
         return check_target_vector(y, n, "targets", f"real numbers for {type(self).__name__}")
 
+    def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
+        """An estimator's targets as this likelihood reads them, the array its fit takes (before :meth:`check_targets`
+        converts it), checked: a ``ValueError`` naming ``y`` for targets of another form.
+
+        The default reads one real target per row: a vector, or a column ``(n, 1)`` flattened; a family whose targets
+        are rows (:attr:`target_width` 2) reads those (a Tobit's ``[value, code]``, counts with their exposure,
+        survival times).
+
+        Parameters
+        ----------
+        y : array_like
+            The targets, as the estimator was given them (after its own validation).
+        log_exposure : array_like of shape (n,), optional
+            Each row's log exposure, for count likelihoods only (a ``ValueError`` naming ``exposure`` here).
+        """
+        self._no_exposure(log_exposure)
+        arr = np.asarray(y, dtype=float)
+        if arr.ndim == 2 and arr.shape[1] > 1:
+            raise ValueError(
+                f"y has {arr.shape[1]} outputs: with {self!r} fit one model per output (multi-output y needs the "
+                "dense default Gaussian model)"
+            )
+        values = arr.reshape(-1) if arr.ndim == 2 else arr
+        self.check_targets(values)
+        return values
+
+    def _no_exposure(self, log_exposure: ArrayLike | None) -> None:
+        if log_exposure is not None:
+            raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {self!r}")
+
     def log_z(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, power: float = 1.0) -> TiltedLogZ:
         r"""``log Z``, ``d log Z / d mu`` and ``d2 log Z / d mu2`` of :math:`p(y|f)^u N(f | \mu, s^2)`.
 

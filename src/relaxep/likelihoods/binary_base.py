@@ -45,6 +45,11 @@ class BinaryLikelihood(Likelihood):
         """Labels in {-1, +1} (both present unless ``both_classes=False``), of length ``n`` if given."""
         return check_binary_labels(y, n, both_classes=both_classes)
 
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability: the leave-one-out probability of its label,
+        :math:`p(y_i | y_{-i}) = \exp(\text{pointwise}_i)` (``y``, ``mean``, ``var`` unused)."""
+        return np.exp(np.asarray(pointwise, dtype=float))
+
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         r"""Predictive :math:`P(y_* = +1) = \int t(f) N(f | \mu_*, s^2_*)\, df`."""
         mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)

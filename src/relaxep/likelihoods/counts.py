@@ -39,14 +39,12 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy import stats
-from scipy.special import logsumexp, ndtri
+from scipy.special import logsumexp
 
 from relaxep._typing import Array
-from relaxep._validation import check_unit_interval
 from relaxep._xp import adaptive_or_fixed
-from relaxep.likelihoods._panels import split_gap, two_centre_rule
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, _as_floats
+from relaxep.likelihoods.count_predictive import CountPredictive
 from relaxep.likelihoods.counts_on import count_log_z_on
 
 __all__ = ["BEND_CURVATURE", "CountLikelihood", "split_targets"]
@@ -59,7 +57,6 @@ _NEWTON_ITERATIONS = 100
 _REACH_ITERATIONS = 30
 _MIN_NODES, _MAX_NODES = 64, 8192
 _CHUNK = 1 << 21  # nodes times sites integrated at once
-_REACH_SD = 40.0  # standard deviations of the latent covered by the predictive CDF's rule
 
 
 def _broadcastable(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
@@ -97,11 +94,12 @@ class _Nodes(NamedTuple):
     shift: Array
 
 
-class CountLikelihood(Likelihood):
+class CountLikelihood(CountPredictive, Likelihood):
     r"""Shared by :class:`Poisson` and :class:`~relaxep.likelihoods.NegativeBinomial`: targets, tilted integrals
     and predictive of a count likelihood :math:`p(y | \eta)`, :math:`\eta = f + o`, log-concave in :math:`\eta`.
 
-    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf_in`, :meth:`_bend` and :meth:`_count_cdf`.
+    Subclasses give :meth:`_log_pmf`, :meth:`_dlog_pmf_in`, :meth:`_bend` and :meth:`_count_cdf`; the predictive
+    (:meth:`predict_y`, :meth:`predict_interval`, :meth:`loo_tail`) is :class:`CountPredictive`'s.
     """
 
     kind: ClassVar[str] = "count"
@@ -123,14 +121,6 @@ class CountLikelihood(Likelihood):
     def _bend(self, count: Array, power: float) -> tuple[Array, Array]:
         """The interval of ``eta`` where ``-u d2 log p / d eta2 >= BEND_CURVATURE`` (empty: ``lo > hi``)."""
         raise NotImplementedError
-
-    def _count_cdf(self, k: Array, eta: Array) -> Array:
-        r""":math:`P(Y \le k | \eta)`."""
-        raise NotImplementedError
-
-    def _conditional_second_moment(self, log_mean: Array, var: Array) -> Array:
-        r""":math:`E[\operatorname{Var}(y | f)] - E[\mu]` under :math:`\log\mu \sim N(m, v)` (0 for the Poisson)."""
-        return np.zeros_like(log_mean)
 
     def _dlog_pmf_dtheta(self, count: Array, eta: Array) -> Array:
         raise NotImplementedError(f"{type(self).__name__} has learned hyperparameters but no _dlog_pmf_dtheta")
@@ -160,6 +150,19 @@ class CountLikelihood(Likelihood):
         if n is not None and values.shape[0] != n:
             raise ValueError(f"length mismatch: K has {n} rows but y has {values.shape[0]} targets")
         return values
+
+    def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
+        """Counts ``(n,)``, with each row's ``log_exposure`` as rows ``[count, log exposure]`` ``(n, 2)`` where one is
+        given, or such rows as ``y`` holds them; a ``ValueError`` naming ``y`` otherwise (:meth:`check_targets`), or
+        naming ``exposure`` where both ``y``'s rows and ``log_exposure`` give it."""
+        arr = np.asarray(y, dtype=float)
+        if arr.ndim == 2 and arr.shape[1] == 2:
+            if log_exposure is not None:
+                raise ValueError("exposure: y's rows [count, log exposure] already give it; give one or the other")
+            self.check_targets(arr)
+            return arr
+        values = super().read_targets(arr)
+        return values if log_exposure is None else np.column_stack([values, log_exposure])
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         count, offset, f = split_targets(y, f)
@@ -341,81 +344,3 @@ class CountLikelihood(Likelihood):
             return (np.sum(nodes.weights[..., None] * grad, axis=-2),)
 
         return self._tilted_sums(y, mean, var, 1.0, reduce)[0]
-
-    # ------------------------------------------------------------ predictive
-    def predict_y(self, mean: ArrayLike, var: ArrayLike, log_exposure: ArrayLike = 0.0) -> tuple[Array, Array]:
-        r"""Mean and variance of the count :math:`y_*` under :math:`f_* \sim N(m, v)`, in closed form.
-
-        With :math:`\mu = e^{f_* + o}` log-normal, :math:`E[y_*] = E[\mu] = e^{m + o + v/2}` and
-        :math:`\operatorname{Var}[y_*] = E[\operatorname{Var}(y_*|f_*)] + \operatorname{Var}[\mu]`,
-        :math:`\operatorname{Var}[\mu] = (e^v - 1)\, e^{2(m + o) + v}` (for the negative binomial
-        :math:`E[\operatorname{Var}(y_*|f_*)] = E[\mu] + E[\mu^2]/r`, :math:`E[\mu^2] = e^{2(m+o) + 2v}`).
-        ``log_exposure`` :math:`o` broadcasts against ``mean``.
-        """
-        mean, var, offset = np.broadcast_arrays(*_as_floats(mean, var, log_exposure))
-        log_mean = mean + offset
-        with np.errstate(over="ignore"):
-            first = np.exp(log_mean + 0.5 * var)
-            spread = np.expm1(var) * np.exp(2.0 * log_mean + var)
-            return first, first + spread + self._conditional_second_moment(log_mean, var)
-
-    def predict_interval(
-        self, mean: ArrayLike, var: ArrayLike, level: float = 0.95, log_exposure: ArrayLike = 0.0
-    ) -> tuple[Array, Array]:
-        r"""Central interval of the count's predictive :math:`p(y_*) = \int p(y_* | f) N(f | m, v) df`, as counts.
-
-        Each end is the smallest integer :math:`q` with :math:`P(y_* \le q) \ge (1 \mp \ell)/2`, so the
-        interval holds at least ``level`` of the predictive.  The predictive CDF
-        :math:`\int P(y \le q | f) N(f | m, v) df` is integrated by the two-centre rule of
-        :mod:`relaxep.likelihoods._panels` around :math:`m` and the CDF's step, :math:`f = \log(q + 1) - o`;
-        :math:`q` is bisected over the integers below the bound
-        :math:`F^{-1}(1 - \alpha/2 \mid e^{m + o + s z_{1-\alpha/2}})`, :math:`\alpha = (1 - \ell)/2`.
-        Returns float arrays of integer values (``inf`` where that bound overflows).
-        """
-        level = check_unit_interval(level, "level")
-        if level >= 1.0:
-            raise ValueError(f"level must lie in (0, 1), got {level!r}")
-        mean, var, offset = np.broadcast_arrays(*_as_floats(mean, var, log_exposure))
-        shape = mean.shape
-        mean, var, offset = (np.ravel(a) for a in (mean, var, offset))
-        tail = 0.5 * (1.0 - level)
-        with np.errstate(over="ignore"):
-            top = self._count_ppf(1.0 - 0.5 * tail, mean + offset + ndtri(1.0 - 0.5 * tail) * np.sqrt(var))
-        ends = [self._cdf_quantile(p, mean, var, offset, top) for p in (tail, 1.0 - tail)]
-        return ends[0].reshape(shape), ends[1].reshape(shape)
-
-    def _count_ppf(self, p: float, eta: Array) -> Array:
-        return stats.poisson.ppf(p, np.exp(eta))
-
-    def _cdf_quantile(self, p: float, mean: Array, var: Array, offset: Array, top: Array) -> Array:
-        """The smallest integer ``q`` in ``[0, top]`` with predictive CDF ``>= p`` (bisection)."""
-        lo, hi = np.full(mean.shape, -1.0), np.where(np.isfinite(top), top, np.inf)
-        active = np.isfinite(hi) & (hi - lo > 1.0)
-        while np.any(active):
-            mid = np.floor(0.5 * (lo[active] + hi[active]))
-            above = self._predictive_count_cdf(mid, mean[active], var[active], offset[active]) >= p
-            lo[active] = np.where(above, lo[active], mid)
-            hi[active] = np.where(above, mid, hi[active])
-            active = np.isfinite(hi) & (hi - lo > 1.0) & (np.floor(0.5 * (lo + hi)) > lo)
-        return hi
-
-    def _predictive_count_cdf(self, q: Array, mean: Array, var: Array, offset: Array) -> Array:
-        r""":math:`\int P(y \le q | f) N(f | m, v) df` by the two-centre rule at the CDF's step and at ``m``."""
-        sd = np.sqrt(var)
-        positive = sd > 0.0
-        sd = np.where(positive, sd, 1.0)  # (a point mass is taken apart below)
-        step_at = np.log(q + 1.0) - offset
-        step_width = np.minimum(1.0 / np.sqrt(q + 1.0), 1.0)
-        first = step_at <= mean  # which centre is the lower one
-        c1 = np.where(first, step_at, mean)
-        w1, w2 = np.where(first, step_width, sd), np.where(first, sd, step_width)
-        gap = np.abs(mean - step_at)
-        gap1, gap2 = split_gap(w1, w2, gap)
-        reach = _REACH_SD * sd + gap
-        disp, second, weights = two_centre_rule(w1, w2, gap1, gap2, reach, reach)
-        f = c1[..., None] + np.where(second, gap[..., None], 0.0) + disp
-        z = (f - mean[..., None]) / sd[..., None]
-        density = np.exp(-0.5 * z * z) / (np.sqrt(2.0 * np.pi) * sd[..., None])
-        cdf_q = self._count_cdf(q[..., None], f + offset[..., None])
-        integral = np.sum(weights * density * cdf_q, axis=-1)
-        return np.where(positive, integral, self._count_cdf(q, mean + offset))

@@ -48,6 +48,7 @@ from relaxep.likelihoods._hyperparameters import ValueEquality
 from relaxep.likelihoods.base import check_bounds
 from relaxep.likelihoods.survival import SurvivalLikelihood, interval_log_mass
 from relaxep.likelihoods.survival_noise import GumbelMin, NoiseFamily
+from relaxep.likelihoods.survival_targets import SurvivalRows
 
 __all__ = ["CoxPH", "default_breaks", "default_n_intervals", "piecewise_exponential_mle"]
 
@@ -209,6 +210,13 @@ class CoxPH(ValueEquality, SurvivalLikelihood):
         if not isinstance(self.hazards_bounds, str):
             hazards = np.clip(hazards, *self.hazards_bounds)
         return type(self)(tuple(breaks.tolist()), tuple(hazards.tolist()), self.hazards_bounds)
+
+    def start_from(self, rows: ArrayLike | SurvivalRows) -> CoxPH:
+        """This likelihood where its baseline is known, else a copy with it set from the rows
+        (:meth:`with_baseline`; a Dask fit's rows gathered)."""
+        if self._lam is not None:
+            return self
+        return self.with_baseline(rows.gather() if isinstance(rows, SurvivalRows) else rows)
 
     def cumulative_hazard(self, t: ArrayLike) -> Array:
         r"""The baseline :math:`\Lambda_0(t)` at times ``t >= 0``."""

@@ -8,7 +8,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import stats
-from scipy.special import ndtri
+from scipy.special import ndtr, ndtri
 
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
@@ -116,3 +116,8 @@ class Gaussian(Likelihood):
         mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
         half = ndtri(0.5 + 0.5 * level) * np.sqrt(var + float(self.noise))
         return mean - half, mean + half
+
+    def predictive_cdf(self, q: ArrayLike, mean: ArrayLike, var: ArrayLike) -> Array:
+        r""":math:`P(y_* \le q) = \Phi((q - \mu)/\sqrt{s^2 + \sigma^2})`, the Gaussian predictive's closed form."""
+        q, mean, var = (np.asarray(a, dtype=float) for a in (q, mean, var))
+        return ndtr((q - mean) / np.sqrt(var + float(self.noise)))

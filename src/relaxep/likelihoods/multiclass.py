@@ -163,6 +163,35 @@ class MulticlassLikelihood(Likelihood):
         """
         raise NotImplementedError
 
+    def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
+        """Class indices, a one-dimensional integer array (:meth:`check_targets`; a ``ValueError`` naming ``y``
+        otherwise)."""
+        self._no_exposure(log_exposure)
+        return self.check_targets(y)
+
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability: of the classes no more probable than the observed one,
+        :math:`\sum_k P_k [P_k \le P_{y_i}(1 + 10^{-12})]`, :math:`P_k` the leave-one-out class probabilities
+        (:meth:`predict_proba` at the cavity; 0 where the cavity is not finite); ``pointwise`` unused.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            Class indices.
+        mean, var : array_like of shape (n, C) and (n, C, C)
+            The cavities' means and covariances.
+        pointwise : array_like of shape (n,)
+            :math:`\log p(y_i | y_{-i})`.
+        """
+        y = np.asarray(y).astype(int)
+        mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
+        ok = np.all(np.isfinite(mean), axis=1) & np.all(np.isfinite(var), axis=(1, 2))
+        proba = np.full(mean.shape, np.nan)
+        if np.any(ok):
+            proba[ok] = self.predict_proba(mean[ok], var[ok])
+        observed = proba[np.arange(y.shape[0]), y]
+        return np.sum(np.where(proba <= observed[:, None] * (1 + 1e-12), proba, 0.0), axis=1)
+
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         """The predictive class probabilities, :meth:`predict_proba`."""
         return self.predict_proba(mean, var)

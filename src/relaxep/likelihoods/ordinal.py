@@ -396,6 +396,14 @@ class OrdinalProbit(ValueEquality, Likelihood):
         s = np.sqrt(float(self.noise) ** 2 + var)[..., None]
         return np.exp(interval_terms(np, (ext[:-1] - mean[..., None]) / s, (ext[1:] - mean[..., None]) / s)[0])
 
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability: of the classes no more probable than the observed one,
+        :math:`\sum_k P_k [P_k \le P_{y_i}]`, :math:`P_k` the leave-one-out class probabilities
+        (:meth:`class_probabilities` at the cavity); ``pointwise`` unused."""
+        proba = self.class_probabilities(mean, var)
+        observed = proba[np.arange(proba.shape[0]), np.asarray(y, dtype=float).astype(int)]
+        return np.sum(np.where(proba <= observed[:, None], proba, 0.0), axis=1)
+
     def predict(self, mean: ArrayLike, var: ArrayLike) -> Array:
         """The predictive class probabilities, :meth:`class_probabilities`."""
         return self.class_probabilities(mean, var)

@@ -52,6 +52,7 @@ from relaxep._validation import check_unit_interval
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 from relaxep.likelihoods.sinh_rule import moments_from_nodes, sinh_nodes
 from relaxep.likelihoods.survival_noise import NoiseFamily
+from relaxep.likelihoods.survival_targets import SurvivalRows, survival_targets
 
 __all__ = ["SurvivalLikelihood", "interval_dlog_mass", "interval_log_mass"]
 
@@ -177,6 +178,44 @@ class SurvivalLikelihood(Likelihood):
         if np.any(lo == np.inf) or np.any(hi == -np.inf):
             raise ValueError("y has a row censored beyond every time (lower +inf or upper -inf)")
         return arr
+
+    def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
+        """The rows ``[log_lower, log_upper]`` of scikit-survival's structured arrays, ``(time, event)`` columns or
+        interval bounds (:func:`~relaxep.likelihoods.survival_targets.survival_targets`); a ``ValueError`` naming
+        ``y`` for others (``TypeError`` for a structured array whose event field is not boolean)."""
+        self._no_exposure(log_exposure)
+        return survival_targets(y)
+
+    # ------------------------------------------------------------ the fit's start, scale and risk
+    def start_from(self, rows: ArrayLike | SurvivalRows) -> SurvivalLikelihood:
+        """The likelihood a fit's search starts from, given its rows ``[log_lower, log_upper]`` (in memory, or
+        :class:`~relaxep.likelihoods.survival_targets.SurvivalRows` where they are elsewhere): this one here; an
+        AFT model's at the intercept-only maximum likelihood, a PH model's with its baseline from the rows."""
+        return self
+
+    @property
+    def latent_scale(self) -> float:
+        r"""The latent's scale for the default priors: an AFT model's :math:`\sigma` (the log-time noise's), else 1
+        (a log relative hazard)."""
+        return 1.0
+
+    def risk(self, mean: ArrayLike) -> Array:
+        r"""A risk score from the latent's mean :math:`m`, higher for an earlier event (scikit-survival's convention):
+        :math:`\text{risk\_sign}\,(m + c)`, :math:`c` an AFT model's ``location`` (0 here)."""
+        return self.risk_sign * (np.asarray(mean, dtype=float) + self._shift)
+
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability.  An event at :math:`t_i`: both tails of the leave-one-out
+        predictive of :math:`T`, :math:`2\min(S_i, 1 - S_i)`, :math:`S_i = \int S(t_i | f)\, N(f | h_i, \lambda_i)\,
+        df`; a censored row: the leave-one-out probability of its interval, :math:`\exp \log p(y_i | y_{-i})`
+        (``pointwise``), as a Tobit's censored rows."""
+        y, mean, var = (np.asarray(a, dtype=float) for a in (y, mean, var))
+        p = np.exp(np.asarray(pointwise, dtype=float))
+        event = y[:, 0] == y[:, 1]
+        a = self._alpha(y[event, 0])[:, None]
+        s = self._predictive_sf(a, mean[event] + self._shift, np.sqrt(var[event]))[:, 0]
+        p[event] = 2.0 * np.minimum(s, 1.0 - s)
+        return np.minimum(p, 1.0)
 
     @staticmethod
     def _rows(y: Array, like: Array, nodes: bool = False) -> tuple[Array, Array]:

@@ -22,11 +22,13 @@ Every check names ``y`` (or the argument) and the field; the caller's array is r
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-__all__ = ["event_and_time", "interval_censored", "right_censored", "survival_targets"]
+__all__ = ["SurvivalRows", "event_and_time", "interval_censored", "right_censored", "survival_targets"]
 
 RIGHT_CENSORED_DTYPE = np.dtype([("event", "?"), ("time", "<f8")])
 INTERVAL_DTYPE = np.dtype([("lower", "<f8"), ("upper", "<f8")])
@@ -230,3 +232,31 @@ def interval_censored(lower: Any, upper: Any) -> np.ndarray:
     out["lower"], out["upper"] = lower, upper
     _check_bounds(lower, upper, "lower", "upper")
     return out
+
+
+@dataclass(frozen=True)
+class SurvivalRows:
+    r"""A survival fit's training rows as a likelihood's start reads them
+    (:meth:`~relaxep.likelihoods.SurvivalLikelihood.start_from`), wherever they are (in memory, or a Dask fit's
+    chunks).
+
+    Attributes
+    ----------
+    mean_log_time : float
+        The mean over the rows of :math:`\log l_i` where finite, else :math:`\log u_i`.
+    log_lik_at_zero : callable
+        ``log_lik_at_zero(likelihood)``: :math:`\sum_i \log p(y_i | f_i = 0)` under a survival likelihood.
+    gather : callable
+        ``gather()``: the rows, shape ``(n, 2)`` (a Dask fit brings them to the client).
+    """
+
+    mean_log_time: float
+    log_lik_at_zero: Callable[[Any], float]
+    gather: Callable[[], np.ndarray]
+
+    @classmethod
+    def of(cls, rows: np.ndarray) -> SurvivalRows:
+        """The rows ``[log_lower, log_upper]`` held in memory."""
+        finite = np.where(np.isfinite(rows[:, 0]), rows[:, 0], rows[:, 1])
+        zero = np.zeros(rows.shape[0])
+        return cls(float(np.mean(finite)), lambda at: float(np.sum(at.log_lik(rows, zero))), lambda: rows)

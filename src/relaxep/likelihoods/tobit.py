@@ -127,6 +127,26 @@ class Tobit(Likelihood):
             codes[values == self.upper] = 1.0
         return np.column_stack([values, codes])
 
+    def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
+        """Rows ``[value, code]`` as given (``y`` of shape ``(n, 2)``), else values whose codes the limits give (one
+        per row, as the default reads them); a ``ValueError`` naming ``y`` otherwise (:meth:`check_targets`)."""
+        arr = np.asarray(y, dtype=float)
+        if log_exposure is None and arr.ndim == 2 and arr.shape[1] == 2:
+            self.check_targets(arr)
+            return arr
+        return super().read_targets(y, log_exposure)
+
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability: an observed row's as the Gaussian noise gives it,
+        :math:`2P(y_* \le h_i - |y_i - h_i|)` (:meth:`~relaxep.likelihoods.Likelihood.loo_tail`); a censored row's the
+        leave-one-out probability of its outcome, :math:`\exp \log p(y_i | y_{-i})` (``pointwise``)."""
+        y, mean, var = (np.asarray(a, dtype=float) for a in (y, mean, var))
+        values, codes = self._split(np, y, mean)
+        p = np.exp(np.asarray(pointwise, dtype=float))
+        observed = codes == 0
+        p[observed] = super().loo_tail(values[observed], mean[observed], var[observed], p[observed])
+        return p
+
     # ------------------------------------------------------------------ the two kinds of row
     def _gaussian(self) -> Gaussian:
         return Gaussian(float(self.noise))

@@ -101,10 +101,32 @@ class TwoLatentLikelihood(Likelihood):
         normaliser at :math:`\alpha = 1`."""
         return self.tilted(*_rows(y, mean_f, var_f, mean_g, var_g), 1.0).log_z
 
-    def predictive_cdf(self, y: ArrayLike, mean_f: ArrayLike, var_f: ArrayLike, mean_g: ArrayLike,
+    def predictive_cdf(self, y: ArrayLike, mean_f: ArrayLike, var_f: ArrayLike, mean_g: ArrayLike,  # type: ignore[override]
                        var_g: ArrayLike) -> Array:  # fmt: skip
         r""":math:`P(y_* \le y)` under :math:`q(f_*)\,q(g_*)` (a subclass's hook)."""
         raise NotImplementedError(f"{type(self).__name__} has no predictive_cdf")
+
+    def loo_tail(self, y: ArrayLike, mean: ArrayLike, var: ArrayLike, pointwise: ArrayLike) -> Array:
+        r"""Each row's leave-one-out tail probability, for a noise symmetric about :math:`f` (a subclass whose
+        predictive is not overrides it): :math:`2 P(y_* \le h^f_i - |y_i - h^f_i|)` under :meth:`predictive_cdf` at
+        the two cavities, at most 1.
+
+        Parameters
+        ----------
+        y : array_like of shape (n,)
+            The targets (model units).
+        mean, var : array_like of shape (n, 2)
+            The cavities of both latents, :math:`(h^f_i, h^g_i)` and :math:`(\lambda^f_i, \lambda^g_i)`, on a last
+            axis of 2 (as :meth:`log_lik`'s ``f`` holds them).
+        pointwise : array_like of shape (n,)
+            :math:`\log p(y_i | y_{-i})` (unused).
+        """
+        y, mean, var = (np.asarray(a, dtype=float) for a in (y, mean, var))
+        if mean.shape[-1:] != (2,) or var.shape[-1:] != (2,):
+            raise ValueError(f"mean and var must hold both latents' cavities on a last axis of 2, got {mean.shape}")
+        mean_f, var_f = mean[..., 0], var[..., 0]
+        q = mean_f - np.abs(y - mean_f)
+        return np.minimum(1.0, 2.0 * self.predictive_cdf(q, mean_f, var_f, mean[..., 1], var[..., 1]))
 
     def predictive_bracket(self, q: float, mean_f: Array, var_f: Array, mean_g: Array,
                            var_g: Array) -> tuple[Array, Array]:  # fmt: skip
