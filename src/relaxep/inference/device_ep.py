@@ -45,7 +45,7 @@ import numpy as np
 from relaxep._typing import Array
 from relaxep._xp import ArraySpace, read_scalars, to_numpy
 from relaxep.inference.evidence import site_evidence_terms
-from relaxep.inference.method import ConvergenceMonitor, RunOptions
+from relaxep.inference.ledger import RunOptions, SweepLedger
 from relaxep.inference.parallel_loop import LoopEnd, parallel_sweeps
 from relaxep.inference.result import InferenceResult, warm_posterior
 from relaxep.inference.schedules import Parallel
@@ -167,7 +167,7 @@ def run_on_device(
     relaxation = space.put(init.relaxation if warm is not None and init is not None else np.zeros(n))
     yd = space.put(np.asarray(y, dtype=float))
     mean, var, log_det, _ = prior.device_pass(tau, nu)  # (proper: flat sites, or a warm start checked above)
-    ledger = ConvergenceMonitor(options)
+    ledger = SweepLedger(options)
     arrays = DeviceArrays(prior, method.site_rule, likelihood, yd)
     end = parallel_sweeps(arrays, schedule, ledger, (mean, var, tau, nu, log_det), relaxation, method.on_improper)
     return _result(method, prior, y, likelihood, end, ledger, yd)
@@ -179,7 +179,7 @@ def _result(
     y: Array,
     likelihood: Likelihood,
     end: LoopEnd,
-    ledger: ConvergenceMonitor,
+    ledger: SweepLedger,
     yd: Array,
 ) -> InferenceResult:
     r"""The run's :class:`InferenceResult`, its arrays on the host; :math:`\log Z_{EP}` (converged runs) summed on
