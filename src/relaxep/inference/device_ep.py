@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep._xp import ArraySpace, read_scalars, to_numpy
+from relaxep._xp import read_scalars, to_numpy
 from relaxep.inference.evidence import site_evidence_terms
 from relaxep.inference.ledger import RunOptions, SweepLedger
 from relaxep.inference.parallel_loop import LoopEnd, parallel_sweeps
@@ -67,12 +67,10 @@ def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: An
     likelihood whose tilted moments are computed there (:attr:`~relaxep.likelihoods.Likelihood.tilted_on_device`,
     or its closed form at ``u = 1``), the ``"marginals"`` statistic and no per-sweep callback (which is handed a
     host posterior)."""
-    space = getattr(prior, "space", None)
     powers = rule.moment_powers
     return (
         isinstance(prior, SparsePrior | DeviceDensePrior)
-        and isinstance(space, ArraySpace)
-        and not space.on_host
+        and not prior.space.on_host
         and (_relaxed_on(rule, likelihood) or powers is not None)
         and isinstance(schedule, Parallel)
         and (likelihood.tilted_on_device or (likelihood.closed_form_on_device and (powers or (1.0,))[0] == 1.0))

@@ -368,7 +368,7 @@ class DoubleLoopEP(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
-        if not getattr(getattr(prior, "space", None), "on_host", True):
+        if not prior.space.on_host:
             raise TypeError(
                 "DoubleLoopEP runs on numpy arrays only: on another array library use EP(), PowerEP(u) or "
                 "FractionalEP(fraction) with the parallel schedule (their sites stay on the device)"
