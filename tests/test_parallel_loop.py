@@ -1,5 +1,5 @@
 """The one parallel sweep loop (:mod:`relaxep.inference.parallel_loop`) and what it shares: the run's ledger
-(:class:`~relaxep.inference.method.ConvergenceMonitor`), moment matching (:func:`relaxep.sites.moment_match`,
+(:class:`~relaxep.inference.ledger.SweepLedger`), moment matching (:func:`relaxep.sites.moment_match`,
 :attr:`SiteRule.moment_powers <relaxep.sites.SiteRule.moment_powers>`), the evidence terms and the statistic in any
 namespace."""
 
@@ -10,12 +10,13 @@ import pytest
 
 import problems
 from relaxep import EP, FractionalEP, ImproperPosteriorError, NoisyStep, PowerEP, Probit, RelaxedEP, infer
+from relaxep.inference import method
 from relaxep.inference.evidence import site_evidence_terms
-from relaxep.inference.method import (
+from relaxep.inference.ledger import (
     COARSE_SWEEPS,
     STUCK_SWEEPS,
-    ConvergenceMonitor,
     RunOptions,
+    SweepLedger,
     change_statistic,
     marginal_change,
 )
@@ -24,7 +25,7 @@ from relaxep.sites import Cavity, Site, moment_match, site_from_moments
 
 
 def test_the_ledger_converges_only_on_a_fine_sweep_with_every_site_taken_and_every_cavity_proper():
-    ledger = ConvergenceMonitor(RunOptions(tol=1e-3))
+    ledger = SweepLedger(RunOptions(tol=1e-3))
     assert ledger.sweep(0.5, 0, 1.0) is None
     assert ledger.sweep(1e-4, 0, 1.0, coarse=True) is None  # (single precision: never converged)
     assert ledger.sweep(1e-4, 0, 1.0, proper=lambda: False) is None  # (an improper cavity left)
@@ -33,33 +34,42 @@ def test_the_ledger_converges_only_on_a_fine_sweep_with_every_site_taken_and_eve
 
 
 def test_the_ledger_is_stuck_after_the_same_sites_are_skipped_below_tol():
-    ledger = ConvergenceMonitor(RunOptions(tol=1e-3))
+    ledger = SweepLedger(RunOptions(tol=1e-3))
     for _ in range(STUCK_SWEEPS):
         assert ledger.sweep(1e-4, 2, skipped_sites=np.array([3, 7])) is None
     assert ledger.sweep(1e-4, 2, skipped_sites=np.array([3, 7])) == "stuck"
-    other = ConvergenceMonitor(RunOptions(tol=1e-3))
+    other = SweepLedger(RunOptions(tol=1e-3))
     for k in range(3 * STUCK_SWEEPS):  # (other sites each sweep: not stuck)
         assert other.sweep(1e-4, 1, skipped_sites=np.array([k])) is None
     assert other.skipped == [1] * 3 * STUCK_SWEEPS
 
 
 def test_the_ledger_abandons_a_stalled_run_and_records_a_divergence():
-    ledger = ConvergenceMonitor(RunOptions(tol=1e-9, stall_window=3))
+    ledger = SweepLedger(RunOptions(tol=1e-9, stall_window=3))
     statuses = [ledger.sweep(r) for r in (1.0, 0.1, 0.2, 0.3, 0.2)]
     assert statuses == [None, None, None, None, "abandoned"]
-    diverged = ConvergenceMonitor(RunOptions())
+    diverged = SweepLedger(RunOptions())
     assert diverged.diverge(7) == "diverged" == diverged.status
     assert diverged.trace == [float("inf")] and diverged.skipped == [7] and diverged.steps == [0.0]
+    unrecorded = SweepLedger(RunOptions())  # (the joint multi-class and Dask loops: the failed sweep not entered)
+    unrecorded.sweep(0.5, 0)
+    assert unrecorded.diverge(record=False) == "diverged" == unrecorded.status
+    assert unrecorded.trace == [0.5] and unrecorded.skipped == [0] and unrecorded.steps == [1.0]
+
+
+def test_the_ledger_keeps_its_former_name_where_it_was():
+    assert method.ConvergenceMonitor is method.SweepLedger is SweepLedger
+    assert method.RunOptions is RunOptions and method.marginal_change is marginal_change
 
 
 def test_the_coarse_rule_ends_after_a_fine_move_or_coarse_sweeps():
-    ledger = ConvergenceMonitor(RunOptions())
+    ledger = SweepLedger(RunOptions())
     assert ledger.coarse
     ledger.next_coarse(1.0)
     assert ledger.coarse
     ledger.next_coarse(1e-3)
     assert not ledger.coarse
-    cycling = ConvergenceMonitor(RunOptions())
+    cycling = SweepLedger(RunOptions())
     for _ in range(COARSE_SWEEPS):
         cycling.next_coarse(1.0)
     assert not cycling.coarse

@@ -238,6 +238,22 @@ def test_a_fitc_prior_on_another_librarys_inputs_evaluates_its_kernel_there(disp
         SparsePrior(_strict(X), Z, Matern(1.0))
 
 
+def test_a_prior_says_where_its_arrays_live(dispatch):
+    """``Prior.space``: the host's unless the representation holds another library's arrays (what the inference
+    methods read, never a look-up of their own)."""
+    from sklearn.gaussian_process.kernels import RBF
+
+    from relaxep.posterior import DensePrior, Prior, SparsePrior
+    from relaxep.posterior.dense_device import DeviceDensePrior
+
+    X = np.random.default_rng(7).normal(size=(30, 2))
+    K = RBF(1.0)(X) + 1e-8 * np.eye(30)
+    assert Prior.space is rxp.HOST and DensePrior(K).space is rxp.HOST
+    assert SparsePrior(X, X[:5], RBF(1.0)).space is rxp.HOST
+    for prior in (SparsePrior(_strict(X), X[:5], RBF(1.0)), DeviceDensePrior(_strict(K))):
+        assert prior.space == rxp.namespace(_strict(X)) and not prior.space.on_host
+
+
 _ESTIMATOR_SCRIPT = """
 import json, sys, warnings
 import numpy as np, sklearn

@@ -6,7 +6,8 @@ from relaxep.inference.convergent import ConvergentEP
 from relaxep.inference.double_loop import DoubleLoopEP
 from relaxep.inference.driver import as_method, infer
 from relaxep.inference.evidence import evidence_gradient, log_evidence
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.ledger import ConvergenceMonitor, RunOptions, SweepLedger
+from relaxep.inference.method import InferenceMethod
 from relaxep.inference.multiclass import MulticlassResult, infer_multiclass
 from relaxep.inference.result import Attempt, InferenceResult
 from relaxep.inference.site_updates import SiteUpdates, SweepOptions
@@ -22,6 +23,7 @@ __all__ = [
     "MulticlassResult",
     "RunOptions",
     "SiteUpdates",
+    "SweepLedger",
     "SweepOptions",
     "as_method",
     "evidence_gradient",

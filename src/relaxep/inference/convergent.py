@@ -52,7 +52,8 @@ from relaxep.inference.free_energy import (
     phi_cov,
     r_cavities,
 )
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.ledger import RunOptions, SweepLedger
+from relaxep.inference.method import InferenceMethod
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.start import reachable_start
 from relaxep.inference.warm import Sites
@@ -98,7 +99,7 @@ class ConvergentEP(InferenceMethod):
             raise TypeError(f"ConvergentEP needs tilted cumulants, which {likelihood!r} does not provide")
         state = _State(prior, y, likelihood, warm_posterior(prior, init))
         post = state.posterior()
-        monitor = ConvergenceMonitor(options, post)
+        monitor = SweepLedger(options, post)
         if not state.r.ok:  # no start whose moments a proper cavity reaches: nothing to descend from
             monitor.trace.append(float("inf"))
             return make_result(self, post, y, likelihood, "stalled", monitor.trace, [0], np.zeros(prior.n))

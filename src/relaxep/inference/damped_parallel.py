@@ -19,8 +19,9 @@ The statistic is the largest move of a posterior marginal between sweeps:
     R = \max_{i, c} \max\big(|\mu_{ic}^t - \mu_{ic}^{t-1}| / \sqrt{v_{ic}^{t-1}},\
     |\log v_{ic}^t - \log v_{ic}^{t-1}|\big),
 
-the mean in standard deviations (of the previous sweep) and the variance as a log ratio; the
-run has converged when :math:`R` is below ``tol`` in a sweep that skipped no site.  The result
+the mean in standard deviations (of the previous sweep) and the variance as a log ratio.  The loop enters
+it in the run's :class:`~relaxep.inference.ledger.SweepLedger`, whose rules end the run: converged when
+:math:`R` is below ``tol`` in a sweep that skipped no site, diverged when no step is proper.  The result
 reports its status by the names of :mod:`relaxep.inference.result` and warns about nothing.
 """
 
@@ -34,7 +35,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from relaxep._typing import Array, Status
-from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
+from relaxep.inference.ledger import RunOptions, SweepLedger, marginal_change
 from relaxep.posterior.multiclass.base import JointPosterior, Proposal
 
 __all__ = ["DampedParallelOptions", "MulticlassResult", "damped_parallel_ep"]
@@ -170,27 +171,27 @@ def damped_parallel_ep(posterior: JointPosterior, options: DampedParallelOptions
         The posterior at the last proper sites; its status says how the run ended (no warning).
     """
     damping = options.damping
-    monitor = ConvergenceMonitor(RunOptions(max_sweeps=options.max_sweeps, tol=options.tol))
-    trace = monitor.trace
-    status: Status = "max_sweeps"
+    # the ledger applies the stop rules (no stall window; the stuck rule needs the skipped sites, not given)
+    ledger = SweepLedger(RunOptions(max_sweeps=options.max_sweeps, tol=options.tol))
+    trace = ledger.trace
     skipped = 0
     for _sweep in range(options.max_sweeps):
         proposal = posterior.propose()
         skipped = proposal.n_skipped
         moved = _backtracked(posterior, proposal, damping)
         if moved is None or not np.all(np.isfinite(moved.mean)):
-            status = "diverged"
+            ledger.diverge(skipped, record=False)  # (the trace holds the sweeps that took a step)
             break
         change = marginal_change(posterior.mean, posterior.marginal_var, moved.mean, moved.marginal_var, scale="old")
         posterior = moved
         if len(trace) >= 2 and change > trace[-1]:
             damping = max(0.75 * damping, MIN_DAMPING)  # the change grew: EP oscillates, take shorter steps
-        monitor.add(change)
+        ended = ledger.sweep(change, skipped)
         if options.callback is not None:
             options.callback(len(trace), change)
-        if monitor.below_tol() and skipped == 0:
-            status = "converged"
+        if ended:
             break
+    status = ledger.status
     log_z = posterior.log_evidence() if status != "diverged" else float("nan")
     mean, cov = posterior.latent_marginals()
     return MulticlassResult(

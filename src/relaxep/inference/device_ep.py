@@ -43,9 +43,9 @@ from typing import Any
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep._xp import ArraySpace, read_scalars, to_numpy
+from relaxep._xp import read_scalars, to_numpy
 from relaxep.inference.evidence import site_evidence_terms
-from relaxep.inference.method import ConvergenceMonitor, RunOptions
+from relaxep.inference.ledger import RunOptions, SweepLedger
 from relaxep.inference.parallel_loop import LoopEnd, parallel_sweeps
 from relaxep.inference.result import InferenceResult, warm_posterior
 from relaxep.inference.schedules import Parallel
@@ -67,12 +67,10 @@ def on_device(prior: Prior, likelihood: Likelihood, rule: SiteRule, schedule: An
     likelihood whose tilted moments are computed there (:attr:`~relaxep.likelihoods.Likelihood.tilted_on_device`,
     or its closed form at ``u = 1``), the ``"marginals"`` statistic and no per-sweep callback (which is handed a
     host posterior)."""
-    space = getattr(prior, "space", None)
     powers = rule.moment_powers
     return (
         isinstance(prior, SparsePrior | DeviceDensePrior)
-        and isinstance(space, ArraySpace)
-        and not space.on_host
+        and not prior.space.on_host
         and (_relaxed_on(rule, likelihood) or powers is not None)
         and isinstance(schedule, Parallel)
         and (likelihood.tilted_on_device or (likelihood.closed_form_on_device and (powers or (1.0,))[0] == 1.0))
@@ -167,7 +165,7 @@ def run_on_device(
     relaxation = space.put(init.relaxation if warm is not None and init is not None else np.zeros(n))
     yd = space.put(np.asarray(y, dtype=float))
     mean, var, log_det, _ = prior.device_pass(tau, nu)  # (proper: flat sites, or a warm start checked above)
-    ledger = ConvergenceMonitor(options)
+    ledger = SweepLedger(options)
     arrays = DeviceArrays(prior, method.site_rule, likelihood, yd)
     end = parallel_sweeps(arrays, schedule, ledger, (mean, var, tau, nu, log_det), relaxation, method.on_improper)
     return _result(method, prior, y, likelihood, end, ledger, yd)
@@ -179,7 +177,7 @@ def _result(
     y: Array,
     likelihood: Likelihood,
     end: LoopEnd,
-    ledger: ConvergenceMonitor,
+    ledger: SweepLedger,
     yd: Array,
 ) -> InferenceResult:
     r"""The run's :class:`InferenceResult`, its arrays on the host; :math:`\log Z_{EP}` (converged runs) summed on

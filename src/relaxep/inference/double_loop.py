@@ -73,7 +73,8 @@ from relaxep.inference.free_energy import (
     phi_cov,
     tilted_cumulants,
 )
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.ledger import RunOptions, SweepLedger
+from relaxep.inference.method import InferenceMethod
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.start import reachable_start
 from relaxep.inference.warm import Sites
@@ -238,7 +239,7 @@ def double_loop(
         marginals (else the prior, or where the prior's moments are out of reach, as for a likelihood
         more informative than the prior, an iterate of parallel EP: :mod:`relaxep.inference.start`).
     criterion : {"alpha", "relative", "marginals"}
-        The change between outer iterations (:class:`~relaxep.inference.method.ConvergenceMonitor`).
+        The change between outer iterations (:class:`~relaxep.inference.ledger.SweepLedger`).
     callback : callable, optional
         ``callback(outer_iteration, posterior)`` after each outer iteration.
     """
@@ -273,7 +274,7 @@ def double_loop(
             return new, math.nan if plain else math.inf
         return new, ec_free_energy(new, y, likelihood, anchor)
 
-    monitor = ConvergenceMonitor(RunOptions(max_sweeps=max_outer, tol=tol, criterion=criterion), post)
+    monitor = SweepLedger(RunOptions(max_sweeps=max_outer, tol=tol, criterion=criterion), post)
     unsolved_in_a_row = 0
     for _ in range(max_outer):
         anchor = marginal_natural(post)
@@ -367,7 +368,7 @@ class DoubleLoopEP(InferenceMethod):
     def run(
         self, prior: Prior, y: Array, likelihood: Likelihood, options: RunOptions, init: Sites | None = None
     ) -> InferenceResult:
-        if not getattr(getattr(prior, "space", None), "on_host", True):
+        if not prior.space.on_host:
             raise TypeError(
                 "DoubleLoopEP runs on numpy arrays only: on another array library use EP(), PowerEP(u) or "
                 "FractionalEP(fraction) with the parallel schedule (their sites stay on the device)"

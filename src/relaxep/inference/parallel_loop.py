@@ -16,7 +16,7 @@ refresh, a BLAS inner product) or on another library's device (:mod:`relaxep.inf
    refresh of the marginals, the step halved where it is improper or not finite, down to ``min_step``;
 4. the convergence statistic :math:`\max_i\max(|\Delta\mu_i|/\sqrt{A_{ii}}, |\Delta\log A_{ii}|)`
    (:func:`~relaxep.inference.method.change_statistic`), and the run's ledger
-   (:class:`~relaxep.inference.method.ConvergenceMonitor`: the coarse rule, converged, stuck, abandoned).
+   (:class:`~relaxep.inference.ledger.SweepLedger`: the coarse rule, converged, stuck, abandoned).
 
 Where reading a number costs a transfer (:attr:`SweepArrays.eager`), a step's refresh is read back together with
 the next sweep's proposals from it (their scalars), computed before the read: one read a sweep.
@@ -32,7 +32,7 @@ from scipy import linalg
 
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
-from relaxep.inference.method import ConvergenceMonitor, change_statistic
+from relaxep.inference.ledger import SweepLedger, change_statistic
 from relaxep.inference.schedules import AdaptiveStep, Parallel, SiteUpdater
 from relaxep.posterior.base import Posterior, cavity, is_proper
 
@@ -125,7 +125,7 @@ class LoopEnd:
 def parallel_sweeps(
     arrays: SweepArrays,
     schedule: Parallel,
-    ledger: ConvergenceMonitor,
+    ledger: SweepLedger,
     state: tuple[Array, Array, Array, Array, Any],
     relaxation: Array,
     on_improper: Literal["skip", "raise"] = "skip",
@@ -198,7 +198,7 @@ class HostArrays:
     xp = np
     eager = False
 
-    def __init__(self, post: Posterior, updater: SiteUpdater, ledger: ConvergenceMonitor) -> None:
+    def __init__(self, post: Posterior, updater: SiteUpdater, ledger: SweepLedger) -> None:
         self.post = post
         self.updater = updater
         self.ledger = ledger

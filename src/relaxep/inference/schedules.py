@@ -21,7 +21,7 @@ import numpy as np
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_positive_int, check_unit_interval
-from relaxep.inference.method import COARSE_ABOVE, COARSE_SWEEPS
+from relaxep.inference.ledger import COARSE_ABOVE, COARSE_SWEEPS
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.base import Posterior, SweepStats, cavity, is_proper
 from relaxep.sites import SiteProposal, SiteRule, propose_sites

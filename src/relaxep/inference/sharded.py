@@ -31,8 +31,8 @@ from relaxep._typing import Array
 from relaxep._xp import HOST
 from relaxep.errors import ClusterError
 from relaxep.inference import shards
-from relaxep.inference.method import ConvergenceMonitor, RunOptions
-from relaxep.inference.schedules import COARSE_ABOVE, COARSE_SWEEPS, AdaptiveStep
+from relaxep.inference.ledger import RunOptions, SweepLedger
+from relaxep.inference.schedules import AdaptiveStep
 from relaxep.inference.warm import WarmStarts
 from relaxep.likelihoods import Likelihood
 from relaxep.posterior.fitc_rows import factor_b, inducing_factor, log_det_of
@@ -220,9 +220,8 @@ class ShardedFITC:
             return self._run(init=None)  # the warm sites do not fit this prior: start afresh
         step = AdaptiveStep(1.0, self.min_step)
         options = RunOptions(max_sweeps=self.max_sweeps, tol=self.tol, stall_window=self.stall_window)
-        monitor = ConvergenceMonitor(options)
-        status, last_skipped, sweep = "max_sweeps", 0, 0
-        coarse_left = COARSE_SWEEPS  # Parallel's count of the first sweeps that may not end a run
+        ledger = SweepLedger(options)  # the stop rules and Parallel's coarse rule (a sweep loop's, one place)
+        last_skipped, sweep = 0, 0
         while True:
             propose = sweep < self.max_sweeps
             ahead = step.size if propose else None  # (the candidate's sums at the current step, on the way)
@@ -231,19 +230,14 @@ class ShardedFITC:
             if any(s["bad"] for s in summary):
                 if sweep == 0 and warm:
                     return self._run(init=None)  # (a refresh of the warm sites would have failed)
-                status = "diverged"
+                ledger.diverge(record=False)
                 break
             n_improper = sum(s["n_improper"] for s in summary)
             if sweep:  # the statistic of the posterior after the last sweep (the largest over the shards)
                 moved = max(s["stat"] for s in summary)
-                monitor.add(moved)
-                # as Parallel.sweep: a sweep whose refresh may be single precision in one process ends no run
-                coarse, coarse_left = coarse_left > 0, (coarse_left - 1 if moved > COARSE_ABOVE else 0)
-                if monitor.below_tol() and not coarse and last_skipped == 0 and n_improper == 0:
-                    status = "converged"
-                    break
-                if monitor.stalled():  # (as SiteUpdates: a region the search must leave)
-                    status = "abandoned"
+                coarse = ledger.coarse  # (a sweep whose refresh may be single precision in one process ends no run)
+                ledger.next_coarse(moved)
+                if ledger.sweep(moved, last_skipped, step.size, coarse=coarse, proper=n_improper == 0):
                     break
             if not propose:
                 break
@@ -253,18 +247,19 @@ class ShardedFITC:
             while candidate is None and step.halve():
                 candidate = self._sums(step.size)
             if candidate is None:
-                status = "diverged"
+                ledger.diverge(record=False)
                 break
             factor = candidate  # (its sites become the shards' sites at the next sweep's start)
             last_skipped = n_improper + sum(s["n_nonfinite"] for s in summary)
             sweep += 1
-        if status == "diverged":
-            return ShardedResult.diverged(monitor.trace)
+        if ledger.status == "diverged":
+            return ShardedResult.diverged(ledger.trace)
         chol, chol_inv, m, log_det = factor
         # EP's evidence formula is an evidence at a fixed point only (InferenceResult.log_evidence)
-        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det) if status == "converged" else np.nan
-        trace = np.asarray(monitor.trace, dtype=float)
-        return ShardedResult(status, trace, evidence, chol, chol_inv, m)
+        converged = ledger.status == "converged"
+        evidence = float(sum(s["evidence"] for s in summary) - 0.5 * log_det) if converged else np.nan
+        trace = np.asarray(ledger.trace, dtype=float)
+        return ShardedResult(ledger.status, trace, evidence, chol, chol_inv, m)
 
     def gradient(self, kern: ScaledRBF, run: ShardedResult) -> tuple[Array, Array]:
         """The evidence gradient in theta and Z: one map (M x M, M x d and scalars back) and a reduce."""

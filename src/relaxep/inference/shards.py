@@ -19,7 +19,7 @@ from sklearn.gaussian_process.kernels import Kernel
 from relaxep._typing import Array
 from relaxep._xp import HOST
 from relaxep.inference.evidence import site_evidence_terms
-from relaxep.inference.method import marginal_change
+from relaxep.inference.ledger import marginal_change
 from relaxep.inference.schedules import SiteUpdater, parallel_proposals
 from relaxep.inference.stochastic_ep import MinibatchSums, TiedStep, minibatch_sums, sites_of_rows
 from relaxep.likelihoods import Likelihood

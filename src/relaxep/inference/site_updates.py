@@ -16,7 +16,8 @@ from scipy import linalg
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError, KernelNotPositiveDefiniteError
 from relaxep.inference.device_ep import on_device, run_on_device
-from relaxep.inference.method import ConvergenceMonitor, InferenceMethod, RunOptions
+from relaxep.inference.ledger import RunOptions, SweepLedger
+from relaxep.inference.method import InferenceMethod
 from relaxep.inference.parallel_loop import HostArrays, parallel_sweeps
 from relaxep.inference.result import InferenceResult, make_result, warm_posterior
 from relaxep.inference.schedules import Parallel, Schedule, SiteUpdater, as_schedule
@@ -120,7 +121,7 @@ class SiteUpdates(InferenceMethod):
         relaxation = init.relaxation.copy() if post is not None else np.zeros(prior.n)
         post = prior.posterior() if post is None else post
         updater = SiteUpdater(self.site_rule, likelihood, y)
-        ledger = ConvergenceMonitor(options, post)
+        ledger = SweepLedger(options, post)
         if isinstance(schedule, Parallel):  # (the one parallel loop, on numpy's arrays)
             state = (post.mean.copy(), post.marginal_var.copy(), post.site_precision.copy(),
                      post.site_mean_precision.copy(), None)  # fmt: skip
@@ -138,7 +139,7 @@ class SiteUpdates(InferenceMethod):
         return make_result(self, post, y, likelihood, status, ledger.trace, ledger.skipped, relaxation, ledger.steps)
 
     def _sequential(
-        self, prior: Prior, post: Posterior, updater: SiteUpdater, ledger: ConvergenceMonitor, relaxation: Array
+        self, prior: Prior, post: Posterior, updater: SiteUpdater, ledger: SweepLedger, relaxation: Array
     ) -> tuple[Posterior, Array]:
         """The sequential schedules' host loop (one site after another, a refresh a sweep), into ``ledger``."""
         n, options = prior.n, ledger.options

@@ -50,7 +50,7 @@ import numpy as np
 
 from relaxep._typing import Array
 from relaxep.errors import ImproperPosteriorError
-from relaxep.inference.method import ConvergenceMonitor, RunOptions, marginal_change
+from relaxep.inference.ledger import RunOptions, SweepLedger, marginal_change
 from relaxep.inference.schedules import AdaptiveStep
 from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 from relaxep.posterior import DensePosterior, Posterior, Prior
@@ -225,7 +225,7 @@ def two_latent_ep(
     adaptive = AdaptiveStep(step * damping, min_step)
     # the one ledger of the sweep loops (its rules with no site counted as skipped: a sweep converges on the
     # sites it could update, as this loop always has)
-    ledger = ConvergenceMonitor(RunOptions(max_sweeps=max_sweeps, tol=tol, stall_window=stall_window))
+    ledger = SweepLedger(RunOptions(max_sweeps=max_sweeps, tol=tol, stall_window=stall_window))
     last_direction, skipped, n_sweeps = None, 0, 0
     for n_sweeps in range(1, max_sweeps + 1):  # noqa: B007 (the count is the result's)
         old = [(p.mean.copy(), p.marginal_var.copy(), p.site_precision.copy(), p.site_mean_precision.copy())

@@ -27,7 +27,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from relaxep._typing import Array
-from relaxep._xp import to_numpy
+from relaxep._xp import HOST, ArraySpace, to_numpy
 
 __all__ = [
     "MatrixPrior",
@@ -249,6 +249,11 @@ class RefreshedPosterior(Posterior):
 
 class Prior(ABC):
     """A Gaussian process prior at the training inputs, able to make its posterior."""
+
+    #: the array library and device its arrays live in (:mod:`relaxep._xp`): the host's numpy unless a
+    #: representation holds another library's arrays (:class:`~relaxep.posterior.SparsePrior`,
+    #: :class:`~relaxep.posterior.dense_device.DeviceDensePrior` set their own); the inference methods read it here
+    space: ArraySpace = HOST
 
     @property
     @abstractmethod
