@@ -30,7 +30,7 @@ single-process sweep; one sweep is one map and one reduce:
    :math:`m = B^{-1}b`.  The step is the parallel schedule's
    :class:`~relaxep.inference.schedules.AdaptiveStep`; where it changes the step (it damps an
    oscillation), or :math:`B` is improper (the step is halved), a second map computes the sums at the
-   new step.  The statistic goes to a :class:`~relaxep.inference.method.ConvergenceMonitor`.
+   new step.  The statistic goes to a :class:`~relaxep.inference.ledger.SweepLedger`.
 
 So the traffic per sweep is :math:`O(M^2)` per shard, never :math:`O(n)`, in one round trip, and the iterates
 are those of ``GPClassifier(..., inducing_points=..., schedule="parallel")`` (``GPRegressor``'s for the
