@@ -3,10 +3,6 @@ array library (``array-api-strict``), each against SciPy/numpy or a closed form.
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 from scipy import linalg, special
@@ -146,7 +142,7 @@ def test_an_improper_fitc_posterior_is_refused_in_another_library(dispatch):
         fitc.factor_b(space, gram, b)
 
 
-def test_scikit_learns_switch_turns_the_array_api_path_on():
+def test_scikit_learns_switch_turns_the_array_api_path_on(array_api_python):
     code = (
         "import numpy as np, sklearn, array_api_strict as xs\n"
         "from relaxep._xp import namespace\n"
@@ -155,8 +151,7 @@ def test_scikit_learns_switch_turns_the_array_api_path_on():
         "with sklearn.config_context(array_api_dispatch=True):\n"
         "    print(namespace(a).on_host, namespace(np.ones(1)).on_host)\n"
     )
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = array_api_python.run(code)
     assert out.stdout.split() == ["True", "False", "True"]
 
 
@@ -322,16 +317,13 @@ print(json.dumps(out))
 # torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
 # is the stricter, and the one the test extra installs)
 @pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
-def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(library):
+def test_gpclassifier_on_another_library_fits_there_and_predicts_as_on_numpy(array_api_python, library):
     """scikit-learn's convention end to end: with array_api_dispatch (and SCIPY_ARRAY_API=1), a sparse
     GPClassifier at a fixed kernel fitted on another library's arrays gives numpy's answer in that library."""
     import json
 
     pytest.importorskip(library)
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run(
-        [sys.executable, "-c", _ESTIMATOR_SCRIPT, library], env=env, capture_output=True, text=True, check=True
-    )
+    run = array_api_python.run(_ESTIMATOR_SCRIPT, library)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out["kind"] == out["train_kind"] == library.split("_")[0].replace("array", "array_api_strict")
     assert out["proba"] < 1e-8 and out["decision"] < 1e-8 and out["labels"]
