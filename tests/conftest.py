@@ -8,6 +8,7 @@ import problems
 import relaxep._xp as rxp
 import relaxep.inference.site_updates as site_updates
 from relaxep.datasets import make_problem, problem_grid
+from script_runner import ScriptRunner
 
 
 @pytest.fixture(scope="session")
@@ -28,6 +29,27 @@ def hard_suite_problem():
     Returns ``(K, y, likelihood)``."""
     K, y, _, _, _, lik = make_problem(problem_grid(30, max_n=400)[4])
     return K, y, lik
+
+
+@pytest.fixture(scope="session")
+def dask_client():
+    """A Dask client of the session's one in-process cluster (two one-thread workers, threads of this process): the
+    Dask estimators' equality tests share it (a pytest-xdist worker starts its own); skipped without ``distributed``.
+    The tests whose point is a worker process (its death, its own interpreter) start a cluster of processes."""
+    pytest.importorskip("dask.array")
+    pytest.importorskip("distributed")
+    with problems.local_dask_client(2, processes=False) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def array_api_python():
+    """Runs a script as ``python -c`` with ``SCIPY_ARRAY_API=1`` (SciPy's array API on, which must be set before
+    SciPy is imported): one server interpreter for the session, each script in a fork of it
+    (``script_runner.py``); ``.run(code, *args)`` returns its ``CompletedProcess`` and fails on a non-zero exit."""
+    runner = ScriptRunner()
+    yield runner
+    runner.close()
 
 
 @pytest.fixture

@@ -33,22 +33,25 @@ def data():
     return X, labels, y, rng.normal(size=(200, 2)), X[::40].copy()
 
 
-def _fits(n_workers: int, data: tuple, chunk: int, tol: float = 1e-4) -> tuple:
-    """A fixed-kernel classifier (sites gathered) on a cluster of ``n_workers`` (the regressor runs on the same
+def _fits(client, data: tuple, chunk: int, tol: float = 1e-4) -> tuple:
+    """A fixed-kernel classifier (sites gathered) on ``client``'s cluster (the regressor runs on the same
     ``ShardedFITC``, whose reductions these tests are about)."""
     X, labels, _, Xt, Z = data
     common = dict(inducing_points=Z, optimizer=None, rule=EP(), tol=tol)
-    with local_dask_client(n_workers) as client:
-        Xd = da.from_array(X, chunks=(chunk, 2))
-        clf = DaskGPClassifier(client, C(2.0) * RBF(1.0), Probit(), **common)
-        clf.fit(Xd, da.from_array(labels, chunks=chunk), gather_sites=True)
-        return clf.site_precision_, clf.site_mean_precision_, clf.predict_proba(Xt)[:, 1]
+    Xd = da.from_array(X, chunks=(chunk, 2))
+    clf = DaskGPClassifier(client, C(2.0) * RBF(1.0), Probit(), **common)
+    clf.fit(Xd, da.from_array(labels, chunks=chunk), gather_sites=True)
+    return clf.site_precision_, clf.site_mean_precision_, clf.predict_proba(Xt)[:, 1]
 
 
 @pytest.fixture(scope="module")
-def by_workers(data):
-    """Six shards of 100 rows, fitted on 1, 2 and 4 workers (EP to tol = 1e-8)."""
-    return {workers: _fits(workers, data, chunk=100, tol=1e-8) for workers in (1, 2, 4)}
+def by_workers(data, dask_client):
+    """Six shards of 100 rows, fitted on 1, 2 and 4 workers (EP to tol = 1e-8); two are the session's cluster."""
+    fits = {2: _fits(dask_client, data, chunk=100, tol=1e-8)}
+    for workers in (1, 4):
+        with local_dask_client(workers) as client:
+            fits[workers] = _fits(client, data, chunk=100, tol=1e-8)
+    return fits
 
 
 def test_one_two_and_four_workers_give_the_same_sites_with_the_same_chunks(by_workers):
@@ -60,20 +63,19 @@ def test_one_two_and_four_workers_give_the_same_sites_with_the_same_chunks(by_wo
             np.testing.assert_array_equal(a, b)
 
 
-def test_another_chunking_gives_the_answer_to_the_convergence_tolerance(data, by_workers):
+def test_another_chunking_gives_the_answer_to_the_convergence_tolerance(data, by_workers, dask_client):
     """Two shards against six (another summation order): the same fixed point, to the tolerance EP ran to."""
-    coarse = _fits(2, data, chunk=300, tol=1e-8)
+    coarse = _fits(dask_client, data, chunk=300, tol=1e-8)
     for a, b in zip(coarse[2:], by_workers[2][2:], strict=True):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
 
 
-def test_a_map_that_does_not_answer_in_time_raises_a_cluster_error(data):
+def test_a_map_that_does_not_answer_in_time_raises_a_cluster_error(data, dask_client):
     X, labels, *_ = data
-    with local_dask_client(1) as client:
-        model = DaskGPClassifier(client, likelihood=Probit(), inducing_points=5, optimizer=None, timeout=1e-9)
-        with pytest.raises(ClusterError, match=r"did not answer one map over the shards within timeout=1e-09"):
-            model.fit(da.from_array(X, chunks=(300, 2)), da.from_array(labels, chunks=300))
-        assert not hasattr(model, "result_")
+    model = DaskGPClassifier(dask_client, likelihood=Probit(), inducing_points=5, optimizer=None, timeout=1e-9)
+    with pytest.raises(ClusterError, match=r"did not answer one map over the shards within timeout=1e-09"):
+        model.fit(da.from_array(X, chunks=(300, 2)), da.from_array(labels, chunks=300))
+    assert not hasattr(model, "result_")
 
 
 _HIDDEN = """

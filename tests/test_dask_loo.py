@@ -19,14 +19,12 @@ from relaxep.errors import ClusterError
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from problems import local_dask_client  # noqa: E402
 from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with local_dask_client(2, processes=False) as c:
-        yield c
+def client(dask_client):
+    return dask_client  # the session's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

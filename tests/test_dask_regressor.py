@@ -1,4 +1,4 @@
-"""DaskGPRegressor on a LocalCluster this module starts: equal to GPRegressor's sparse fit on the same rows and
+"""DaskGPRegressor on the session's LocalCluster: equal to GPRegressor's sparse fit on the same rows and
 inducing inputs, its predictions lazy and equal to its ``to_local()`` estimator's, which pickles."""
 
 from __future__ import annotations
@@ -16,14 +16,12 @@ from relaxep.hyper import HalfStudentT
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from problems import local_dask_client  # noqa: E402
 from relaxep.estimators.dask import DaskGPRegressor  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client():
-    with local_dask_client(2, processes=False) as c:
-        yield c
+def client(dask_client):
+    return dask_client  # the session's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""DaskGPSurvivalRegressor on a LocalCluster this module starts: its fit is GPSurvivalRegressor's sparse fit on the
+"""DaskGPSurvivalRegressor on the session's LocalCluster: its fit is GPSurvivalRegressor's sparse fit on the
 same rows and inducing inputs (right, left and interval censoring: rows with infinite ends on the shards), its AFT
 start is the intercept-only Weibull maximum likelihood (solved here by root finding), and its predictions are lazy
 and equal to its ``to_local()`` estimator's, which pickles."""
@@ -19,16 +19,14 @@ from relaxep.likelihoods.survival_targets import interval_censored
 da = pytest.importorskip("dask.array")
 distributed = pytest.importorskip("distributed")
 
-from problems import local_dask_client  # noqa: E402
 from relaxep.estimators.dask import DaskGPSurvivalRegressor  # noqa: E402
 
 TIMES = [0.5, 1.5, 3.0, 6.0]
 
 
 @pytest.fixture(scope="module")
-def client():
-    with local_dask_client(2, processes=False) as c:
-        yield c
+def client(dask_client):
+    return dask_client  # the session's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -132,29 +132,26 @@ def test_the_default_regressor_on_every_path(path):
         assert np.sqrt(np.mean((mean - _latent(Xt)) ** 2)) < 0.1
 
 
-def test_the_dask_estimators_with_their_defaults(monkeypatch):
-    distributed = pytest.importorskip("distributed")  # noqa: F841
-    da = pytest.importorskip("dask.array")
-    from problems import local_dask_client
+def test_the_dask_estimators_with_their_defaults(monkeypatch, dask_client):
+    da = pytest.importorskip("dask.array")  # (dask_client skips without distributed)
     from relaxep import DaskGPClassifier, DaskGPRegressor
 
     X, y = _binary(N, 5)
     Xt, _ = _binary(N_TEST, 11)
     Xr = _inputs(N, 6)
     yr = _latent(Xr) + 0.1 * np.random.default_rng(7).standard_normal(N)
-    with local_dask_client(2) as client:
-        Xd, yd = da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100)
-        clf = DaskGPClassifier(client=client, inducing_points=20, random_state=0).fit(Xd, yd)
-        assert clf.result_.status == "converged"
-        assert np.mean(clf.predict(Xt) == (_latent(Xt) > 0)) > 0.9
-        # learning on the shards: "auto" is the stochastic search there once the rows reach its threshold (100
-        # of its 1000 default steps: each is a map over the shards, 25 s for all 1000 on this local cluster)
-        monkeypatch.setattr("relaxep.estimators._plan.STOCHASTIC_FROM", N)
-        shards = DaskGPClassifier(
-            client=client, inducing_points=20, optimizer_subset=None, optimizer_maxiter=100, random_state=0
-        )
-        assert shards.fit(Xd, yd).result_.status == "converged"
-        assert np.mean(shards.predict(Xt) == (_latent(Xt) > 0)) > 0.9
-        Xrd, yrd = da.from_array(Xr, chunks=(100, 2)), da.from_array(yr, chunks=100)
-        reg = DaskGPRegressor(client=client, inducing_points=20, random_state=0).fit(Xrd, yrd)
-        assert np.sqrt(np.mean((reg.predict(Xt) - _latent(Xt)) ** 2)) < 0.1
+    Xd, yd = da.from_array(X, chunks=(100, 2)), da.from_array(y, chunks=100)
+    clf = DaskGPClassifier(client=dask_client, inducing_points=20, random_state=0).fit(Xd, yd)
+    assert clf.result_.status == "converged"
+    assert np.mean(clf.predict(Xt) == (_latent(Xt) > 0)) > 0.9
+    # learning on the shards: "auto" is the stochastic search there once the rows reach its threshold (100
+    # of its 1000 default steps: each is a map over the shards, 25 s for all 1000 on this local cluster)
+    monkeypatch.setattr("relaxep.estimators._plan.STOCHASTIC_FROM", N)
+    shards = DaskGPClassifier(
+        client=dask_client, inducing_points=20, optimizer_subset=None, optimizer_maxiter=100, random_state=0
+    )
+    assert shards.fit(Xd, yd).result_.status == "converged"
+    assert np.mean(shards.predict(Xt) == (_latent(Xt) > 0)) > 0.9
+    Xrd, yrd = da.from_array(Xr, chunks=(100, 2)), da.from_array(yr, chunks=100)
+    reg = DaskGPRegressor(client=dask_client, inducing_points=20, random_state=0).fit(Xrd, yrd)
+    assert np.sqrt(np.mean((reg.predict(Xt) - _latent(Xt)) ** 2)) < 0.1

@@ -115,18 +115,14 @@ print(json.dumps({"theta": [dev.kernel_.theta.tolist(), ref.kernel_.theta.tolist
 """
 
 
-def test_the_default_sparse_search_on_the_device_ends_at_numpys_hyperparameters():
+def test_the_default_sparse_search_on_the_device_ends_at_numpys_hyperparameters(array_api_python):
     """Issue 52's case: the label-noise default with 30 inducing inputs learned on 3 000 rows (62 parameters) by
     ``"auto"``'s L-BFGS-B ends at numpy's hyperparameters to 1e-8 (measured: 5e-11) on array-api-strict.  With the
     budget alone (50 iterations along the evidence's ridge) they ended 1.1e-2 apart in theta and 8.4e-2 in Z;
     ``SPARSE_FTOL`` ends the search where the ridge begins."""
     import json
-    import os
-    import subprocess
-    import sys
 
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", _SEARCH_SCRIPT], env=env, capture_output=True, text=True, check=True)
+    run = array_api_python.run(_SEARCH_SCRIPT)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     np.testing.assert_allclose(*out["theta"], rtol=1e-8, atol=1e-8)
     np.testing.assert_allclose(*out["z"], rtol=1e-8, atol=1e-8)

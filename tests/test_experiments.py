@@ -93,11 +93,9 @@ def test_run_cells_caches_each_cell_and_skips_it_on_rerun(tmp_path):
         run_cells([cells[0], cells[0]], None, progress=False)
 
 
-def test_run_cells_on_a_dask_cluster_matches_a_serial_run():
-    distributed = pytest.importorskip("distributed")
+def test_run_cells_on_a_dask_cluster_matches_a_serial_run(dask_client):
     cells = [Cell(f"sq-{x}", _square, {"x": x}) for x in range(4)]
-    with distributed.LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cl:
-        rows = run_cells(cells, None, scheduler=cl.scheduler_address, progress=False)
+    rows = run_cells(cells, None, scheduler=dask_client.scheduler.address, progress=False)  # its own client
     assert [r["y"] for r in rows] == [0, 1, 4, 9]
 
 

@@ -6,10 +6,6 @@ equal numpy's to 1e-8, and the arrays stay on the device."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
@@ -36,7 +32,7 @@ def test_the_fitc_posterior_on_the_gpu_is_numpys(dispatch):
     assert got.log_det_b() == pytest.approx(want.log_det_b(), rel=1e-10)
 
 
-def test_a_classifier_fitted_on_the_gpu_predicts_as_on_numpy():
+def test_a_classifier_fitted_on_the_gpu_predicts_as_on_numpy(array_api_python):
     code = """
 import numpy as np, sklearn, torch, warnings
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
@@ -55,8 +51,7 @@ for optimizer in (None, "stochastic"):
     assert p.is_cuda
     print(float(np.max(np.abs(p.cpu().numpy() - ref))))
 """
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = array_api_python.run(code)
     gaps = [float(v) for v in out.stdout.split()]
     assert len(gaps) == 2 and max(gaps) < 1e-8
 
@@ -80,7 +75,7 @@ def test_the_dense_posterior_on_the_gpu_is_numpys(dispatch):
     assert got.log_det_b() == pytest.approx(want.log_det_b(), rel=1e-10)
 
 
-def test_dense_estimators_fitted_on_the_gpu_answer_as_on_numpy():
+def test_dense_estimators_fitted_on_the_gpu_answer_as_on_numpy(array_api_python):
     code = """
 import numpy as np, sklearn, torch, warnings
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel as C
@@ -103,7 +98,6 @@ for make, target, method in cases:
     assert p.is_cuda
     print(float(np.max(np.abs(p.cpu().numpy() - ref))))
 """
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    out = array_api_python.run(code)
     gaps = [float(v) for v in out.stdout.split()]
     assert len(gaps) == 3 and max(gaps) < 1e-8

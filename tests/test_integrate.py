@@ -261,13 +261,10 @@ def test_estimators_without_integrate_refuse_it(name):
         estimator.set_params(integrate="ccd")
 
 
-def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy():
+def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy(array_api_python):
     """``integrate="ccd"`` on array-api-strict arrays (scikit-learn's array_api_dispatch; a subprocess, for
     ``SCIPY_ARRAY_API=1``): the same design weights, probabilities and leave-one-out as numpy's, dense and sparse."""
     import json
-    import os
-    import subprocess
-    import sys
 
     code = (
         "import json, warnings, numpy as np, sklearn, array_api_strict as xs\n"
@@ -288,8 +285,7 @@ def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy():
         "                abs(loo - ref.loo().elpd_loo), len(ref.hyper_samples_.weights)])\n"
         "print(json.dumps(out))\n"
     )
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
+    run = array_api_python.run(code)
     (dense, sparse) = json.loads(run.stdout.strip().splitlines()[-1])
     assert dense[3] == 9 and sparse[3] == 9  # (2 hyperparameters: the CCD's 9 points)
     assert max(dense[:3]) < 1e-6 and max(sparse[:3]) < 1e-4

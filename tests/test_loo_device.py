@@ -6,9 +6,6 @@ results are comparable with the numpy fit's (the same rows' fingerprint)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -68,15 +65,13 @@ print(json.dumps(out))
 # torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
 # is the stricter, and the one the test extra installs)
 @pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
-def test_loo_of_a_fit_on_another_library_is_the_numpy_fits(library):
+def test_loo_of_a_fit_on_another_library_is_the_numpy_fits(array_api_python, library):
     """A sparse GPClassifier at a fixed kernel, the exact GPRegressor (closed form, ``normalize_y``) and a Student-t
     EP regressor, each fitted on ``library``'s arrays (SciPy's array API on, scikit-learn's dispatch on): loo()'s
     pointwise and in-sample densities and loo_predict()'s moments and class probabilities equal the numpy fit's to
     1e-8 (relative, or absolute below 1), and the two results compare as fits of the same rows."""
     pytest.importorskip(library)
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", _SCRIPT, library], env=env, capture_output=True, text=True)
-    assert run.returncode == 0, run.stderr[-3000:]
+    run = array_api_python.run(_SCRIPT, library)  # (fails with the script's error if it exits non-zero)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert set(out) == {"sparse_probit_fixed", "exact_regressor", "student_t_regressor"}
     for name, row in out.items():

@@ -164,22 +164,19 @@ def test_normalize_y_and_the_refusals(data):
     assert not hasattr(GPRegressor(optimizer=None).fit(X, y), "inducing_points_")
 
 
-def test_the_dask_regressors_default_is_fitc_by_ep(data):
+def test_the_dask_regressors_default_is_fitc_by_ep(data, dask_client):
     """DaskGPRegressor's default likelihood (a Gaussian, by EP on the shards) gives GPRegressor's FITC model, the
     explicit ``likelihood=Gaussian()``, at the same inducing inputs and hyperparameters."""
-    da = pytest.importorskip("dask.array")
-    pytest.importorskip("distributed")
-    from problems import local_dask_client
+    da = pytest.importorskip("dask.array")  # (dask_client skips without distributed)
     from relaxep.estimators.dask import DaskGPRegressor
 
     X, y, Xt = data
     Z = X[::4].copy()
     local = GPRegressor(KERNEL, likelihood=Gaussian(), inducing_points=Z, optimizer=None, tol=1e-10).fit(X, y)
-    with local_dask_client(1) as client:
-        Xd, yd = da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20)
-        dask = DaskGPRegressor(client, KERNEL, inducing_points=Z, optimizer=None, tol=1e-10).fit(Xd, yd)
-        for u, v in zip(dask.predict(Xt, return_std=True), local.predict(Xt, return_std=True), strict=True):
-            np.testing.assert_allclose(u, v, rtol=1e-7, atol=1e-9)
+    Xd, yd = da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20)
+    dask = DaskGPRegressor(dask_client, KERNEL, inducing_points=Z, optimizer=None, tol=1e-10).fit(Xd, yd)
+    for u, v in zip(dask.predict(Xt, return_std=True), local.predict(Xt, return_std=True), strict=True):
+        np.testing.assert_allclose(u, v, rtol=1e-7, atol=1e-9)
     assert dask.log_marginal_likelihood_value_ == pytest.approx(local.log_marginal_likelihood_value_, rel=1e-8)
 
 

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import collections
 import json
-import os
-import subprocess
 import sys
 
 import numpy as np
@@ -283,14 +281,11 @@ print(json.dumps(out))
 # torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
 # is the stricter, and the one the test extra installs)
 @pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
-def test_the_estimators_learned_fit_on_the_device_is_numpys(library):
+def test_the_estimators_learned_fit_on_the_device_is_numpys(array_api_python, library):
     """GPClassifier's stochastic search (a probit and the label-noise default, kernel and Z learned, 80 steps from
     a fixed seed) on another library's arrays: numpy's hyperparameters, inducing inputs and probabilities."""
     pytest.importorskip(library)
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run(
-        [sys.executable, "-c", _ESTIMATOR_SCRIPT, library], env=env, capture_output=True, text=True, check=True
-    )
+    run = array_api_python.run(_ESTIMATOR_SCRIPT, library)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     assert out.pop("device_loops") == 2
     for name, got in out.items():

@@ -4,9 +4,6 @@ against an independent computation (scipy's Weibull law and quadrature, a double
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -174,11 +171,10 @@ print(json.dumps([float(np.max(np.abs(risk - host.predict(X)))),
 """
 
 
-def test_array_api_input_fits_as_numpy():
+def test_array_api_input_fits_as_numpy(array_api_python):
     """The array-API path (array-api-strict arrays, scikit-learn's dispatch on) answers as numpy does."""
     pytest.importorskip("array_api_strict")
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", _DEVICE], env=env, capture_output=True, text=True, check=True)
+    run = array_api_python.run(_DEVICE)
     risk_gap, survival_gap = json.loads(run.stdout.strip().splitlines()[-1])
     assert risk_gap < 1e-6 and survival_gap < 1e-6
 

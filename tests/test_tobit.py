@@ -130,20 +130,17 @@ def test_bad_limits_and_targets_are_named():
         GPRegressor(likelihood=Tobit(lower=0.0), normalize_y=True).fit(X, y)
 
 
-def test_the_dask_regressor_fits_the_same_censored_model():
+def test_the_dask_regressor_fits_the_same_censored_model(dask_client):
     """DaskGPRegressor(likelihood=Tobit(lower=0)) on shards: GPRegressor's sparse fit at the same inducing inputs."""
-    da = pytest.importorskip("dask.array")
-    pytest.importorskip("distributed")
-    from problems import local_dask_client
+    da = pytest.importorskip("dask.array")  # (dask_client skips without distributed)
     from relaxep.estimators.dask import DaskGPRegressor
 
     X, _, y = _censored_problem(200, 0)
     Z, Xt = X[::10].copy(), np.linspace(-3.0, 3.0, 50)[:, None]
     options = {"likelihood": Tobit(lower=0.0, noise=NOISE), "inducing_points": Z, "optimizer": None, "tol": 1e-10}
     local = GPRegressor(**options).fit(X, y)
-    with local_dask_client(1) as client:
-        sharded = DaskGPRegressor(client, **options).fit(da.from_array(X, chunks=(70, 1)), da.from_array(y, chunks=70))
-        np.testing.assert_allclose(sharded.predict(Xt), local.predict(Xt), rtol=1e-8, atol=1e-10)
+    sharded = DaskGPRegressor(dask_client, **options).fit(da.from_array(X, chunks=(70, 1)), da.from_array(y, chunks=70))
+    np.testing.assert_allclose(sharded.predict(Xt), local.predict(Xt), rtol=1e-8, atol=1e-10)
     assert sharded.log_marginal_likelihood_value_ == pytest.approx(local.log_marginal_likelihood_value_, rel=1e-9)
 
 

@@ -5,9 +5,6 @@ scikit-learn's kernel gradient, and the estimators end to end against the numpy 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -197,15 +194,14 @@ print(json.dumps(out))
 # torch, where installed, with the slow studies (a second library through the same end-to-end script: array-api-strict
 # is the stricter, and the one the test extra installs)
 @pytest.mark.parametrize("library", ["array_api_strict", pytest.param("torch", marks=pytest.mark.slow)])
-def test_dense_estimators_on_another_library_fit_there_and_answer_as_on_numpy(library):
+def test_dense_estimators_on_another_library_fit_there_and_answer_as_on_numpy(array_api_python, library):
     """scikit-learn's convention end to end for dense models: probit EP and REP at a fixed kernel, L-BFGS-B on
     the EP evidence, the closed-form regressor (fixed and learned), Student-t EP: numpy's fixed point to 1e-8
     (converged to tol = 1e-10: the numpy path's early sweeps factor in single precision, so only the fixed
     point, not the path to it, is shared), the evidence and its gradient at a given theta always.  (REP runs on torch
     only: on array-api-strict, where each op costs milliseconds, test_device_relaxed runs its loop.)"""
     pytest.importorskip(library)
-    env = dict(os.environ, SCIPY_ARRAY_API="1")
-    run = subprocess.run([sys.executable, "-c", _SCRIPT, library], env=env, capture_output=True, text=True, check=True)
+    run = array_api_python.run(_SCRIPT, library)
     out = json.loads(run.stdout.strip().splitlines()[-1])
     kind = "array_api_strict" if library == "array_api_strict" else "torch"
     assert len(out) == (7 if library == "array_api_strict" else 8)
