@@ -24,6 +24,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from relaxep._threads import fit_threads, n_threads
 from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
+from relaxep.estimators._active import _ActiveLearningMixin
 from relaxep.estimators._base import _LatentGPEstimator
 from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._inducing import check_inducing_points
@@ -50,7 +51,7 @@ _LIKELIHOODS = (
 )
 
 
-class GPClassifier(ClassifierMixin, _LatentGPEstimator):
+class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
     r"""Gaussian process classification by EP, Power EP or Relaxed EP.
 
     Parameters

@@ -12,14 +12,15 @@ import numbers
 from types import ModuleType
 
 import numpy as np
-from scipy.special import xlogy
+from numpy.typing import ArrayLike
+from scipy.special import ndtri, xlogy
 
 from relaxep._numerics import normal_cdf_ratio, safe_log
 from relaxep._typing import Array
 from relaxep._xp import expit, inverse_mills, log_expit, normal_tail
 from relaxep._xp import log_ndtr as log_ndtr_in
 from relaxep.likelihoods.base import TiltedLogZ
-from relaxep.likelihoods.binary_base import BinaryLikelihood
+from relaxep.likelihoods.binary_base import BinaryLikelihood, check_level
 from relaxep.likelihoods.quadrature import QuadratureLikelihood
 
 __all__ = ["Logistic", "NoisyProbit", "NoisyStep", "Probit"]
@@ -93,6 +94,13 @@ class NoisyStep(BinaryLikelihood):
         d2log_z = -dlog_z * (dlog_z + z / sd)
         return TiltedLogZ(log_z, dlog_z, d2log_z)
 
+    def latent_threshold(self, level: float, var: ArrayLike) -> Array:
+        r""":math:`t = s\,\Phi^{-1}((\ell - \epsilon)/(1 - 2\epsilon))` (the predictive
+        :math:`\epsilon + (1 - 2\epsilon)\Phi(t/s)` equal to :math:`\ell`; 0 at ``var = 0``, the step)."""
+        eps = float(self.eps)
+        q = (check_level(level, eps) - eps) / (1.0 - 2.0 * eps)
+        return ndtri(q) * np.sqrt(np.maximum(np.asarray(var, dtype=float), 0.0))
+
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / s): sigma = s
         return _step_cumulants(mean, var, np.sqrt(var), self._folded_log_z(mean, var, 1.0).dlog_z)
@@ -142,6 +150,11 @@ class Probit(QuadratureLikelihood):
         z = mean / scale
         log_cdf, r = normal_tail(xp, z)
         return TiltedLogZ(log_cdf, r / scale, -r * (z + r) / scale**2)
+
+    def latent_threshold(self, level: float, var: ArrayLike) -> Array:
+        r""":math:`t = \Phi^{-1}(\ell)\sqrt{1 + s^2}` (the predictive :math:`\Phi(t/\sqrt{1 + s^2})` equal to
+        :math:`\ell`)."""
+        return ndtri(check_level(level)) * np.sqrt(1.0 + np.asarray(var, dtype=float))
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = Phi(mu / sqrt(1 + s^2)): the step's form with eps = 0, sigma^2 = 1 + s^2
@@ -228,6 +241,14 @@ class NoisyProbit(QuadratureLikelihood):
             return super()._folded_log_z_in(xp, mean, var, power)
         sigma = xp.sqrt(float(self.scale) ** 2 + var)
         return TiltedLogZ(*self._step(xp, mean / sigma, sigma))
+
+    def latent_threshold(self, level: float, var: ArrayLike) -> Array:
+        r""":math:`t = \varsigma\,\Phi^{-1}((\ell - \epsilon)/(1 - 2\epsilon))`, :math:`\varsigma =
+        \sqrt{\sigma^2 + s^2}` (the predictive :math:`\epsilon + (1 - 2\epsilon)\Phi(t/\varsigma)` equal to
+        :math:`\ell`)."""
+        eps = float(self.eps)
+        q = (check_level(level, eps) - eps) / (1.0 - 2.0 * eps)
+        return ndtri(q) * np.sqrt(float(self.scale) ** 2 + np.asarray(var, dtype=float))
 
     def _folded_cumulants(self, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
         # Z(mu) = eps + (1 - 2 eps) Phi(mu / varsigma): the step's form with sigma^2 = scale^2 + s^2

@@ -13,6 +13,7 @@ and the tilted cumulants of :math:`f` are those of :math:`g` with the odd ones t
 
 from __future__ import annotations
 
+import numbers
 from abc import abstractmethod
 from types import ModuleType
 from typing import ClassVar
@@ -24,7 +25,18 @@ from relaxep._typing import Array
 from relaxep._validation import check_binary_labels
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ
 
-__all__ = ["BinaryLikelihood"]
+__all__ = ["BinaryLikelihood", "check_level"]
+
+
+def check_level(level: object, floor: float = 0.0) -> float:
+    r"""``level`` as a float in :math:`(\epsilon, 1 - \epsilon)`, ``floor`` :math:`\epsilon` (a likelihood's
+    label-noise floor, outside which its predictive probability never lies); ``ValueError`` naming ``level``."""
+    if isinstance(level, bool | np.bool_) or not isinstance(level, numbers.Real):
+        raise TypeError(f"level must be a real number in (0, 1), got {level!r}")
+    if not (floor < float(level) < 1.0 - floor):
+        where = "(0, 1)" if floor == 0.0 else f"({floor}, {1.0 - floor}), the predictive's range under eps={floor}"
+        raise ValueError(f"level must lie in {where}, got {level!r}")
+    return float(level)
 
 
 class BinaryLikelihood(Likelihood):
@@ -66,6 +78,55 @@ class BinaryLikelihood(Likelihood):
         """
         mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
         return self._folded_log_z(mean, var, 1.0).log_z - self._folded_log_z(-mean, var, 1.0).log_z
+
+    def latent_threshold(self, level: float, var: ArrayLike) -> Array:
+        r"""The latent mean :math:`t` at which the predictive equals ``level``: the root of
+        :math:`P(y_* = +1 | \mu_* = t, s^2_*) = \int t(f) N(f | t, s^2_*) df = \ell`, for each variance
+        :math:`s^2_*` in ``var`` (at ``var = 0`` the link's inverse, :math:`t^{-1}(\ell)`).
+
+        The predictive increases with :math:`\mu_*`, so the root is unique; by default it is bracketed (doubling
+        from :math:`\pm(1 + |\mathrm{logit}\,\ell|)\sqrt{1 + s^2}`) and found by Newton's method on
+        :meth:`predict_log_odds` (its slope :math:`\partial_\mu \log Z_t(\mu) + \partial_\mu \log Z_t(-\mu)`)
+        safeguarded by bisection, to :math:`10^{-12}` relative; the probit, the noisy probit and the noisy step
+        answer in closed form.  ``ValueError`` where ``level`` is outside :math:`(0, 1)` or the predictive's range
+        (a label-noise floor :math:`\epsilon` bounds it to :math:`(\epsilon, 1 - \epsilon)`).
+        """
+        level = check_level(level)
+        var = np.asarray(var, dtype=float)
+        target = float(np.log(level) - np.log1p(-level))
+        hi = (1.0 + abs(target)) * np.sqrt(1.0 + np.maximum(var, 0.0))
+        lo = -hi
+        for _ in range(64):  # (the bracket: the log-odds below the target at lo, above at hi)
+            low, high = self._threshold_odds(lo, var)[0] > target, self._threshold_odds(hi, var)[0] < target
+            if not (low.any() or high.any()):
+                break
+            lo, hi = np.where(low, 2.0 * lo, lo), np.where(high, 2.0 * hi, hi)
+        else:
+            raise ValueError(f"level={level!r} is outside the range of {type(self).__name__}'s predictive probability")
+        t = 0.5 * (lo + hi)
+        for _ in range(200):
+            gap, slope = self._threshold_odds(t, var)
+            gap = gap - target
+            lo, hi = np.where(gap < 0.0, t, lo), np.where(gap < 0.0, hi, t)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                newton = t - gap / slope
+            inside = np.isfinite(newton) & (newton >= lo) & (newton <= hi)
+            done = (gap == 0.0) | (inside & (np.abs(newton - t) <= 1e-12 * (1.0 + np.abs(t))))
+            done |= hi - lo <= 1e-12 * (1.0 + np.abs(t))
+            t = np.where(gap == 0.0, t, np.where(inside, newton, 0.5 * (lo + hi)))
+            if np.all(done):
+                break
+        return t
+
+    def _threshold_odds(self, t: Array, var: Array) -> tuple[Array, Array]:
+        """The predictive's log-odds at mean ``t`` and variance ``var`` and their slope in ``t``; at ``var = 0``
+        the link's log-odds and a NaN slope (bisection)."""
+        odds, slope = np.empty(np.shape(t)), np.full(np.shape(t), np.nan)
+        point = var <= 0.0
+        odds[point] = self._folded_log_lik(t[point]) - self._folded_log_lik(-t[point])
+        up, down = self._folded_log_z(t[~point], var[~point], 1.0), self._folded_log_z(-t[~point], var[~point], 1.0)
+        odds[~point], slope[~point] = up.log_z - down.log_z, up.dlog_z + down.dlog_z
+        return odds, slope
 
     def _log_z(self, y: Array, mean: Array, var: Array, power: float) -> TiltedLogZ:
         return _unfold(y, self._folded_log_z(y * mean, var, power))
