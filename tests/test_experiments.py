@@ -149,6 +149,7 @@ def test_the_registry_lists_every_study_and_all_means_the_papers():
         "heteroscedastic",
         "modelcomparison",
         "survival",
+        "constrained_bo",
     ]
     assert PAPER_STUDIES == ("toy", "synthetic", "uci")
     with pytest.raises(ValueError, match="unknown studies"):

@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
-|heteroscedastic|modelcomparison|survival --out DIR`` or
+|heteroscedastic|modelcomparison|survival|constrained_bo --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from relaxep.experiments.studies import (
     censored,
+    constrained_bo,
     counts,
     heteroscedastic,
     modelcomparison,
@@ -43,6 +44,7 @@ STUDIES: dict[str, Study] = {
         heteroscedastic.STUDY,
         modelcomparison.STUDY,
         survival.STUDY,
+        constrained_bo.STUDY,
     )
 }
 

@@ -78,6 +78,8 @@ def reproduce(
         title = "heteroscedastic GP regression by EP"
     elif list(studies) == ["survival"]:
         title = "survival analysis by EP"
+    elif list(studies) == ["constrained_bo"]:
+        title = "Bayesian optimisation with hidden failures and preferences"
     else:
         title = "robustness of EP and its remedies"
     head = (
