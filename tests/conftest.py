@@ -31,11 +31,13 @@ def hard_suite_problem():
     return K, y, lik
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dask_client():
-    """A Dask client of the session's one in-process cluster (two one-thread workers, threads of this process): the
-    Dask estimators' equality tests share it (a pytest-xdist worker starts its own); skipped without ``distributed``.
-    The tests whose point is a worker process (its death, its own interpreter) start a cluster of processes."""
+    """A Dask client of an in-process cluster (two one-thread workers, threads of this process) for a test module's
+    Dask equality tests, closed at the module's end; skipped without ``distributed``.  (One cluster for the session
+    was tried: alive beside the other modules' tests in a pytest-xdist worker, it left
+    test_inference.py::test_blas_threads_is_applied_and_restored seeing one BLAS thread.)  The tests whose point is
+    a worker process (test_dask.py's, test_dask_faults.py's) start a cluster of processes."""
     pytest.importorskip("dask.array")
     pytest.importorskip("distributed")
     with problems.local_dask_client(2, processes=False) as client:

@@ -46,7 +46,7 @@ def _fits(client, data: tuple, chunk: int, tol: float = 1e-4) -> tuple:
 
 @pytest.fixture(scope="module")
 def by_workers(data, dask_client):
-    """Six shards of 100 rows, fitted on 1, 2 and 4 workers (EP to tol = 1e-8); two are the session's cluster."""
+    """Six shards of 100 rows, fitted on 1, 2 and 4 workers (EP to tol = 1e-8); the 2-worker one is the module's."""
     fits = {2: _fits(dask_client, data, chunk=100, tol=1e-8)}
     for workers in (1, 4):
         with local_dask_client(workers) as client:
@@ -70,12 +70,13 @@ def test_another_chunking_gives_the_answer_to_the_convergence_tolerance(data, by
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-7)
 
 
-def test_a_map_that_does_not_answer_in_time_raises_a_cluster_error(data, dask_client):
+def test_a_map_that_does_not_answer_in_time_raises_a_cluster_error(data):
     X, labels, *_ = data
-    model = DaskGPClassifier(dask_client, likelihood=Probit(), inducing_points=5, optimizer=None, timeout=1e-9)
-    with pytest.raises(ClusterError, match=r"did not answer one map over the shards within timeout=1e-09"):
-        model.fit(da.from_array(X, chunks=(300, 2)), da.from_array(labels, chunks=300))
-    assert not hasattr(model, "result_")
+    with local_dask_client(1) as client:
+        model = DaskGPClassifier(client, likelihood=Probit(), inducing_points=5, optimizer=None, timeout=1e-9)
+        with pytest.raises(ClusterError, match=r"did not answer one map over the shards within timeout=1e-09"):
+            model.fit(da.from_array(X, chunks=(300, 2)), da.from_array(labels, chunks=300))
+        assert not hasattr(model, "result_")
 
 
 _HIDDEN = """

@@ -24,7 +24,7 @@ from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor  # noqa: E
 
 @pytest.fixture(scope="module")
 def client(dask_client):
-    return dask_client  # the session's in-process cluster (conftest.py)
+    return dask_client  # the module's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

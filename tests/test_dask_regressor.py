@@ -1,4 +1,4 @@
-"""DaskGPRegressor on the session's LocalCluster: equal to GPRegressor's sparse fit on the same rows and
+"""DaskGPRegressor on a LocalCluster this module starts: equal to GPRegressor's sparse fit on the same rows and
 inducing inputs, its predictions lazy and equal to its ``to_local()`` estimator's, which pickles."""
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from relaxep.estimators.dask import DaskGPRegressor  # noqa: E402
 
 @pytest.fixture(scope="module")
 def client(dask_client):
-    return dask_client  # the session's in-process cluster (conftest.py)
+    return dask_client  # the module's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""DaskGPSurvivalRegressor on the session's LocalCluster: its fit is GPSurvivalRegressor's sparse fit on the
+"""DaskGPSurvivalRegressor on a LocalCluster this module starts: its fit is GPSurvivalRegressor's sparse fit on the
 same rows and inducing inputs (right, left and interval censoring: rows with infinite ends on the shards), its AFT
 start is the intercept-only Weibull maximum likelihood (solved here by root finding), and its predictions are lazy
 and equal to its ``to_local()`` estimator's, which pickles."""
@@ -26,7 +26,7 @@ TIMES = [0.5, 1.5, 3.0, 6.0]
 
 @pytest.fixture(scope="module")
 def client(dask_client):
-    return dask_client  # the session's in-process cluster (conftest.py)
+    return dask_client  # the module's in-process cluster (conftest.py)
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,6 @@ import numpy as np
 import pytest
 from scipy import stats
 from scipy.special import logsumexp
-from threadpoolctl import threadpool_info
 
 from oracles import exact_linear_step_posterior, lik_fn, orthant_log_evidence, tilted_quad
 from problems import TOY_X, TOY_Y, curved_problem, rbf
@@ -291,31 +290,47 @@ def test_a_prior_object_and_its_matrix_give_the_same_run():
     assert a.log_evidence == b.log_evidence
 
 
-def test_blas_threads_is_applied_and_restored(monkeypatch):
+_BLAS_THREADS_SCRIPT = """
+import sys
+sys.path.insert(0, {tests!r})
+from threadpoolctl import threadpool_info, threadpool_limits
+import relaxep._threads
+from problems import curved_problem
+from relaxep import EP, Probit, infer
+
+def blas_threads():
+    return {{pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}}
+
+K, y = curved_problem(30, 7)
+with threadpool_limits(limits=2, user_api="blas"):
+    seen = []
+    infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
+    assert seen and all(s == {{1}} for s in seen), seen
+    assert blas_threads() == {{2}}, blas_threads()
+    seen.clear()
+    relaxep._threads.DENSE_BLAS_FROM = 30  # 30 sites: "large"
+    infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
+    assert seen and all(s == {{2}} for s in seen), seen
+    seen.clear()
+    infer(K, y, Probit(), EP(), blas_threads=1, callback=lambda s, p: seen.append(blas_threads()))
+    assert seen and all(s == {{1}} for s in seen), seen
+    assert blas_threads() == {{2}}, blas_threads()
+print("ok")
+"""
+
+
+def test_blas_threads_is_applied_and_restored():
     """Without the option a small dense prior runs with one BLAS thread and a large one with the caller's
-    count; with it, the count holds during the run; the caller's is back afterwards."""
-    from threadpoolctl import threadpool_limits
+    count; with it, the count holds during the run; the caller's is back afterwards.  BLAS limits are the
+    process's: the check runs in a fresh interpreter, where no other thread (a session's in-process Dask
+    workers) sets them meanwhile."""
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    import relaxep._threads
-
-    K, y = curved_problem(30, 7)
-
-    def blas_threads():
-        return {pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"}
-
-    with threadpool_limits(limits=2, user_api="blas"):
-        seen: list[set] = []
-        infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
-        assert seen and all(s == {1} for s in seen)
-        assert blas_threads() == {2}
-        seen.clear()
-        monkeypatch.setattr(relaxep._threads, "DENSE_BLAS_FROM", 30)  # 30 sites: "large"
-        infer(K, y, Probit(), EP(), callback=lambda s, p: seen.append(blas_threads()))
-        assert seen and all(s == {2} for s in seen)
-        seen.clear()
-        infer(K, y, Probit(), EP(), blas_threads=1, callback=lambda s, p: seen.append(blas_threads()))
-        assert seen and all(s == {1} for s in seen)
-        assert blas_threads() == {2}
+    script = _BLAS_THREADS_SCRIPT.format(tests=str(Path(__file__).resolve().parent))
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0 and run.stdout.strip().endswith("ok"), run.stderr[-2000:]
 
 
 def test_an_error_in_the_callers_callback_is_the_callers():
