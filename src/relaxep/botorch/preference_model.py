@@ -60,7 +60,8 @@ class EPPreferenceModel(EPModel):
     Notes
     -----
     ``condition_on_observations`` and ``fantasize`` raise ``NotImplementedError`` (as ``PairwiseGP`` has
-    neither, BoTorch issue #733): a new comparison needs a new EP fit; EUBO and qEUBO do not need them.
+    neither, https://github.com/pytorch/botorch/issues/733): a new comparison needs a new EP fit; EUBO and qEUBO
+    do not need them.
     """
 
     def __init__(

@@ -1,4 +1,4 @@
-r"""Bayesian optimisation with hidden failures and with preferences (``relaxep reproduce constrained_bo``; issue 63).
+r"""Bayesian optimisation with hidden failures and with preferences (``relaxep reproduce constrained_bo``).
 
 Needs BoTorch (``pip install botorch``), which relaxep does not: torch, BoTorch and GPyTorch are imported inside
 the cells only (:mod:`relaxep.experiments.studies._bo_loops`, which names the problems and their sources), never
@@ -176,7 +176,7 @@ def report(tables: Tables, out: Path) -> str:
     notes = [r["note"] for r in tables.get("constrained_bo_skipped", [])]
     summary = summarize(rows)
     write_csv(summary, out / "constrained_bo.csv")
-    text = "## Bayesian optimisation with hidden failures and preferences (issue 63)\n\n" + section(summary, notes)
+    text = "## Bayesian optimisation with hidden failures and preferences\n\n" + section(summary, notes)
     if rows:
         figure(rows, out / "figures" / "constrained_bo.png")
         text += "\n![regret](figures/constrained_bo.png)\n"
