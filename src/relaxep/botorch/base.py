@@ -12,15 +12,29 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import torch
 from botorch.models.model import Model
 from botorch.posteriors.gpytorch import GPyTorchPosterior
 from gpytorch.distributions import MultivariateNormal
 from torch import Tensor
 
+from relaxep.botorch.kernels import check_kernel
 from relaxep.botorch.latent import LatentPosterior
 
 __all__ = ["EPModel"]
+
+
+def training_inputs(X: Tensor, kernel: Any, input_transform: Any) -> np.ndarray:
+    """The training inputs as the estimator fits them, float64 numpy: ``kernel`` checked first (one that torch
+    cannot evaluate is refused before the fit), then ``input_transform`` fitted on them in train mode and applied
+    (as BoTorch's models apply theirs)."""
+    if kernel is not None:
+        check_kernel(kernel)
+    if input_transform is not None:
+        input_transform.train()
+        X = input_transform.to(X)(X)
+    return X.detach().cpu().numpy().astype(float)
 
 
 class EPModel(Model):

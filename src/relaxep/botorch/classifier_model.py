@@ -25,8 +25,7 @@ import torch
 from botorch.utils.datasets import SupervisedDataset
 from torch import Tensor
 
-from relaxep.botorch.base import EPModel
-from relaxep.botorch.kernels import check_kernel
+from relaxep.botorch.base import EPModel, training_inputs
 from relaxep.botorch.latent import LatentPosterior, latent_of
 from relaxep.botorch.link import output_mean
 from relaxep.estimators.classifier import GPClassifier
@@ -75,13 +74,8 @@ class EPClassifierModel(EPModel):
         if not isinstance(train_X, Tensor) or train_X.dim() != 2:
             raise ValueError(f"train_X must be a 2-D torch Tensor (n, d), got {getattr(train_X, 'shape', train_X)!r}")
         y = _labels(train_Y, train_X.shape[0])
-        if gpc_kwargs.get("kernel") is not None:
-            check_kernel(gpc_kwargs["kernel"])  # (before the fit: one that torch cannot evaluate is refused)
-        X = train_X
-        if input_transform is not None:
-            input_transform.train()
-            X = input_transform.to(train_X)(train_X)
-        estimator = GPClassifier(**gpc_kwargs).fit(X.detach().cpu().numpy().astype(float), y)
+        X = training_inputs(train_X, gpc_kwargs.get("kernel"), input_transform)
+        estimator = GPClassifier(**gpc_kwargs).fit(X, y)
         self._attach(estimator, train_X, input_transform)
 
     @classmethod

@@ -25,8 +25,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from relaxep.botorch.base import EPModel
-from relaxep.botorch.kernels import check_kernel
+from relaxep.botorch.base import EPModel, training_inputs
 from relaxep.botorch.latent import LatentPosterior, latent_of
 from relaxep.estimators.preference import GPPreferenceLearner
 from relaxep.posterior.comparisons import ComparisonKernel
@@ -74,15 +73,8 @@ class EPPreferenceModel(EPModel):
                 f"comparisons must be an (m, 2) torch Tensor of [winner, loser] rows, got "
                 f"{getattr(comparisons, 'shape', None)}"
             )
-        if learner_kwargs.get("kernel") is not None:
-            check_kernel(learner_kwargs["kernel"])  # (before the fit: one that torch cannot evaluate is refused)
-        X = datapoints
-        if input_transform is not None:
-            input_transform.train()
-            X = input_transform.to(datapoints)(datapoints)
-        learner = GPPreferenceLearner(**learner_kwargs).fit(
-            X.detach().cpu().numpy().astype(float), comparisons.detach().cpu().numpy().astype(np.intp)
-        )
+        X = training_inputs(datapoints, learner_kwargs.get("kernel"), input_transform)
+        learner = GPPreferenceLearner(**learner_kwargs).fit(X, comparisons.detach().cpu().numpy().astype(np.intp))
         self._attach(learner, datapoints, comparisons, input_transform)
 
     @classmethod
