@@ -66,6 +66,8 @@ def estimate(rows: list[dict], methods: dict[str, tuple[str, ...]], last: dict[t
                 f"  {problem} / {method}: {spec['seeds']} seeds x {spec['iterations']} iterations x "
                 f"({first:.2f} s here + {end:.2f} s at the last size) / 2 = {seconds / 60:.1f} min{note}"
             )
+    if not lines:  # (--no-probe: nothing timed at a full run's last size)
+        return ["  (not estimated: no iteration was timed at a full run's last size; run without --no-probe)"]
     lines.append(f"  total: {total / 3600:.2f} h on one core")
     return lines
 
