@@ -62,6 +62,7 @@ class _OneVsRest:
             )
         self.kernel_ = CompoundKernel([e.kernel_ for e in self.estimators_])
         self.result_ = OneVsRestResult(tuple(e.result_ for e in self.estimators_))
+        self.cavities_ = _cavities(self.estimators_)  # (once: the link's noise and loo() read them)
         self.link_noise_ = fit_link_noise(self)
         return FitReport("converged")
 
@@ -150,7 +151,7 @@ class OneVsRestResult:
 def one_vs_rest_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]:
     """``(loo, in_sample, cavity means (n, C), cavity covariances (n, C, C) (diagonal), LOO class probabilities,
     improper count)`` of a one-vs-rest model from its binary models' leave-one-out terms."""
-    mean, var, ok, improper = _cavities(model)
+    mean, var, ok, improper = model.cavities_
     y = np.asarray(model.y).astype(int)
     rows = np.arange(y.shape[0])
     loo, proba = np.full(y.shape[0], np.nan), np.full(mean.shape, np.nan)
@@ -162,10 +163,10 @@ def one_vs_rest_loo(model: Any) -> tuple[Array, Array, Array, Array, Array, int]
     return loo, in_sample, mean, cov, proba, improper + int(np.sum(~ok))
 
 
-def _cavities(model: Any) -> tuple[Array, Array, Array, int]:
+def _cavities(estimators: Any) -> tuple[Array, Array, Array, int]:
     """The binary models' cavities (each class's ``model_.loo_terms()``), ``(n, C)`` means and variances, the rows
     where all are proper, and the binary models' largest count of improper ones."""
-    terms = [e.model_.loo_terms() for e in model.estimators_]
+    terms = [e.model_.loo_terms() for e in estimators]
     mean = np.column_stack([to_numpy(t.mean) for t in terms])
     var = np.column_stack([to_numpy(t.var) for t in terms])
     ok = np.all(np.isfinite(mean) & np.isfinite(var) & (var >= 0), axis=1)
@@ -179,7 +180,7 @@ def fit_link_noise(model: Any) -> float:
     within :data:`LINK_NOISE_BOUNDS`, on at most :data:`LINK_NOISE_ROWS` rows.  One scalar chosen by the
     leave-one-out predictive, as stacking chooses weights (Yao, Vehtari, Simpson & Gelman 2018, Bayesian
     Analysis 13); EP's cavities give it at no refit.  ``1.0`` where no row has proper cavities."""
-    mean, var, ok, _ = _cavities(model)
+    mean, var, ok, _ = model.cavities_
     y = np.asarray(model.y).astype(int)
     rows = np.flatnonzero(ok)
     if rows.size == 0:
