@@ -1,7 +1,13 @@
 """Bayesian optimisation with hidden failures and with preferences: relaxep's EP models inside BoTorch (issue 63).
 
 ``python benchmarks/constrained_bo.py [--problems townsend hartmann preference] [--methods ...] [--seeds N]
-[--iterations N] [--quick] [--out FILE.md] [--figure FILE.png]`` (by default ``benchmarks/results/constrained_bo.*``)
+[--seed-from S] [--iterations N] [--quick] [--rows FILE.jsonl] [--from-rows FILE.jsonl ...] [--out FILE.md]
+[--figure FILE.png]`` (by default ``benchmarks/results/constrained_bo.*``)
+
+A full run is hours on 2 cores, so it can go in pieces: ``--seed-from S`` runs seeds ``S .. S + N - 1``,
+``--rows`` appends every (problem, method, seed) row to a JSON-lines file as it ends, and ``--from-rows`` runs
+nothing and writes the table and figure of the rows saved in one or more such files (a row seen twice counts
+once: the last one read).
 
 The problems, contenders and settings are those of ``relaxep reproduce constrained_bo``
 (:mod:`relaxep.experiments.studies.constrained_bo`; the problems' definitions and sources in
@@ -25,6 +31,7 @@ iterations (median and quartiles).  The full run is hours on 2 cores: ``--seeds 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -77,14 +84,50 @@ def run_all(args: argparse.Namespace, methods: dict[str, tuple[str, ...]], rows:
     for problem in args.problems:
         seeds = args.seeds or (QUICK["seeds"] if args.quick else PROBLEMS[problem]["seeds"])
         iterations = args.iterations or (QUICK["iterations"] if args.quick else PROBLEMS[problem]["iterations"])
-        for seed in range(seeds):
+        for seed in range(args.seed_from, args.seed_from + seeds):
             for method in methods[problem]:
                 row = trial(problem, method, seed, iterations)
                 rows.append(row)
+                if args.rows:
+                    with Path(args.rows).open("a") as handle:
+                        handle.write(json.dumps(row) + "\n")
                 print(f"{problem} seed {seed} {method}: regret {row['regret'][0]:.4g} -> {row['regret'][-1]:.4g}, "
                       f"{row['failures']} failed, {np.median(row['seconds']):.2f} s/iteration "
                       f"({sum(row['seconds']):.1f} s){'; errors: ' + str(row['errors']) if row['errors'] else ''}",
                       flush=True)  # fmt: skip
+
+
+def load_rows(paths: list[str]) -> list[dict]:
+    """The rows saved by ``--rows`` in these files, one per (problem, method, seed, iterations): the last read."""
+    kept: dict[tuple, dict] = {}
+    for path in paths:
+        for line in Path(path).read_text().splitlines():
+            if line.strip():
+                row = json.loads(line)
+                kept[row["problem"], row["method"], row["seed"], row["iterations"]] = row
+    return sorted(kept.values(), key=lambda r: (r["problem"], r["seed"]))
+
+
+def report_saved(args: argparse.Namespace) -> None:
+    """Write the table (and figure) of rows saved by earlier runs, with the files and seeds they hold."""
+    rows = load_rows(args.from_rows)
+    if not rows:
+        raise SystemExit(f"--from-rows: no rows in {args.from_rows}")
+    order = {p: i for i, p in enumerate(PROBLEMS)}
+    rows.sort(key=lambda r: (order.get(r["problem"], 99), r["seed"]))
+    seeds = {}
+    for r in rows:
+        seeds.setdefault((r["problem"], r["method"]), []).append(r["seed"])
+    held = "".join(f"* {p} / {m}: seeds {min(s)}-{max(s)} ({len(s)})\n" for (p, m), s in seeds.items())
+    text = (f"Bayesian optimisation with hidden failures and preferences: the rows saved in "
+            f"{', '.join(args.from_rows)}.\n\n{held}\n" + section(summarize(rows), [])
+            + f"\nCommand: `python benchmarks/constrained_bo.py {' '.join(sys.argv[1:])}`\n")  # fmt: skip
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    if args.figure:
+        figure(rows, Path(args.figure))
+        print(f"figure: {args.figure}")
 
 
 def main() -> None:
@@ -93,7 +136,10 @@ def main() -> None:
     every = sorted({m for names in METHODS.values() for m in names})
     parser.add_argument("--methods", nargs="+", choices=every, default=every, help="(each on its problems)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds per problem (default: the study's)")
+    parser.add_argument("--seed-from", type=int, default=0, help="the first seed (default 0)")
     parser.add_argument("--iterations", type=int, default=None, help="iterations per seed (default: the study's)")
+    parser.add_argument("--rows", default=None, help="append each row to this JSON-lines file as it ends")
+    parser.add_argument("--from-rows", nargs="+", default=None, help="run nothing: the table of these saved rows")
     parser.add_argument("--quick", action="store_true", help=f"{QUICK['seeds']} seeds, {QUICK['iterations']} "
                         "iterations")  # fmt: skip
     parser.add_argument("--out", default="benchmarks/results/constrained_bo.md", help="the markdown table")
@@ -101,6 +147,8 @@ def main() -> None:
     parser.add_argument("--no-probe", dest="probe", action="store_false",
                         help="skip timing one iteration at a full run's last size (for the estimate)")  # fmt: skip
     args = parser.parse_args()
+    if args.from_rows:
+        return report_saved(args)
     import botorch
     import torch
 
