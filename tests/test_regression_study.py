@@ -10,6 +10,7 @@ from sklearn.datasets import load_diabetes
 
 from relaxep.datasets import (
     contaminate,
+    load_mcycle,
     load_regression,
     make_friedman,
     make_neal,
@@ -22,6 +23,8 @@ from relaxep.experiments.regression_claims import evaluate_regression_claims, su
 SHA256 = {
     "diabetes_lars442.csv": "3b271426c1bd56aebb217e16eb31a4b0f5a5669fe59258d6c6c65411a115cd22",
     "engel.csv": "1ab6a5c4e884ef9ad624949d2b7e94652eccd75ba3905d1a46c85d28b153ec49",
+    "carseats.csv": "818f9baf6cfb5281005488ef6cf7cd3f34ddb15f9874e8089a17260acbc2f662",
+    "wage_age.csv": "33e15383656d98c02c871bb26491022f9869a152596629ddaafebca892769a74",
 }
 
 
@@ -100,6 +103,18 @@ def test_diabetes_equals_scikit_learns_copy_and_engel_has_its_published_shape():
     assert np.all(y < X[:, 0])  # food is a share of income in every household
     with pytest.raises(ValueError, match="name"):
         load_regression("boston")
+
+
+def test_islr_sets_have_their_published_shapes_and_first_rows():
+    X, y = load_regression("carseats")  # ISLR: 400 stores; Sales 9.50 at the first, ShelveLoc "Bad", Urban and US
+    assert X.shape == (400, 11) and y.shape == (400,)
+    assert y[0] == pytest.approx(9.5) and list(X[0, 7:]) == [0, 0, 1, 1]
+    assert set(np.unique(X[:, 7] + X[:, 8])) == {0.0, 1.0}  # at most one shelf indicator is set
+    X, y = load_regression("wage")  # ISLR: 3000 men, ages 18-80
+    assert X.shape == (3000, 1) and (X.min(), X.max()) == (18, 80)
+    assert y[0] == pytest.approx(75.0431540173515)
+    X, y = load_regression("mcycle")
+    np.testing.assert_array_equal(np.column_stack([X[:, 0], y]), np.column_stack(load_mcycle()))
 
 
 def test_regression_split_standardises_by_the_training_split_and_keeps_test_targets_clean():

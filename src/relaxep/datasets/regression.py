@@ -208,6 +208,23 @@ REGRESSION_DATASETS: dict[str, dict[str, str]] = {
         "target": "foodexp",
         "source": "Engel (1857) via Koenker & Bassett (1982); statsmodels.datasets.engel (public domain)",
     },
+    "carseats": {
+        "file": "carseats.csv",
+        "target": "Sales",
+        "source": "James, Witten, Hastie & Tibshirani (2013), An Introduction to Statistical Learning (ISLR's "
+        "Carseats; the categorical columns as treatment-coded indicators)",
+    },
+    "wage": {
+        "file": "wage_age.csv",
+        "target": "wage",
+        "source": "James, Witten, Hastie & Tibshirani (2013), An Introduction to Statistical Learning (ISLR's Wage: "
+        "wage on age)",
+    },
+    "mcycle": {
+        "file": "mcycle.csv",
+        "target": "accel_g",
+        "source": "Silverman (1985) via R's MASS (mcycle): head acceleration against time after an impact",
+    },
 }
 
 
