@@ -17,6 +17,7 @@ from sklearn.gaussian_process.kernels import ConstantKernel as C
 
 from relaxep import Gaussian, GPRegressor
 from relaxep.estimators._hyper import HyperVector
+from relaxep.estimators.regressor import DEFAULT_NOISE
 from relaxep.posterior import SparsePrior
 
 KERNEL = C(1.5) * RBF(0.8)
@@ -137,14 +138,15 @@ def test_the_defaults_fit_by_l_bfgs_b_and_by_the_stochastic_search(data):
     Xt = rng.uniform(-2.0, 2.0, size=(200, 2))
     for params in ({"optimizer_maxiter": 40}, {"optimizer": "stochastic", "optimizer_maxiter": 400}):
         reg = GPRegressor(inducing_points=20, random_state=0, **params).fit(X, y)
-        assert isinstance(reg.likelihood_, Gaussian) and 0.002 < reg.likelihood_.noise < 0.05  # from 1.0; 0.01
+        noise = reg.likelihood_.noise * reg._y_train_std**2  # (learned on the standardised targets)
+        assert isinstance(reg.likelihood_, Gaussian) and 0.002 < noise < 0.05  # from 0.1 y.var(); truth 0.01
         assert reg.kernel_.theta != pytest.approx(C(1.0).theta.tolist() + RBF(1.0).theta.tolist())
         assert reg.inducing_points_.shape == (20, 2) and reg.result_.n_sweeps == 0
         mean, std = reg.predict(Xt, return_std=True)
         rmse = np.sqrt(np.mean((mean - _truth(Xt)) ** 2))
         assert rmse < 0.05, (params, rmse)
         low, high = reg.predict_interval(Xt)
-        np.testing.assert_allclose(high - low, 2 * 1.959964 * np.sqrt(std**2 + reg.likelihood_.noise), rtol=1e-5)
+        np.testing.assert_allclose(high - low, 2 * 1.959964 * np.sqrt(std**2 + noise), rtol=1e-5)
         assert reg.sample_y(Xt[:5], 3).shape == (5, 3)
 
 
@@ -166,13 +168,14 @@ def test_normalize_y_and_the_refusals(data):
 
 def test_the_dask_regressors_default_is_fitc_by_ep(data, dask_client):
     """DaskGPRegressor's default likelihood (a Gaussian, by EP on the shards) gives GPRegressor's FITC model, the
-    explicit ``likelihood=Gaussian()``, at the same inducing inputs and hyperparameters."""
+    explicit ``likelihood=Gaussian(DEFAULT_NOISE)``, at the same inducing inputs and hyperparameters."""
     da = pytest.importorskip("dask.array")  # (dask_client skips without distributed)
     from relaxep.estimators.dask import DaskGPRegressor
 
     X, y, Xt = data
     Z = X[::4].copy()
-    local = GPRegressor(KERNEL, likelihood=Gaussian(), inducing_points=Z, optimizer=None, tol=1e-10).fit(X, y)
+    start = Gaussian(DEFAULT_NOISE)  # (the default likelihood's start)
+    local = GPRegressor(KERNEL, likelihood=start, inducing_points=Z, optimizer=None, tol=1e-10).fit(X, y)
     Xd, yd = da.from_array(X, chunks=(20, 2)), da.from_array(y, chunks=20)
     dask = DaskGPRegressor(dask_client, KERNEL, inducing_points=Z, optimizer=None, tol=1e-10).fit(Xd, yd)
     for u, v in zip(dask.predict(Xt, return_std=True), local.predict(Xt, return_std=True), strict=True):

@@ -90,12 +90,19 @@ def dense_bytes(n: int, copies: float) -> float:
     return 8.0 * float(n) * float(n) * float(copies)
 
 
+#: requests below this many bytes pass without reading the system's figures (unless ``ENV_VAR`` sets a limit): a
+#: search checks before each evaluation, and reading ``/proc`` costs more than a small evaluation
+SMALL = 16 * 2**20
+
+
 def check_memory(nbytes: float, what: str, remedy: str) -> None:
     """Raise :class:`~relaxep.MemoryLimitError` where ``nbytes`` exceeds the memory available.
 
     ``what`` names the computation and its size (``"a dense fit on n = 40000 points"``), ``remedy``
     what to do instead.
     """
+    if nbytes < SMALL and os.environ.get(ENV_VAR) is None:  # (no file to read for a few megabytes)
+        return
     budget = available_memory()
     if budget is None or math.isinf(budget[0]) or nbytes <= budget[0]:
         return

@@ -156,9 +156,12 @@ class _ExactModel:
             raise KernelNotPositiveDefiniteError(not_positive_definite(kernel))
         return L, gradient
 
-    def evidence(self, x: Array, eval_gradient: bool, X: Any, y: Array) -> tuple[float, Any]:
-        """The log marginal likelihood (and its gradient) at the optimiser's vector ``x`` (kernel, then noise)."""
-        kernel, likelihood, _ = self.hyper.split(x)
+    def evidence(
+        self, x: Array, eval_gradient: bool, X: Any, y: Array, hyper: HyperVector | None = None
+    ) -> tuple[float, Any]:
+        """The log marginal likelihood (and its gradient) at the optimiser's vector ``x`` (kernel, then noise);
+        ``hyper``: the search's :class:`HyperVector`, made once for all its evaluations (``None``: made here)."""
+        kernel, likelihood, _ = (self.hyper if hyper is None else hyper).split(x)
         try:
             L, gradient = self.factor(kernel, X, self._noise(likelihood), eval_gradient)
         except (linalg.LinAlgError, ValueError):
@@ -182,7 +185,7 @@ class _ExactModel:
         bounds: tuple[str, ...] = ()
         if rng is not None:
             hyper = self.hyper
-            best = self.search.maximise(partial(self.evidence, X=X, y=y), hyper, rng)
+            best = self.search.maximise(partial(self.evidence, X=X, y=y, hyper=hyper), hyper, rng)
             if best is not None:
                 kernel, self.likelihood, _ = hyper.split(best)
                 self.kernel_.theta = kernel.theta

@@ -31,7 +31,7 @@ from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST
-from relaxep.estimators.regressor import GPRegressor
+from relaxep.estimators.regressor import DEFAULT_NOISE, GPRegressor
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -50,19 +50,21 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         ``None``: ``distributed.default_client()``.
     kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
         As :class:`~relaxep.GPRegressor`; learning it needs ``RBF`` or ``ConstantKernel * RBF``.
-    likelihood : Likelihood or None, default None (``Gaussian()``, its noise learned)
+    likelihood : Likelihood or None, default None (``Gaussian(0.1)``, its noise learned)
         A regression likelihood: ``Gaussian(noise)``, ``StudentT(df, scale)``, ``Laplace(scale)``,
-        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The default is ``Gaussian()``: FITC with Gaussian
-        noise learned from a variance of 1.0, by EP on the shards (one sweep and a check), the model of
-        ``GPRegressor(inducing_points=M, likelihood=Gaussian())``; ``GPRegressor(inducing_points=M)``'s
-        default is Titsias' collapsed bound instead, which the shards do not compute.
+        ``Poisson()``, ``NegativeBinomial(dispersion)``.  The default is ``Gaussian(0.1)``: FITC with
+        Gaussian noise learned from a variance of 0.1 (of the normalised targets), by EP on the shards (one sweep
+        and a check), the model of ``GPRegressor(inducing_points=M, likelihood=Gaussian(0.1), normalize_y=True)``;
+        ``GPRegressor(inducing_points=M)``'s default is Titsias' collapsed bound instead, which the shards do not
+        compute.
     rule : SiteRule or None, default None (``EP()``)
         ``EP()``, ``PowerEP(u)``, ``RelaxedEP(c)``, ``FractionalEP(f)``, run with the parallel schedule on the
         shards; ``"auto"`` and inference methods are refused (as :class:`~relaxep.DaskGPClassifier`).
     alpha : float, default 1e-10
         Latent jitter, as ``GPRegressor``'s with a non-Gaussian likelihood.
-    normalize_y : bool, default False
-        Centre and scale the targets by their mean and standard deviation (not for counts).
+    normalize_y : bool or "auto", default "auto"
+        Centre and scale the targets by their mean and standard deviation (not for counts).  ``"auto"``: for the
+        default model (no ``kernel``, no ``likelihood``), as :class:`~relaxep.GPRegressor`'s default; not otherwise.
     inducing_points, learn_inducing_points, inducing_init, optimizer, optimizer_subset, optimizer_maxiter
         As :class:`~relaxep.DaskGPClassifier`: ``optimizer_subset`` rows (20 000) gathered to the client to
         learn on; ``None`` learns on all shards (L-BFGS-B, or the stochastic search, the default from
@@ -93,7 +95,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         likelihood: Likelihood | None = None,
         rule: SiteRule | None = None,
         alpha: float = 1e-10,
-        normalize_y: bool = False,
+        normalize_y: bool | str = "auto",
         inducing_points: int | ArrayLike = 200,
         learn_inducing_points: bool = True,
         inducing_init: str = "kmeans",
@@ -116,12 +118,20 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         """The rule, the likelihood (defaults filled in) and ``alpha``, checked before any Dask work."""
         rule = self._check_common("GPRegressor")
         check_regression_likelihood(self.likelihood, "DaskGPRegressor")
-        likelihood = Gaussian() if self.likelihood is None else self.likelihood
+        likelihood = Gaussian(DEFAULT_NOISE) if self.likelihood is None else self.likelihood
+        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
+            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
         alpha = self.alpha
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (np.isfinite(alpha) and alpha >= 0):
             raise ValueError(f"alpha must be a finite scalar >= 0 (latent jitter), got {alpha!r}")
-        log_exposure(None, 0, likelihood, bool(self.normalize_y))  # counts are not rescaled
+        log_exposure(None, 0, likelihood, self._normalizes())  # counts are not rescaled
         return rule, likelihood, float(alpha)
+
+    def _normalizes(self) -> bool:
+        """Whether the targets are centred and scaled: ``normalize_y``, its ``"auto"`` resolved (the default model)."""
+        if isinstance(self.normalize_y, str):
+            return self.kernel is None and self.likelihood is None
+        return bool(self.normalize_y)
 
     def fit(self, X: Any, y: Any, exposure: Any = None) -> DaskGPRegressor:
         r"""Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered.
@@ -145,7 +155,8 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         if exposure is not None and not is_count_model(likelihood):
             raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
         checks = {"finite": da.isfinite(y).all(), "square": (y * y).mean()}  # (one pass for every check and moment)
-        if self.normalize_y:
+        normalize = self._normalizes()
+        if normalize:
             checks.update(mean=y.mean(), std=y.std())
         if exposure is not None:
             exposure = self._column(exposure, X, "exposure").astype(float)
@@ -156,10 +167,10 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         if exposure is not None and not (got["exposure_finite"] and got["exposure_min"] > 0.0):
             low = got["exposure_min"]
             raise ValueError(f"exposure must be positive finite numbers (one per row of X), got min {low:.3g}")
-        mean, std = (float(got["mean"]), float(got["std"]) or 1.0) if self.normalize_y else (0.0, 1.0)
+        mean, std = (float(got["mean"]), float(got["std"]) or 1.0) if normalize else (0.0, 1.0)
         self._y_train_mean, self._y_train_std = mean, std
         # the normalised targets' root mean square, for the default priors (:meth:`_output_scales`)
-        self._target_rms = 1.0 if self.normalize_y else float(np.sqrt(got["square"]))
+        self._target_rms = 1.0 if normalize else float(np.sqrt(got["square"]))
         targets = (y - mean) / std
         if exposure is not None:
             targets = da.stack([targets, da.log(exposure)], axis=1).rechunk({1: -1})
@@ -174,7 +185,9 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
-        likelihood = Gaussian() if self.likelihood is None else self.likelihood
+        likelihood = Gaussian(DEFAULT_NOISE) if self.likelihood is None else self.likelihood
+        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
+            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
         local = self._local_of(GPRegressor, likelihood=likelihood, rule=EP() if self.rule is None else self.rule)
         local.y_train_, local.likelihood_ = None, self.likelihood_
         local._y_train_mean, local._y_train_std = np.float64(self._y_train_mean), np.float64(self._y_train_std)

@@ -1,13 +1,15 @@
 r"""``GPRegressor``: scikit-learn's ``GaussianProcessRegressor``, with robust likelihoods by EP.
 
-With the default likelihood (Gaussian noise through ``alpha`` and the kernel) it is scikit-learn's
-model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed point is then the exact posterior,
-computed in closed form); with ``inducing_points`` sparse regression with its Gaussian noise learned by
-Titsias' collapsed bound, also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).  With a
-:class:`~relaxep.likelihoods.StudentT` or :class:`~relaxep.likelihoods.Laplace` likelihood the latent
-posterior is EP's (or any rule's or
-inference method's; ``rule="auto"`` converges where EP does not), with the likelihood's
-hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
+``GPRegressor()`` as typed (no kernel, no likelihood) is GP regression with its noise learned: the targets
+standardised, :math:`(y - \bar y)/s_y = f(x) + \varepsilon`, :math:`f \sim GP(0, c\,k_{RBF}(x, x'; \ell))`,
+:math:`\varepsilon \sim N(0, \sigma^2)`, with :math:`c`, :math:`\ell` and :math:`\sigma^2` learned by the evidence
+under the default hyperpriors (the MAP), dense or with ``inducing_points`` sparse: one model at every size.  Given a
+kernel and no likelihood it is scikit-learn's model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed
+point is then the exact posterior, computed in closed form); with ``inducing_points`` sparse regression with its
+Gaussian noise learned by Titsias' collapsed bound, also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).
+With a :class:`~relaxep.likelihoods.StudentT` or :class:`~relaxep.likelihoods.Laplace` likelihood the latent
+posterior is EP's (or any rule's or inference method's; ``rule="auto"`` converges where EP does not), with the
+likelihood's hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
 "Robust Gaussian process regression with a Student-t likelihood", JMLR 12), dense or sparse (FITC).
 """
 
@@ -50,24 +52,37 @@ from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import SiteRule
 
-__all__ = ["GPRegressor"]
+__all__ = ["DEFAULT_NOISE", "GPRegressor"]
+
+#: the default model's noise variance at the search's start, in normalised units (scikit-learn's users' ``WhiteKernel``)
+DEFAULT_NOISE = 0.1
 
 
 class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
     r"""Gaussian process regression, robust to outliers with a Student-t or Laplace likelihood (by EP).
 
     The first eight parameters, the methods and the fitted attributes are scikit-learn's
-    ``GaussianProcessRegressor``'s, with the same meaning; with ``likelihood=None`` the model is
-    scikit-learn's too (scikit-learn's own tests run against this class).
+    ``GaussianProcessRegressor``'s, with the same meaning where a kernel is given; with a kernel and
+    ``likelihood=None`` the model is scikit-learn's too (scikit-learn's own tests run against this class).
+
+    **The default model** (``kernel=None, likelihood=None``) is not scikit-learn's default, which interpolates
+    noisy data with a fixed kernel: its Gaussian noise is learned (``likelihood_``, a
+    :class:`~relaxep.likelihoods.Gaussian` from a variance of 0.1), the targets are centred and scaled
+    (``normalize_y="auto"``), the kernel is ``ConstantKernel(1.0) * RBF(1.0)`` with one (isotropic) length-scale
+    (``docs/decisions.md``, "The default regressor"), all learned under ``prior="auto"``, dense or sparse alike.
+    It is scikit-learn's ``GaussianProcessRegressor(C(1.0) * RBF(1.0) + WhiteKernel(0.1), normalize_y=True)``
+    with hyperpriors; for ARD length-scales pass ``kernel=C(1.0) * RBF(np.ones(d)), likelihood=Gaussian(0.1),
+    normalize_y=True``.
 
     Parameters
     ----------
     kernel : sklearn Kernel, default ``ConstantKernel(1.0) * RBF(1.0)``
         The latent function's prior covariance; its hyperparameters are learned unless ``optimizer=None``.
+        ``None`` with ``likelihood=None``: the default model (above), its noise learned.
     alpha : float or array of shape (n_samples,), default 1e-10
         Added to the diagonal of the kernel matrix in fitting (Gaussian noise of that variance, or
-        jitter); not in the predicted variances.  With a non-Gaussian likelihood it is latent jitter
-        and must be a scalar.
+        jitter); not in the predicted variances.  With a likelihood, or in the default model, it is
+        jitter added to the learned noise (latent jitter, a scalar, for a non-Gaussian likelihood).
     optimizer : "auto", "fmin_l_bfgs_b", "stochastic", callable or None, default "auto"
         Maximise the (EP) log marginal likelihood over the kernel's and the likelihood's
         hyperparameters within their bounds: L-BFGS-B, or for sparse fits the stochastic search
@@ -75,17 +90,18 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         ``optimizer(obj_func, initial_theta, bounds)`` returns ``(theta_opt, func_min)``.
     n_restarts_optimizer : int
         Extra optimiser starts, log-uniform within the (finite) bounds.
-    normalize_y : bool
+    normalize_y : bool or "auto", default "auto"
         Centre and scale the targets by their mean and standard deviation before fitting (the
-        likelihood's scale is then in units of that standard deviation).
+        likelihood's scale is then in units of that standard deviation).  ``"auto"``: for the default
+        model (no kernel, no likelihood) only; scikit-learn's ``False`` otherwise.
     copy_X_train : bool
     n_targets : int or None
         The number of outputs, for sampling from the prior before ``fit``.
     random_state : int, RandomState or None
         For the optimiser's restarts and the placement of inducing inputs.
     likelihood : Likelihood or None
-        ``None``: Gaussian noise through ``alpha`` (and a ``WhiteKernel`` if the kernel has one),
-        scikit-learn's model; with ``inducing_points``, a learned ``Gaussian`` (below).
+        ``None`` with a kernel: Gaussian noise through ``alpha`` (and a ``WhiteKernel`` if the kernel has one),
+        scikit-learn's model; without a kernel or with ``inducing_points``, a learned ``Gaussian`` (above).
         :class:`~relaxep.likelihoods.Gaussian` ``(noise)``: its noise learned with the kernel (dense:
         closed form unless ``rule`` is given; sparse: EP).
         :class:`~relaxep.likelihoods.StudentT` ``(df, scale)`` or
@@ -103,8 +119,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         :class:`~relaxep.GPClassifier`'s).  With ``likelihood=None``: sparse regression with Gaussian
         noise in closed form, learned by Titsias' (2009) collapsed bound, GPflow's and GPyTorch's SGPR
         (:mod:`relaxep.estimators._sparse_gaussian`; ``likelihood=Gaussian()`` is FITC by EP), the noise a
-        :class:`~relaxep.likelihoods.Gaussian` learned with the kernel from a variance of 1.0 in ``y``'s units
-        (normalised where ``normalize_y``), ``likelihood_`` after ``fit``; ``alpha``
+        :class:`~relaxep.likelihoods.Gaussian` learned with the kernel from a variance of 0.1 in ``y``'s units
+        (normalised where ``normalize_y``, as in the default model), ``likelihood_`` after ``fit``; ``alpha``
         is then latent jitter (a scalar) and ``y`` has one output.
     learn_inducing_points, inducing_init, optimizer_subset, optimizer_maxiter
         As :class:`~relaxep.GPClassifier`'s.
@@ -117,8 +133,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
 
     prior : "auto", None, HyperPrior or dict, default "auto"
         The hyperparameters' prior: the search climbs the log evidence plus the log prior (the MAP).  ``"auto"``:
-        data-scaled half-Student-t priors that keep amplitudes and length-scales from running away; ``None``: the
-        evidence alone (type-II ML); a :mod:`relaxep.hyper` prior for all, or a dict by name (the user guide).
+        data-scaled half-Student-t priors that keep amplitudes and length-scales from running away (with a kernel
+        and no likelihood, scikit-learn's model: none, its type-II ML); ``None``: the evidence alone (type-II ML);
+        a :mod:`relaxep.hyper` prior for all, or a dict by name (the user guide).
     integrate : {"map", "ccd", "grid"}, default "map"
         Predict at the MAP hyperparameters, or integrate over them: a central composite design (Rue, Martino &
         Chopin 2009) or a grid around the MAP, scaled by the log posterior's Hessian, one EP fit per point;
@@ -150,7 +167,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         alpha: float | ArrayLike = 1e-10,
         optimizer: str | Callable | None = "auto",
         n_restarts_optimizer: int = 0,
-        normalize_y: bool = False,
+        normalize_y: bool | str = "auto",
         copy_X_train: bool = True,
         n_targets: int | None = None,
         random_state: int | np.random.RandomState | None = None,
@@ -199,16 +216,18 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
                 "The number of targets seen in `y` is different from the parameter "
                 f"`n_targets`. Got {n_targets} != {self.n_targets}."
             )
-        self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, self.normalize_y)
+        default = self.kernel is None and likelihood is None  # (the default model: its noise learned, y scaled)
+        normalize = default if isinstance(self.normalize_y, str) else bool(self.normalize_y)
+        self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, normalize)
         # (a likelihood whose targets are rows, a Tobit's [value, code], reads y's columns as one target each)
         rows = likelihood is not None and y.ndim == 2 and y.shape[1] == likelihood.target_width > 1
-        if likelihood is not None and not likelihood.is_density and self.normalize_y:
+        if likelihood is not None and not likelihood.is_density and normalize:
             raise ValueError(
                 f"normalize_y=True: {likelihood!r} gives some rows a probability, not a density of y (a censored "
                 "value at its limit), so y is not rescaled; fit with normalize_y=False (the default), or scale y "
                 "(and the limits) yourself"
             )
-        if self.normalize_y:
+        if normalize:
             self._y_train_mean = np.mean(y, axis=0)
             self._y_train_std = _handle_zeros_in_scale(np.std(y, axis=0), copy=False)
             y = (y - self._y_train_mean) / self._y_train_std
@@ -219,15 +238,16 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         sparse_default = likelihood is None and self.inducing_points is not None
-        if sparse_default:  # sparse Gaussian regression in closed form (Titsias' bound), noise learned
-            likelihood = Gaussian()  # noise variance 1.0 to start, learned within (1e-5, 1e5)
+        ml_ii = likelihood is None and not default  # (scikit-learn's model: its type-II maximum likelihood)
+        if default or sparse_default:  # Gaussian noise learned with the kernel (sparse: Titsias' bound)
+            likelihood = Gaussian(DEFAULT_NOISE)  # (a variance in y's units, normalised where normalize_y)
         n_learned = self.kernel_.n_dims + (0 if likelihood is None else likelihood.n_dims)
         if self.optimizer is not None and n_learned > 0:
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
             if exact and self.inducing_points is None:
-                plan = self._plan(self.X_train_, n_learned, ml_ii=True)  # (scikit-learn's model, its ML-II)
+                plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii)
                 model: Any = device_exact_model(self.kernel_, alpha, likelihood, plan.search, self.X_train_)
                 report = model.fit(self.X_train_, self.y_train_, plan.rng)
                 self.L_, self.alpha_ = model.L_, model.alpha_
@@ -286,6 +306,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
         ):
             raise ValueError(f"n_targets must be None or an integer >= 1, got {self.n_targets!r}")
+        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
+            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
         if self.rule is not None and self.likelihood is None:
             raise ValueError("rule: give a likelihood too (e.g. Gaussian(noise) or StudentT()); the default is exact")
 
