@@ -57,8 +57,10 @@ def initial_inducing_points(
     r"""The starting inducing inputs: the given array, or ``M`` chosen from ``X``.
 
     ``"kmeans"``: the centres of k-means (one start, 50 Lloyd iterations) on a random subset of
-    :math:`\min(n, 20M)` rows; ``"random"``: a random subset of ``M`` distinct rows.  ``M`` is
-    capped at ``n``.
+    :math:`\min(n, 20M)` rows; ``"random"``: a random subset of ``M`` rows.  ``M`` is capped at ``n``,
+    and at the number of distinct rows: where the inputs repeat (a covariate with few values), two inducing
+    inputs at one point would make :math:`K_{uu}` singular, so the distinct rows (of the subset) are returned
+    instead, fewer than ``M`` (the sparse model is then exact at those inputs).
     """
     if not isinstance(inducing_points, int):
         return np.array(inducing_points, dtype=float)
@@ -68,7 +70,12 @@ def initial_inducing_points(
     M = min(inducing_points, n)
     gen = np.random.default_rng(rng.randint(2**31 - 1) if isinstance(rng, np.random.RandomState) else rng)
     if init == "random" or M == n:
-        return X[np.sort(gen.choice(n, M, replace=False))].copy()
+        chosen = X[np.sort(gen.choice(n, M, replace=False))]
+        distinct = np.unique(chosen, axis=0)
+        return chosen.copy() if distinct.shape[0] == M else distinct
     sub = X[gen.choice(n, min(n, 20 * M), replace=False)]
+    distinct = np.unique(sub, axis=0)
+    if distinct.shape[0] <= M:  # (k-means would return repeated centres)
+        return distinct
     seed = int(gen.integers(2**31 - 1))
     return KMeans(n_clusters=M, n_init=1, max_iter=50, random_state=seed).fit(sub).cluster_centers_.copy()
