@@ -1,4 +1,5 @@
-"""Sphinx configuration: numpydoc API reference, a sphinx-gallery of examples, Markdown pages."""
+"""Sphinx configuration: numpydoc API reference, a sphinx-gallery of examples, Markdown pages, equations rendered
+by a MathJax shipped with the site (``_ext/offline_math.py``: no network needed to read them)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
+sys.path.insert(0, str(Path(__file__).resolve().parent / "_ext"))  # offline_math: MathJax shipped with the site
 os.environ.setdefault("MPLBACKEND", "Agg")
 
 import relaxep
@@ -21,6 +23,7 @@ extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "offline_math",
     "numpydoc",
     "myst_parser",
     "sphinx_gallery.gen_gallery",
@@ -29,6 +32,7 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "markdown"}
 exclude_patterns = [
     "_build",
+    "**sg_execution_times.rst",  # (left by an older build's sphinx-gallery: see write_computation_times below)
     "**/README.md",
     "auto_examples/*.ipynb",
     "auto_examples/*.py",
@@ -53,6 +57,8 @@ sphinx_gallery_conf = {
     "download_all_examples": False,
     "remove_config_comments": True,
     "within_subsection_order": "FileNameSortKey",
+    # (its execution-time pages load jQuery and DataTables from a CDN: nothing in the site may need a network)
+    "write_computation_times": False,
 }
 
 html_theme = "pydata_sphinx_theme"
