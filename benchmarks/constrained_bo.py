@@ -7,7 +7,7 @@
 A full run is hours on 2 cores, so it can go in pieces: ``--seed-from S`` runs seeds ``S .. S + N - 1``,
 ``--rows`` appends every (problem, method, seed) row to a JSON-lines file as it ends, and ``--from-rows`` runs
 nothing and writes the table and figure of the rows saved in one or more such files (a row seen twice counts
-once: the last one read).
+once: the last one read; a seed that not every method of its problem has finished is left out).
 
 The problems, contenders and settings are those of ``relaxep reproduce constrained_bo``
 (:mod:`relaxep.experiments.studies.constrained_bo`; the problems' definitions and sources in
@@ -111,6 +111,14 @@ def load_rows(paths: list[str]) -> list[dict]:
 def report_saved(args: argparse.Namespace) -> None:
     """Write the table (and figure) of rows saved by earlier runs, with the files and seeds they hold."""
     rows = load_rows(args.from_rows)
+    methods: dict[str, set[str]] = {}
+    for r in rows:
+        methods.setdefault(r["problem"], set()).add(r["method"])
+    have: dict[tuple[str, int], set[str]] = {}
+    for r in rows:
+        have.setdefault((r["problem"], r["seed"]), set()).add(r["method"])
+    # (the same seeds for every method: a seed that not every method has finished is left out)
+    rows = [r for r in rows if have[r["problem"], r["seed"]] == methods[r["problem"]]]
     if not rows:
         raise SystemExit(f"--from-rows: no rows in {args.from_rows}")
     order = {p: i for i, p in enumerate(PROBLEMS)}
