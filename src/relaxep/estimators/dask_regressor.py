@@ -31,7 +31,7 @@ from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
 from relaxep.estimators._predictive import is_count_model, log_exposure
 from relaxep.estimators._search import ROBUST
-from relaxep.estimators.regressor import DEFAULT_NOISE, GPRegressor
+from relaxep.estimators.regressor import DEFAULT_NOISE, GPRegressor, resolve_normalize_y
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import EP, SiteRule
 
@@ -119,19 +119,12 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         rule = self._check_common("GPRegressor")
         check_regression_likelihood(self.likelihood, "DaskGPRegressor")
         likelihood = Gaussian(DEFAULT_NOISE) if self.likelihood is None else self.likelihood
-        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
-            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
         alpha = self.alpha
         if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not (np.isfinite(alpha) and alpha >= 0):
             raise ValueError(f"alpha must be a finite scalar >= 0 (latent jitter), got {alpha!r}")
-        log_exposure(None, 0, likelihood, self._normalizes())  # counts are not rescaled
+        normalize = resolve_normalize_y(self.normalize_y, self.kernel, self.likelihood)  # (its check, named)
+        log_exposure(None, 0, likelihood, normalize)  # counts are not rescaled
         return rule, likelihood, float(alpha)
-
-    def _normalizes(self) -> bool:
-        """Whether the targets are centred and scaled: ``normalize_y``, its ``"auto"`` resolved (the default model)."""
-        if isinstance(self.normalize_y, str):
-            return self.kernel is None and self.likelihood is None
-        return bool(self.normalize_y)
 
     def fit(self, X: Any, y: Any, exposure: Any = None) -> DaskGPRegressor:
         r"""Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered.
@@ -155,7 +148,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         if exposure is not None and not is_count_model(likelihood):
             raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
         checks = {"finite": da.isfinite(y).all(), "square": (y * y).mean()}  # (one pass for every check and moment)
-        normalize = self._normalizes()
+        normalize = resolve_normalize_y(self.normalize_y, self.kernel, self.likelihood)
         if normalize:
             checks.update(mean=y.mean(), std=y.std())
         if exposure is not None:
@@ -186,8 +179,6 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the
         inducing inputs."""
         likelihood = Gaussian(DEFAULT_NOISE) if self.likelihood is None else self.likelihood
-        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
-            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
         local = self._local_of(GPRegressor, likelihood=likelihood, rule=EP() if self.rule is None else self.rule)
         local.y_train_, local.likelihood_ = None, self.likelihood_
         local._y_train_mean, local._y_train_std = np.float64(self._y_train_mean), np.float64(self._y_train_std)

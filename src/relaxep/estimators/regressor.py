@@ -52,10 +52,20 @@ from relaxep.inference.schedules import Schedule
 from relaxep.likelihoods import Gaussian, Likelihood
 from relaxep.sites import SiteRule
 
-__all__ = ["DEFAULT_NOISE", "GPRegressor"]
+__all__ = ["DEFAULT_NOISE", "GPRegressor", "resolve_normalize_y"]
 
 #: the default model's noise variance at the search's start, in normalised units (scikit-learn's users' ``WhiteKernel``)
 DEFAULT_NOISE = 0.1
+
+
+def resolve_normalize_y(normalize_y: bool | str, kernel: Kernel | None, likelihood: Likelihood | None) -> bool:
+    """Whether a regressor centres and scales its targets: ``normalize_y``, its ``"auto"`` resolved (on for the
+    default model, no kernel and no likelihood; off otherwise); a ``ValueError`` naming it for any other value."""
+    if isinstance(normalize_y, (bool, np.bool_)):
+        return bool(normalize_y)
+    if normalize_y != "auto":
+        raise ValueError(f"normalize_y must be True, False or 'auto', got {normalize_y!r}")
+    return kernel is None and likelihood is None
 
 
 class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
@@ -217,7 +227,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
                 f"`n_targets`. Got {n_targets} != {self.n_targets}."
             )
         default = self.kernel is None and likelihood is None  # (the default model: its noise learned, y scaled)
-        normalize = default if isinstance(self.normalize_y, str) else bool(self.normalize_y)
+        normalize = resolve_normalize_y(self.normalize_y, self.kernel, likelihood)
         self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, normalize)
         # (a likelihood whose targets are rows, a Tobit's [value, code], reads y's columns as one target each)
         rows = likelihood is not None and y.ndim == 2 and y.shape[1] == likelihood.target_width > 1
@@ -306,8 +316,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             isinstance(self.n_targets, bool) or not isinstance(self.n_targets, numbers.Integral) or self.n_targets < 1
         ):
             raise ValueError(f"n_targets must be None or an integer >= 1, got {self.n_targets!r}")
-        if not (isinstance(self.normalize_y, (bool, np.bool_)) or self.normalize_y == "auto"):
-            raise ValueError(f"normalize_y must be True, False or 'auto', got {self.normalize_y!r}")
+        resolve_normalize_y(self.normalize_y, self.kernel, self.likelihood)  # (checked before any work)
         if self.rule is not None and self.likelihood is None:
             raise ValueError("rule: give a likelihood too (e.g. Gaussian(noise) or StudentT()); the default is exact")
 
