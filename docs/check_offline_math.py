@@ -125,7 +125,7 @@ def check_rendered(root: Path, with_math: dict[Path, int], chrome: str) -> list[
 
 
 def main() -> int:
-    root = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/_build/html")
+    root = Path(sys.argv[1] if len(sys.argv) > 1 else "docs/_build/html").resolve()
     if not (root / "index.html").is_file():
         print(f"{root}: no built site (build the docs first)")
         return 1
