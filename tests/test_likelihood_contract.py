@@ -57,13 +57,19 @@ def _case(likelihood, rng):
     if kind == "ordinal":
         return rng.integers(0, likelihood.n_classes, size=N).astype(float), mean, var
     if kind == "count":
-        return rng.poisson(2.0, size=N).astype(float), mean, var
+        top = 1 if likelihood.exposure_name == "trials" else None  # (a binomial's successes alone: one trial each)
+        counts = rng.poisson(2.0, size=N) if top is None else rng.integers(0, 2, size=N)
+        return counts.astype(float), mean, var
     if kind == "survival":
         time = np.exp(rng.normal(size=N))
         return right_censored(rng.uniform(size=N) < 0.6, time), mean, var
     if kind == "two_latent":
         return rng.normal(size=N), np.column_stack([mean, rng.normal(size=N)]), np.column_stack([var, var])
     y = mean + rng.normal(size=N)
+    if isinstance(likelihood, likelihoods.Beta):  # (proportions)
+        return rng.uniform(0.05, 0.95, size=N), mean, var
+    if isinstance(likelihood, likelihoods.Gamma):  # (positive values)
+        return np.exp(y), mean, var
     return (np.maximum(y, likelihood.lower) if getattr(likelihood, "lower", None) is not None else y), mean, var
 
 

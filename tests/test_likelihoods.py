@@ -10,7 +10,12 @@ from scipy.special import log_ndtr, ndtr
 import relaxep.likelihoods as likmod
 from oracles import RTOL, lik_fn, positive_truncated_normal, tilted_quad
 from relaxep import (
+    AsymmetricLaplace,
+    Binomial,
+    Gamma,
     Gaussian,
+    HurdleNegativeBinomial,
+    HurdlePoisson,
     Laplace,
     Logistic,
     NegativeBinomial,
@@ -20,8 +25,16 @@ from relaxep import (
     Probit,
     StudentT,
     Tobit,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
+
+def _hurdle_nb_at_1(mu, r=2.0, pi=0.3):
+    """(1 - pi) NB(1 | r, mu) / (1 - NB(0 | r, mu)), NB2 written out: r mu/(r + mu) (r/(r + mu))^r over
+    1 - (r/(r + mu))^r, the latter by expm1 (both ~ mu as mu -> 0)."""
+    return (1 - pi) * r * mu / (r + mu) * (r / (r + mu)) ** r / -np.expm1(-r * np.log1p(mu / r))
+
 
 #: every likelihood with its t(g) written independently (oracles.lik_fn)
 LIKELIHOODS = {
@@ -53,6 +66,26 @@ LIKELIHOODS = {
         NegativeBinomial(2.0),
         lambda g: 8.0 * np.exp(np.asarray(g)) / (2.0 + np.exp(np.asarray(g))) ** 3,  # r p^r (1 - p), p = r / (r + mu)
     ),
+    # the GLM likelihoods at y = 1 (one success in one trial; one event; more in tests/test_glm_likelihoods.py)
+    "binomial 1 of 1": (Binomial(), lambda g: 1.0 / (1.0 + np.exp(-np.asarray(g)))),
+    "gamma shape=2 at 1": (Gamma(2.0), lambda g: stats.gamma.pdf(1.0, 2.0, scale=np.exp(np.asarray(g)) / 2.0)),
+    "zip pi=0.3 at 1": (ZeroInflatedPoisson(0.3), lambda g: 0.7 * stats.poisson.pmf(1, np.exp(np.asarray(g)))),
+    "zinb pi=0.3 r=2 at 1": (
+        ZeroInflatedNegativeBinomial(0.3, 2.0),
+        lambda g: 0.7 * stats.nbinom.pmf(1, 2.0, 2.0 / (2.0 + np.exp(np.asarray(g)))),
+    ),
+    "hurdle poisson pi=0.3 at 1": (
+        HurdlePoisson(0.3),
+        lambda g: 0.7 * stats.poisson.pmf(1, np.exp(g)) / -np.expm1(-np.exp(np.asarray(g))),
+    ),
+    "hurdle nb pi=0.3 r=2 at 1": (
+        HurdleNegativeBinomial(0.3, 2.0),
+        lambda g: _hurdle_nb_at_1(np.exp(np.asarray(g))),
+    ),
+    "asymmetric laplace tau=0.8 at 1": (
+        AsymmetricLaplace(0.8, 0.5),
+        lambda g: 0.32 * np.exp(-((1.0 - np.asarray(g)) / 0.5) * (0.8 - ((1.0 - np.asarray(g)) < 0))),
+    ),
 }
 BINARY = [key for key, (lik, _) in LIKELIHOODS.items() if isinstance(lik, BinaryLikelihood)]
 CAVITIES = [(0.3, 1.0), (-2.0, 0.5), (4.0, 9.0), (-0.7, 25.0), (1.5, 0.01)]
@@ -72,6 +105,7 @@ def test_every_likelihood_is_tested():
         and not issubclass(obj, likmod.MulticlassLikelihood)
         and not issubclass(obj, likmod.TwoLatentLikelihood)
         and not issubclass(obj, likmod.SurvivalLikelihood)
+        and obj is not likmod.Beta  # (proportions in (0, 1): y = 1 has no density; tests/test_glm_likelihoods.py)
         and not inspect.isabstract(obj)
     }
     tested = {type(lik) for lik, _ in LIKELIHOODS.values()}

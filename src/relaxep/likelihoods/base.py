@@ -121,6 +121,13 @@ class Likelihood(ParamsMixin, AdditiveNoise, ABC):
     #: whether :meth:`expected_log_lik_on` (and :meth:`log_z_on` at ``u = 1``) answer there: Relaxed EP's line
     #: search then runs on the device too (:mod:`relaxep.sites.relaxed_on`)
     relaxed_on_device: ClassVar[bool] = False
+    #: whether the latent is a link of the target's mean (a log rate, a logit), on a unit scale whatever the targets'
+    #: units: the default priors then take scale 1 for it, and an estimator's ``predict`` gives the predictive mean
+    #: of the target (:meth:`predict_y`'s) rather than the latent's (the counts, the binomial, the beta, the gamma)
+    latent_is_link: ClassVar[bool] = False
+    #: what a count model's second column is given as in ``fit``: ``"exposure"`` (:math:`E[y] = \text{exposure}\,
+    #: e^{f}`, the counts) or ``"trials"`` (the binomial's)
+    exposure_name: ClassVar[str] = "exposure"
     #: constructor parameters that are hyperparameters, each a positive number with a ``<name>_bounds``
     #: parameter (a pair, or ``"fixed"``), learned in log space as scikit-learn's kernels' are
     hyperparameter_names: ClassVar[tuple[str, ...]] = ()

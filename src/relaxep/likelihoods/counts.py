@@ -105,6 +105,7 @@ class CountLikelihood(CountPredictive, Likelihood):
     kind: ClassVar[str] = "count"
     is_density: ClassVar[bool] = False  # P(y = k | f): a probability
     target_width: ClassVar[int] = 2  # a count, or a row [count, log exposure]
+    latent_is_link: ClassVar[bool] = True  # (the log rate)
 
     # ------------------------------------------------------------ the count model, in eta
     def _log_pmf(self, count: Array, eta: Array) -> Array:

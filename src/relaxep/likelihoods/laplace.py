@@ -194,33 +194,9 @@ class Laplace(Likelihood):
         return (self._mean_abs(self._sides(np, y, mean, var, 1.0)) / float(self.scale) - 1.0)[..., None]
 
     def _tilted_cumulants(self, y: Array, mean: Array, var: Array) -> tuple[Array, Array, Array, Array]:
-        r"""By the two-centre rule at :math:`y` (the kink) and the upper side's mode (flipped so :math:`\mu \ge y`)."""
-        y, mean, var = np.broadcast_arrays(y, mean, var)
+        r"""By the two-centre rule at :math:`y` (the kink) and the upper side's mode (:func:`two_sided_cumulants`)."""
         lam = 1.0 / float(self.scale)
-        resid = mean - y
-        sign = np.where(resid < 0.0, -1.0, 1.0)
-        r, s = np.abs(resid), np.sqrt(var)
-        shift = np.minimum(lam * var, r)  # the upper side's mode is at x = r - shift >= 0
-        c2 = r - shift
-        # at the kink the sides fall off as Gaussian tails, on the scale s^2 / (r + lambda s^2) <= b
-        w1 = np.minimum(s, var / (r + lam * var))
-        gap = c2
-        w2 = np.where(gap > 0.0, s, w1)
-        gap1, gap2 = split_gap(w1, w2, gap)
-        reach = np.sqrt(2.0 * _TAIL) * s
-        disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach, shift + reach)
-        x = np.where(second, c2[..., None], 0.0) + disp  # offset from y (flipped)
-        e = np.where(second, -shift[..., None], -r[..., None]) + disp  # offset from mu (flipped)
-        log_terms = -lam * np.abs(x) - (0.5 / var[..., None]) * e**2
-        terms = jac * np.exp(log_terms - np.max(log_terms, axis=-1, keepdims=True))
-        weights = terms / np.sum(terms, axis=-1, keepdims=True)
-        e_mean = np.sum(weights * e, axis=-1)
-        d = e - e_mean[..., None]
-        wd2 = weights * d * d
-        k2 = np.sum(wd2, axis=-1)
-        k3 = np.sum(wd2 * d, axis=-1)
-        k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
-        return mean + sign * e_mean, k2, sign * k3, k4
+        return two_sided_cumulants(y, mean, var, lam, lam)
 
     def _noise(self) -> stats.rv_continuous:
         return stats.laplace(0.0, float(self.scale))
@@ -233,3 +209,41 @@ class Laplace(Likelihood):
 
     def _noise_variance(self) -> float:
         return 2.0 * float(self.scale) ** 2
+
+
+def two_sided_cumulants(
+    y: Array, mean: Array, var: Array, lam_up: float, lam_down: float
+) -> tuple[Array, Array, Array, Array]:
+    r"""The first four cumulants of
+    :math:`\hat p(f) \propto e^{-\lambda_+ (f - y)_+ - \lambda_- (y - f)_+} N(f | \mu, s^2)`
+    (the Laplace's, :math:`\lambda_\pm = 1/b`; the asymmetric Laplace's), by the two-centre rule of
+    :mod:`relaxep.likelihoods._panels` at the kink :math:`y` and the far side's mode, the problem flipped so that
+    :math:`\mu \ge y` (the rates swap with it)."""
+    y, mean, var = np.broadcast_arrays(y, mean, var)
+    resid = mean - y
+    sign = np.where(resid < 0.0, -1.0, 1.0)
+    lam_hi = np.where(resid < 0.0, lam_down, lam_up)  # (the rate on the cavity's side of the kink, after the flip)
+    lam_lo = np.where(resid < 0.0, lam_up, lam_down)
+    r, s = np.abs(resid), np.sqrt(var)
+    shift = np.minimum(lam_hi * var, r)  # the upper side's mode is at x = r - shift >= 0
+    c2 = r - shift
+    # at the kink the sides fall off as Gaussian tails, on the scale s^2 / (r + lambda s^2) <= 1 / lambda
+    w1 = np.minimum(s, var / (r + lam_lo * var))
+    gap = c2
+    w2 = np.where(gap > 0.0, s, w1)
+    gap1, gap2 = split_gap(w1, w2, gap)
+    reach = np.sqrt(2.0 * _TAIL) * s
+    disp, second, jac = two_centre_rule(w1, w2, gap1, gap2, reach, shift + reach)
+    x = np.where(second, c2[..., None], 0.0) + disp  # offset from y (flipped)
+    e = np.where(second, -shift[..., None], -r[..., None]) + disp  # offset from mu (flipped)
+    log_terms = -lam_hi[..., None] * np.maximum(x, 0.0) - lam_lo[..., None] * np.maximum(-x, 0.0)
+    log_terms = log_terms - (0.5 / var[..., None]) * e**2
+    terms = jac * np.exp(log_terms - np.max(log_terms, axis=-1, keepdims=True))
+    weights = terms / np.sum(terms, axis=-1, keepdims=True)
+    e_mean = np.sum(weights * e, axis=-1)
+    d = e - e_mean[..., None]
+    wd2 = weights * d * d
+    k2 = np.sum(wd2, axis=-1)
+    k3 = np.sum(wd2 * d, axis=-1)
+    k4 = np.sum(wd2 * d * d, axis=-1) - 3.0 * k2**2
+    return mean + sign * e_mean, k2, sign * k3, k4

@@ -41,7 +41,12 @@ MAX_STEP = 0.08
 
 
 def tilted_mode(
-    dlog_lik: DLogLik, mean: Array, var: Array, power: float, iterations: int = NEWTON_ITERATIONS
+    dlog_lik: DLogLik,
+    mean: Array,
+    var: Array,
+    power: float,
+    iterations: int = NEWTON_ITERATIONS,
+    bracket: tuple[Array, Array, Array] | None = None,
 ) -> tuple[Array, Array]:
     r"""The tilted density's mode :math:`\hat f` and the inverse curvature there,
     :math:`\ell^2 = 1/(1/s^2 - u(\log t)''(\hat f))` (bounded by :math:`s^2` where :math:`t` is not log-concave).
@@ -50,15 +55,20 @@ def tilted_mode(
     docstring (where Newton leaves it or its step exceeds half the last one), from the first Newton step at
     the cavity mean, each row until its step is below 1e-9 cavity standard deviations.  A bracket end at an
     infinite slope (a likelihood that vanishes steeply where the cavity sits) is held within :math:`10^4` cavity
-    standard deviations.
+    standard deviations.  A likelihood that is not log-concave may give the tilted density a second mode outside
+    that bracket; ``bracket`` ``(lo, hi, start)`` then says where to search (a grid's best point and its neighbours,
+    :class:`~relaxep.likelihoods.smooth.SmoothLikelihood`).
     """
-    d1_mu, d2_mu = dlog_lik(mean)
-    reach = 1e4 * np.sqrt(var)
-    far = mean + np.clip(var * power * d1_mu, -reach, reach)
-    lo, hi = np.minimum(mean, far), np.maximum(mean, far)
-    # the first Newton step from the cavity mean, where it falls inside the bracket (else its middle)
-    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
-        first = mean + var * power * d1_mu / (1.0 - var * power * d2_mu)
+    if bracket is None:
+        d1_mu, d2_mu = dlog_lik(mean)
+        reach = 1e4 * np.sqrt(var)
+        far = mean + np.clip(var * power * d1_mu, -reach, reach)
+        lo, hi = np.minimum(mean, far), np.maximum(mean, far)
+        # the first Newton step from the cavity mean, where it falls inside the bracket (else its middle)
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            first = mean + var * power * d1_mu / (1.0 - var * power * d2_mu)
+    else:
+        lo, hi, first = bracket
     f = np.where((first >= lo) & (first <= hi), first, 0.5 * (lo + hi))
     dx = hi - lo
     # the mode only places the nodes: 1e-9 cavity standard deviations is far inside the rule's accuracy
@@ -97,6 +107,8 @@ def sinh_nodes(
     width: float | Array,
     transition: float | Array | tuple[Array, ...] = 0.0,
     max_nodes: int = MAX_NODES,
+    bracket: tuple[Array, Array, Array] | None = None,
+    cover: bool = False,
 ) -> tuple[Array, Array, Array]:
     r"""Nodes :math:`f_k`, normalised tilted weights and :math:`\log Z` (nodes on the last axis) of
     :math:`\int t(f)^u N(f | \mu, s^2)\,df` by the mode-centred sinh rule (module docstring).
@@ -104,18 +116,23 @@ def sinh_nodes(
     ``width`` is the likelihood's transition width :math:`w`, ``transition`` where the transition is centred (the
     step is at most :math:`w/4` over the distance from the mode to it), or a tuple of such places (an interval's
     two ends: the farther one counts).  ``log_lik`` and ``dlog_lik`` take
-    ``f`` with the rows' shape (the mode's search) and with a last axis of nodes.
+    ``f`` with the rows' shape (the mode's search) and with a last axis of nodes; ``bracket`` is
+    :func:`tilted_mode`'s.  With ``cover`` the rule also reaches 14 widths past the farthest transition (a tilted
+    density with a second mode there, from a likelihood that is not log-concave).
     """
     mean, var = np.broadcast_arrays(mean, var)
-    mode, lap_var = tilted_mode(dlog_lik, mean, var, power)
+    mode, lap_var = tilted_mode(dlog_lik, mean, var, power, bracket=bracket)
     # (a row whose likelihood underflows at every node, log Z = -inf, or whose curvature overflows, answers NaN
     # moments: a failed site, which the inference reports, not a warning)
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
         lap_sd = np.sqrt(lap_var)
         scale = np.minimum(lap_sd, width)
-        half_width = np.arcsinh(14.0 * np.maximum(np.sqrt(var), lap_sd) / scale)
         ends = transition if isinstance(transition, tuple) else (transition,)
         distance = np.max([np.abs(mode - end) for end in ends], axis=0)
+        reach = 14.0 * np.maximum(np.sqrt(var), lap_sd)
+        if cover:
+            reach = np.maximum(reach, distance + 14.0 * width)
+        half_width = np.arcsinh(reach / scale)
         max_step = np.minimum(MAX_STEP, 0.25 * width / np.maximum(distance, scale))
         wanted = np.ceil(2.0 * half_width / max_step)
         wanted = np.where(np.isfinite(wanted), wanted, 1.0)  # (a failed row sets no node count)
