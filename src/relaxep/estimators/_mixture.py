@@ -178,10 +178,11 @@ def mixture_loo(terms: Sequence[LooTerms], weights: Array) -> tuple[LooTerms, Ar
     return LooTerms(-log_norm, in_sample, mean, var, improper, first.y, first.tail, first.is_density), w_ik
 
 
-def mixture_moments(components: Sequence[tuple[float, Array, Array, Likelihood]]) -> tuple[Array, Array]:
+def mixture_moments(components: Sequence[tuple[float, Array, Array, Likelihood]], **extra: Any) -> tuple[Array, Array]:
     r"""Mean and variance of :math:`\sum_k w_k p_k(y_*)`: :math:`\sum_k w_k \mu_k` and
-    :math:`\sum_k w_k (\sigma_k^2 + \mu_k^2) - \mu^2`, each point's from its likelihood's ``predict_y``."""
-    moments = [(w, *likelihood.predict_y(m, np.maximum(v, 1e-300))) for w, m, v, likelihood in components]
+    :math:`\sum_k w_k (\sigma_k^2 + \mu_k^2) - \mu^2`, each point's from its likelihood's ``predict_y`` (given
+    ``extra``: a count's ``log_exposure``)."""
+    moments = [(w, *likelihood.predict_y(m, np.maximum(v, 1e-300), **extra)) for w, m, v, likelihood in components]
     mean = sum(w * mu for w, mu, _ in moments)
     second = sum(w * (s2 + mu**2) for w, mu, s2 in moments)
     return mean, np.maximum(second - mean**2, 0.0)

@@ -29,7 +29,7 @@ from relaxep._typing import Array
 from relaxep.estimators._checks import check_regression_likelihood, store_parameters
 from relaxep.estimators._dask_fit import DaskSparseFit, import_dask, lazy_map
 from relaxep.estimators._inducing_model import InducingModel
-from relaxep.estimators._predictive import is_count_model, log_exposure
+from relaxep.estimators._predictive import log_exposure
 from relaxep.estimators._search import ROBUST
 from relaxep.estimators.regressor import DEFAULT_NOISE, GPRegressor, resolve_normalize_y
 from relaxep.likelihoods import Gaussian, Likelihood
@@ -126,7 +126,7 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         log_exposure(None, 0, likelihood, normalize)  # counts are not rescaled
         return rule, likelihood, float(alpha)
 
-    def fit(self, X: Any, y: Any, exposure: Any = None) -> DaskGPRegressor:
+    def fit(self, X: Any, y: Any, exposure: Any = None, trials: Any = None) -> DaskGPRegressor:
         r"""Fit on Dask arrays ``X`` (n x d, chunked by rows only) and ``y`` (n,); numpy arrays are scattered.
 
         Parameters
@@ -136,6 +136,8 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
             Real targets (counts for ``Poisson``/``NegativeBinomial``).
         exposure : dask or numpy array of shape (n,), optional
             Count likelihoods: each row's exposure, :math:`E[y_i | f] = \text{exposure}_i\,e^{f_i}`.
+        trials : dask or numpy array of shape (n,), optional
+            ``Binomial``: each row's number of trials (``y`` its successes).
 
         Returns
         -------
@@ -145,8 +147,9 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
         da = import_dask(self._owner)
         X = self._rows(X)
         y = self._column(y, X).astype(float)
-        if exposure is not None and not is_count_model(likelihood):
-            raise ValueError(f"exposure is for count likelihoods (Poisson, NegativeBinomial), not {likelihood!r}")
+        given = [None if v is None else np.ones(1) for v in (exposure, trials)]
+        log_exposure(given[0], 1, likelihood, False, given[1])  # (which of them this likelihood takes, named)
+        exposure = exposure if trials is None else trials
         checks = {"finite": da.isfinite(y).all(), "square": (y * y).mean()}  # (one pass for every check and moment)
         normalize = resolve_normalize_y(self.normalize_y, self.kernel, self.likelihood)
         if normalize:
@@ -173,7 +176,8 @@ class DaskGPRegressor(RegressorMixin, DaskSparseFit):
 
     def _output_scales(self) -> tuple[float, ...]:
         """The latent's scale for the default priors: the (normalised) targets' root mean square; 1 for counts."""
-        return (1.0,) if is_count_model(self.likelihood) else (self._target_rms or 1.0,)
+        link = self.likelihood is not None and self.likelihood.latent_is_link
+        return (1.0,) if link else (self._target_rms or 1.0,)
 
     def _local_estimator(self, L_uu: Array, noise: float) -> Any:
         """The fitted ``GPRegressor`` of :meth:`to_local`: this estimator's parameters, its posterior at the

@@ -44,7 +44,7 @@ from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _LatentModel
-from relaxep.estimators._predictive import TargetPredictive, is_count_model, log_exposure
+from relaxep.estimators._predictive import TargetPredictive, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
 from relaxep.estimators._sparse_gaussian import _SparseGaussianModel
 from relaxep.inference import InferenceMethod
@@ -206,9 +206,12 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         return tags
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None) -> GPRegressor:
+    def fit(
+        self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None, trials: ArrayLike | None = None
+    ) -> GPRegressor:
         """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``;
-        ``exposure`` (count likelihoods): each row's exposure, :math:`E[y_i | f] = \\text{exposure}_i\\,e^{f_i}`."""
+        ``exposure`` (count likelihoods): each row's exposure, :math:`E[y_i | f] = \\text{exposure}_i\\,e^{f_i}`;
+        ``trials`` (``Binomial``): each row's number of trials, ``y`` its successes."""
         check_kernel(self.kernel)
         likelihood = self._check_likelihood()
         check_rule(self.rule)
@@ -228,7 +231,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             )
         default = self.kernel is None and likelihood is None  # (the default model: its noise learned, y scaled)
         normalize = resolve_normalize_y(self.normalize_y, self.kernel, likelihood)
-        self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, normalize)
+        self._log_exposure = log_exposure(exposure, y.shape[0], likelihood, normalize, trials)
         # (a likelihood whose targets are rows, a Tobit's [value, code], reads y's columns as one target each)
         rows = likelihood is not None and y.ndim == 2 and y.shape[1] == likelihood.target_width > 1
         if likelihood is not None and not likelihood.is_density and normalize:
@@ -288,7 +291,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
     def _output_scales(self) -> tuple[float, ...]:
         """The latent's scale for the default priors: the targets' root mean square (as fitted: normalised where
         ``normalize_y``; about the zero prior mean, so a large mean counts), 1 for a count model's log-rate."""
-        if is_count_model(self.likelihood):
+        if self.likelihood is not None and self.likelihood.latent_is_link:
             return (1.0,)
         y = np.asarray(self.y_train_, dtype=float)
         values = y[:, 0] if y.ndim == 2 else y
@@ -343,7 +346,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         """:meth:`predict` on the host (numpy), whatever ``X``'s library (``latent``: the latent's, for any model)."""
         if return_std and return_cov:
             raise RuntimeError("At most one of return_std or return_cov can be requested.")
-        if not latent and is_count_model(getattr(self, "likelihood_", None)):
+        if not latent and _predicts_a_mean(getattr(self, "likelihood_", None)):
             if return_cov:
                 raise ValueError("return_cov: a count's predictive has no covariance here; use return_std=True")
             mean, std = self._predict(X, return_std=True, latent=True)
@@ -409,3 +412,8 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
                 for t in range(y_mean.shape[1])
             ])  # fmt: skip
         return draws if namespace(X).on_host else on_device_of(draws, X)
+
+
+def _predicts_a_mean(likelihood: Likelihood | None) -> bool:
+    """Whether ``predict`` gives the predictive mean of the target (a link's latent: counts, binomial, beta, gamma)."""
+    return likelihood is not None and likelihood.latent_is_link
