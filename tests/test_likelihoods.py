@@ -30,6 +30,7 @@ from relaxep import (
 )
 from relaxep.likelihoods import BinaryLikelihood, NoisyProbit
 
+
 def _hurdle_nb_at_1(mu, r=2.0, pi=0.3):
     """(1 - pi) NB(1 | r, mu) / (1 - NB(0 | r, mu)), NB2 written out: r mu/(r + mu) (r/(r + mu))^r over
     1 - (r/(r + mu))^r, the latter by expm1 (both ~ mu as mu -> 0)."""

@@ -101,6 +101,7 @@ _REPRODUCE_EXAMPLES = """examples:
   relaxep reproduce ordinal --out ord                   ordinal EP on ORCA's 30 partitions
   relaxep reproduce counts --quick --out counts         Poisson and negative-binomial EP
   relaxep reproduce constrained_bo --quick --out bo     BO with hidden failures and preferences (pip install botorch)
+  relaxep reproduce likelihoods --out docs/likelihoods binomial, beta, zero-inflated/hurdle, quantile GPs vs statsmodels
   relaxep reproduce robustness --scheduler tcp://host:8786 --out rob
                                                         on an existing Dask cluster (pip install "relaxep[dask]")
 

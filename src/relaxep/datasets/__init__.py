@@ -1,7 +1,8 @@
 """Datasets: generated problems, the paper's five benchmarks (registry, loading, download), splits, regression,
-ordinal, count, survival and multi-class data."""
+ordinal, count, survival, multi-class and GLM (binomial, beta, count) data."""
 
 from relaxep.datasets._download import fetch
+from relaxep.datasets.glm import GLM_DATASETS, load_glm
 from relaxep.datasets.multiclass import load_crabs, load_glass, load_penguins, make_waveform
 from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_coal_mining, load_ordinal
 from relaxep.datasets.registry import DATASETS, DatasetInfo, dataset_info, get_data_home
@@ -26,6 +27,7 @@ from relaxep.datasets.uci import load_dataset
 
 __all__ = [
     "DATASETS",
+    "GLM_DATASETS",
     "ORDINAL_DATASETS",
     "REGRESSION_DATASETS",
     "DatasetInfo",
@@ -42,6 +44,7 @@ __all__ = [
     "load_flchain",
     "load_gbsg2",
     "load_glass",
+    "load_glm",
     "load_mcycle",
     "load_nh4",
     "load_ordinal",

@@ -125,7 +125,9 @@ class _ZeroModified(CountPredictive, SmoothLikelihood):
             over = np.where(small, 1.0 - 0.5 * z, np.where(zs < 700.0, zs / np.expm1(np.minimum(zs, 700.0)), 0.0))
             half = 0.5 * zs
             pair = np.where(small, 1.0, np.where(half < 350.0, (half / np.sinh(np.minimum(half, 350.0))) ** 2, 0.0))
-        value = np.where(small, -log_z - np.log1p(-0.5 * np.minimum(z, 1e-8)), kept)  # (-log z - log((1 - e^{-z}) / z) near 0)
+        value = np.where(
+            small, -log_z - np.log1p(-0.5 * np.minimum(z, 1e-8)), kept
+        )  # (-log z - log((1 - e^{-z}) / z) near 0)
         d1 = -np.exp(log_d - log_z) * over
         d2 = -np.exp(log_dd - log_z) * over + np.exp(2.0 * (log_d - log_z)) * pair
         return value, d1, d2
