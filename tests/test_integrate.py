@@ -11,12 +11,13 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scipy.integrate import quad
-from scipy.special import logsumexp
+from scipy.special import logsumexp, stdtr
 from scipy.stats import norm
-from scipy.stats import t as student_t
 from sklearn.gaussian_process import GaussianProcessRegressor
 from sklearn.gaussian_process.kernels import RBF
 from sklearn.gaussian_process.kernels import ConstantKernel as C
@@ -216,9 +217,16 @@ def test_defaults_student_t_regressor():
 
 
 def student_t_cdf(q: float, mean: float, var: float, likelihood) -> float:
-    """P(y <= q) of y = f + t noise, f ~ N(mean, var), by adaptive quadrature."""
-    noise = student_t(likelihood.df, scale=likelihood.scale)
-    return quad(lambda f: noise.cdf(q - f) * norm.pdf(f, mean, np.sqrt(var)), -np.inf, np.inf, epsabs=1e-12)[0]
+    """P(y <= q) of y = f + t noise, f ~ N(mean, var), by adaptive quadrature (the t's cdf is ``stdtr``, which
+    ``scipy.stats.t.cdf`` evaluates, and the normal density is written out: scipy.stats' per-call overhead made
+    this oracle two thirds of the test's time)."""
+    df, scale, sd = likelihood.df, likelihood.scale, math.sqrt(var)
+
+    def integrand(f):
+        z = (f - mean) / sd
+        return stdtr(df, (q - f) / scale) * math.exp(-0.5 * z * z) / (sd * math.sqrt(2.0 * math.pi))
+
+    return quad(integrand, -np.inf, np.inf, epsabs=1e-12)[0]
 
 
 @pytest.mark.filterwarnings("ignore:The optimal value found:sklearn.exceptions.ConvergenceWarning")
@@ -263,7 +271,9 @@ def test_estimators_without_integrate_refuse_it(name):
 
 def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy(array_api_python):
     """``integrate="ccd"`` on array-api-strict arrays (scikit-learn's array_api_dispatch; a subprocess, for
-    ``SCIPY_ARRAY_API=1``): the same design weights, probabilities and leave-one-out as numpy's, dense and sparse."""
+    ``SCIPY_ARRAY_API=1``): the same design weights, probabilities and leave-one-out as numpy's, dense and sparse
+    (the sparse fit's inducing inputs held at their start: learning them on the device is test_device_search.py's,
+    and a learned Z took two thirds of this test's time)."""
     import json
 
     code = (
@@ -274,7 +284,7 @@ def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy(array_ap
         "warnings.simplefilter('ignore')\n"
         "X, y = make_classification(60, 2, n_redundant=0, random_state=0)\n"
         "out = []\n"
-        "for kw in ({}, {'inducing_points': 8, 'random_state': 0}):\n"
+        "for kw in ({}, {'inducing_points': 8, 'random_state': 0, 'learn_inducing_points': False}):\n"
         "    ref = GPClassifier(integrate='ccd', **kw).fit(X, y)\n"
         "    with sklearn.config_context(array_api_dispatch=True):\n"
         "        dev = GPClassifier(integrate='ccd', **kw).fit(xs.asarray(X), xs.asarray(y))\n"
@@ -288,4 +298,4 @@ def test_an_integrated_fit_on_another_array_library_answers_as_on_numpy(array_ap
     run = array_api_python.run(code)
     (dense, sparse) = json.loads(run.stdout.strip().splitlines()[-1])
     assert dense[3] == 9 and sparse[3] == 9  # (2 hyperparameters: the CCD's 9 points)
-    assert max(dense[:3]) < 1e-6 and max(sparse[:3]) < 1e-4
+    assert max(dense[:3]) < 1e-6 and max(sparse[:3]) < 1e-6
