@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
+from threadpoolctl import threadpool_limits
 
 import problems
 import relaxep._xp as rxp
 import relaxep.inference.site_updates as site_updates
 from relaxep.datasets import make_problem, problem_grid
 from script_runner import ScriptRunner
+
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # Under pytest-xdist the workers share the cores: each worker's BLAS and OpenMP pools get its share of them (one
+    # thread each with addopts' -n 2 on two cores), not a pool as large as the machine per worker, whose idle
+    # threads (OpenBLAS's spin) only take the cores from the other worker (the suite ran ~15% slower so).  A test
+    # about thread counts sets its own (``threadpool_limits(limits=2)``); subprocesses start with the defaults.
+    _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    _WORKER_THREADS = threadpool_limits(limits=max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
 
 
 @pytest.fixture(scope="session")
