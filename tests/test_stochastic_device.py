@@ -83,8 +83,8 @@ def _assert_same(device, host, rtol=1e-8):
 def test_steps_on_the_device_repeat_numpys(dispatch, problem, kernel, likelihood, regression):
     X, labels, targets, Z = problem
     y = targets if regression else labels
-    host = _learn(X, y, Z, kernel, likelihood, "numpy")
-    device = _learn(X, y, Z, kernel, likelihood, "device")
+    host = _learn(X, y, Z, kernel, likelihood, "numpy", steps=40)  # (20 steps of warm-up, then 20 learning)
+    device = _learn(X, y, Z, kernel, likelihood, "device", steps=40)
     assert not np.allclose(host.kernel.theta, kernel.theta) and not np.allclose(host.Z, Z)  # (it learned)
     _assert_same(device, host)
     # the final EP's start from the learned tied site (the estimators' next step) is numpy's too
@@ -220,7 +220,7 @@ def test_a_step_reads_one_short_vector_and_moves_no_m_by_m_array(dispatch, probl
     """(The logistic's moments by the device's fixed-size rule, the probit's in closed form: both stay there.)"""
     X, labels, _, Z = problem
     kernel = C(1.0) * RBF([1.0, 1.0, 1.0])
-    steps, batch = 90, 400  # (an epoch every 5 steps)
+    steps, batch = 40, 400  # (an epoch every 5 steps; 20 steps of warm-up, then 20 with the gradient)
     reads, uploads = _count_transfers(monkeypatch)
     _learn(X, labels, Z, kernel, likelihood, "device", steps=steps, batch=batch)
     # per step one read: the flags and the estimate's log-partitions (6 entries; 5 where K_uu does not move);
