@@ -49,6 +49,19 @@ def test_the_device_rule_equals_adaptive_quadrature(likelihood, name):
         assert max(e.item() for e in _errors(out, mean[k], var[k], *ref)) < ERROR_BOUND, (mean[k], var[k], power[k])
 
 
+def _adaptive_reference(likelihood, mean, var, power, chunks=6):
+    """numpy's adaptive rule's log Z, tilted mean and variance, the rows in chunks of like |mean|: the rule gives a
+    call's rows the node count its most demanding row asks for (the farthest from the transition), so one call over
+    the box gave all 3000 rows 2661 nodes (three quarters of the test's time); a chunk's count is still at least
+    what each of its rows asks for (the answers agree with the one call's to 1e-14)."""
+    out = [np.empty_like(mean) for _ in range(3)]
+    for rows in np.array_split(np.argsort(np.abs(mean)), chunks):
+        ref = likelihood.log_z(1.0, mean[rows], var[rows], power)
+        for into, value in zip(out, (ref.log_z, *ref.moments(mean[rows], var[rows])), strict=True):
+            into[rows] = value
+    return out
+
+
 @pytest.mark.parametrize("likelihood", [Logistic(), Probit()], ids=["logistic", "probit"])
 def test_the_device_rule_equals_numpys_rule_over_the_box(likelihood):
     """3000 random cavities at three powers against numpy's adaptive rule: the stated bound; the same rule on
@@ -57,9 +70,9 @@ def test_the_device_rule_equals_numpys_rule_over_the_box(likelihood):
     rng = np.random.default_rng(3)
     mean, var = rng.uniform(-50, 50, 3000), 10.0 ** rng.uniform(-3, 3, 3000)
     for power in (0.3, 0.65, 1.0):
-        ref = likelihood.log_z(1.0, mean, var, power)
+        ref = _adaptive_reference(likelihood, mean, var, power)
         out = _device_rule(likelihood, np, mean, var, power)
-        assert max(e.max() for e in _errors(out, mean, var, ref.log_z, *ref.moments(mean, var))) < ERROR_BOUND
+        assert max(e.max() for e in _errors(out, mean, var, *ref)) < ERROR_BOUND
     strict = _device_rule(likelihood, xs, xs.asarray(mean[:200]), xs.asarray(var[:200]), 0.5)
     same = _device_rule(likelihood, np, mean[:200], var[:200], 0.5)
     for field in ("log_z", "dlog_z", "d2log_z"):
