@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
 from threadpoolctl import threadpool_limits
@@ -19,7 +20,14 @@ if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # threads (OpenBLAS's spin) only take the cores from the other worker (the suite ran ~15% slower so).  A test
     # about thread counts sets its own (``threadpool_limits(limits=2)``); subprocesses start with the defaults.
     _cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-    _WORKER_THREADS = threadpool_limits(limits=max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    WORKER_THREADS = max(1, _cores // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    _LIMITS = [threadpool_limits(limits=WORKER_THREADS)]
+
+    def pytest_collection_finish(session):
+        """The same for the pools of what the test modules imported (PyTorch's MKL, OpenMP and ATen threads)."""
+        _LIMITS.append(threadpool_limits(limits=WORKER_THREADS))
+        if "torch" in sys.modules:
+            sys.modules["torch"].set_num_threads(WORKER_THREADS)
 
 
 @pytest.fixture(scope="session")
