@@ -14,12 +14,19 @@ import inspect
 import numpy as np
 import pytest
 from scipy import special, stats
+from scipy.special import expit
 
 import relaxep.likelihoods as likmod
 from oracles import multinomial_probit_log_lik
 from relaxep.likelihoods import (
+    AsymmetricLaplace,
+    Beta,
+    Binomial,
+    Gamma,
     Gaussian,
     Heteroscedastic,
+    HurdleNegativeBinomial,
+    HurdlePoisson,
     Laplace,
     Logistic,
     MultinomialProbit,
@@ -32,6 +39,8 @@ from relaxep.likelihoods import (
     RobustMax,
     StudentT,
     Tobit,
+    ZeroInflatedNegativeBinomial,
+    ZeroInflatedPoisson,
 )
 from relaxep.likelihoods.aft import LogLogisticAFT, LogNormalAFT, WeibullAFT
 from relaxep.likelihoods.coxph import CoxPH
@@ -76,6 +85,10 @@ REGRESSION = {
     # written out: scipy's laplace.logpdf is log(pdf), -inf once the density underflows
     "laplace scale=0.7": (Laplace(0.7), lambda y, f: -np.log(2 * 0.7) - np.abs(y - f) / 0.7),
     "laplace scale=0.01": (Laplace(0.01), lambda y, f: -np.log(2 * 0.01) - np.abs(y - f) / 0.01),
+    "asymmetric laplace tau=0.2 scale=0.5": (
+        AsymmetricLaplace(0.2, 0.5),
+        lambda y, f: np.log(0.16 / 0.5) - ((y - f) / 0.5) * (0.2 - ((y - f) < 0)),
+    ),
     # y = -3 left-censored, 1.5 right-censored, 0 observed
     "tobit lower=-3 upper=1.5 noise=0.5": (
         Tobit(lower=-3.0, upper=1.5, noise=0.5),
@@ -113,6 +126,46 @@ DISCRETE = {
         NegativeBinomial(0.5),
         np.array([0.0, 1.0, 7.0, 300.0]),
         lambda y, f: stats.nbinom.logpmf(y, 0.5, 0.5 / (0.5 + np.exp(f))),
+    ),
+    # the GLM likelihoods (their tilted integrals: tests/test_glm_likelihoods.py)
+    "binomial one trial": (Binomial(), np.array([0.0, 1.0]), lambda y, f: stats.binom.logpmf(y, 1, expit(f))),
+    "beta phi=4": (
+        Beta(4.0),
+        np.array([0.1, 0.5, 0.93]),
+        lambda y, f: stats.beta.logpdf(y, 4 * expit(f), 4 * expit(-f)),
+    ),
+    "gamma shape=2": (
+        Gamma(2.0),
+        np.array([0.2, 1.0, 40.0]),
+        lambda y, f: stats.gamma.logpdf(y, 2.0, scale=np.exp(f) / 2),
+    ),
+    "zero-inflated poisson pi=0.3": (
+        ZeroInflatedPoisson(0.3),
+        np.array([0.0, 1.0, 7.0, 30.0]),
+        lambda y, f: np.log(0.3 * (y == 0) + 0.7 * stats.poisson.pmf(y, np.exp(f))),
+    ),
+    "zero-inflated nb pi=0.3 r=2": (
+        ZeroInflatedNegativeBinomial(0.3, 2.0),
+        np.array([0.0, 1.0, 7.0, 30.0]),
+        lambda y, f: np.log(0.3 * (y == 0) + 0.7 * stats.nbinom.pmf(y, 2.0, 2.0 / (2.0 + np.exp(f)))),
+    ),
+    "hurdle poisson pi=0.3": (
+        HurdlePoisson(0.3),
+        np.array([0.0, 1.0, 7.0, 30.0]),
+        lambda y, f: np.where(
+            y == 0, np.log(0.3), np.log(0.7) + stats.poisson.logpmf(y, np.exp(f)) - np.log(-np.expm1(-np.exp(f)))
+        ),
+    ),
+    "hurdle nb pi=0.3 r=2": (
+        HurdleNegativeBinomial(0.3, 2.0),
+        np.array([0.0, 1.0, 7.0, 30.0]),
+        lambda y, f: np.where(
+            y == 0,
+            np.log(0.3),
+            np.log(0.7)
+            + stats.nbinom.logpmf(y, 2.0, 2.0 / (2.0 + np.exp(f)))
+            - np.log(-np.expm1(-2.0 * np.log1p(np.exp(f) / 2.0))),
+        ),
     ),
 }
 #: multi-class likelihoods: (instance, number of classes, lowest f_y - f_j of the rows): the multinomial
