@@ -33,7 +33,7 @@ from scipy.special import erfcx, expit, gammaln, log_ndtr
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
 from relaxep.likelihoods.base import _as_floats
-from relaxep.likelihoods.counts import CountLikelihood, split_targets
+from relaxep.likelihoods.counts import CountLikelihood, read_rows, split_targets
 from relaxep.likelihoods.smooth import BEND, Columns, SmoothLikelihood
 
 __all__ = ["Binomial"]
@@ -103,18 +103,9 @@ class Binomial(SmoothLikelihood):
         return values
 
     def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
-        """Successes, with each row's log trials as rows ``[successes, log trials]`` where given (counts'
-        :meth:`~relaxep.likelihoods.counts.CountLikelihood.read_targets`)."""
-        arr = np.asarray(y, dtype=float)
-        if arr.ndim == 2 and arr.shape[1] == 2:
-            if log_exposure is not None:
-                raise ValueError("trials: y's rows [successes, log trials] already give them; give one or the other")
-            self.check_targets(arr)
-            return arr
-        if arr.ndim == 2 and arr.shape[1] > 1:
-            raise ValueError(f"y has {arr.shape[1]} columns: give the successes as a vector and their trials= apart")
-        values = arr.reshape(-1)
-        return self.check_targets(values if log_exposure is None else np.column_stack([values, log_exposure]))
+        """Successes, with each row's log trials as rows ``[successes, log trials]`` where given
+        (:func:`~relaxep.likelihoods.counts.read_rows`)."""
+        return read_rows(self, y, log_exposure, "trials")
 
     # ------------------------------------------------------------ the model
     def _log_lik_of(self, cols: Columns, f: Array) -> Array:

@@ -47,7 +47,7 @@ from relaxep.likelihoods.base import Likelihood, TiltedLogZ, _as_floats
 from relaxep.likelihoods.count_predictive import CountPredictive
 from relaxep.likelihoods.counts_on import count_log_z_on
 
-__all__ = ["BEND_CURVATURE", "CountLikelihood", "split_targets"]
+__all__ = ["BEND_CURVATURE", "CountLikelihood", "read_rows", "split_targets"]
 
 _TAIL = 40.0  # the rule covers the tilted down to exp(-40) of its density at the mode
 _BULK_STEP = 0.1  # trapezoid step in x = arcsinh((f - mode) / ell)
@@ -154,16 +154,8 @@ class CountLikelihood(CountPredictive, Likelihood):
 
     def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
         """Counts ``(n,)``, with each row's ``log_exposure`` as rows ``[count, log exposure]`` ``(n, 2)`` where one is
-        given, or such rows as ``y`` holds them; a ``ValueError`` naming ``y`` otherwise (:meth:`check_targets`), or
-        naming ``exposure`` where both ``y``'s rows and ``log_exposure`` give it."""
-        arr = np.asarray(y, dtype=float)
-        if arr.ndim == 2 and arr.shape[1] == 2:
-            if log_exposure is not None:
-                raise ValueError("exposure: y's rows [count, log exposure] already give it; give one or the other")
-            self.check_targets(arr)
-            return arr
-        values = super().read_targets(arr)
-        return values if log_exposure is None else np.column_stack([values, log_exposure])
+        given, or such rows as ``y`` holds them (:func:`read_rows`)."""
+        return read_rows(self, y, log_exposure)
 
     def _log_lik(self, y: Array, f: Array) -> Array:
         count, offset, f = split_targets(y, f)
@@ -345,3 +337,25 @@ class CountLikelihood(CountPredictive, Likelihood):
             return (np.sum(nodes.weights[..., None] * grad, axis=-2),)
 
         return self._tilted_sums(y, mean, var, 1.0, reduce)[0]
+
+
+def read_rows(likelihood: Likelihood, y: ArrayLike, log_exposure: ArrayLike | None, what: str = "exposure") -> Array:
+    """An estimator's targets for a likelihood of rows ``[count, log exposure]`` (a binomial's ``[successes, log
+    trials]``): the rows as ``y`` holds them, or its vector with each row's ``log_exposure`` beside it, checked
+    (:meth:`Likelihood.check_targets`); a ``ValueError`` naming ``y`` for targets of another form, or naming
+    ``what`` where both ``y``'s rows and ``log_exposure`` give it."""
+    arr = np.asarray(y, dtype=float)
+    if arr.ndim == 2 and arr.shape[1] == 2:
+        if log_exposure is not None:
+            raise ValueError(f"{what}: y's rows [count, log {what}] already give it; give one or the other")
+        likelihood.check_targets(arr)
+        return arr
+    if arr.ndim == 2 and arr.shape[1] > 1:
+        raise ValueError(
+            f"y has {arr.shape[1]} outputs: with {likelihood!r} fit one model per output (multi-output y needs the "
+            "dense default Gaussian model)"
+        )
+    values = arr.reshape(-1)
+    rows = values if log_exposure is None else np.column_stack([values, log_exposure])
+    likelihood.check_targets(rows)
+    return rows

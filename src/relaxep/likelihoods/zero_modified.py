@@ -42,7 +42,7 @@ from scipy.special import expit
 from relaxep._typing import Array
 from relaxep.likelihoods.base import _as_floats, check_hyperparameter
 from relaxep.likelihoods.count_predictive import CountPredictive
-from relaxep.likelihoods.counts import CountLikelihood
+from relaxep.likelihoods.counts import CountLikelihood, read_rows
 from relaxep.likelihoods.negative_binomial import NegativeBinomial
 from relaxep.likelihoods.poisson import Poisson
 from relaxep.likelihoods.smooth import BEND, Columns, SmoothLikelihood
@@ -79,15 +79,9 @@ class _ZeroModified(CountPredictive, SmoothLikelihood):
         return CountLikelihood.check_targets(self, y, n)  # type: ignore[arg-type]
 
     def read_targets(self, y: ArrayLike, log_exposure: ArrayLike | None = None) -> Array:
-        """Counts with each row's log exposure where given, as the count models read them."""
-        arr = np.asarray(y, dtype=float)
-        if arr.ndim == 2 and arr.shape[1] == 2:
-            if log_exposure is not None:
-                raise ValueError("exposure: y's rows [count, log exposure] already give it; give one or the other")
-            self.check_targets(arr)
-            return arr
-        values = super().read_targets(arr)
-        return values if log_exposure is None else np.column_stack([values, log_exposure])
+        """Counts with each row's log exposure where given, as the count models read them
+        (:func:`~relaxep.likelihoods.counts.read_rows`)."""
+        return read_rows(self, y, log_exposure)
 
     # ------------------------------------------------------------ the model, in f
     def _zero_terms(self, eta: Array) -> tuple[Array, Array, Array]:
