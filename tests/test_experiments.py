@@ -302,10 +302,11 @@ def test_synthetic_protocol_problems_are_the_papers_data():
 def test_best_evidence_keeps_the_converged_run_of_highest_evidence():
     K, y = wavy_problem(40, 2)
     grid = (0.1, 1.0, 100.0)
-    chosen = infer(K, y, NoisyStep(0.1), BestEvidence(tuple(RelaxedEP(c) for c in grid)), max_sweeps=100)
-    runs = [infer(K, y, NoisyStep(0.1), RelaxedEP(c), max_sweeps=100) for c in grid]
+    # (30 sweeps: c = 1 and 100 converge in 7, c = 0.1 in none of 100, which took 2/3 of the test's time)
+    chosen = infer(K, y, NoisyStep(0.1), BestEvidence(tuple(RelaxedEP(c) for c in grid)), max_sweeps=30)
+    runs = [infer(K, y, NoisyStep(0.1), RelaxedEP(c), max_sweeps=30) for c in grid]
     ok = [r for r in runs if r.converged]
-    assert ok and chosen.converged
+    assert ok and chosen.converged and len(ok) < len(runs)  # (a run that did not converge is passed over)
     assert chosen.log_evidence == max(r.log_evidence for r in ok)
     assert [a.method.rule for a in chosen.attempts] == [RelaxedEP(c) for c in grid]
 
