@@ -170,8 +170,10 @@ def test_against_brute_force(case):
 
 @pytest.mark.parametrize("case", ["synth100_power"])
 def test_rule_against_brute_force(case):
-    """Power EP's full cavity (one rule in the default run; the others: the slow test below)."""
-    _check(*RULE_CASES[case])
+    """Power EP's full cavity (one rule in the default run, every second row: measured [0.0034, 0.043, +0.043];
+    every row and the other rules: the slow test below)."""
+    make, mean_tol, max_tol, _ = RULE_CASES[case]
+    _check(make, mean_tol, max_tol, 2)
 
 
 @pytest.mark.slow
