@@ -279,10 +279,16 @@ def test_sparse_with_inducing_inputs_at_the_training_inputs_is_dense():
                                dense.log_marginal_likelihood(theta, True)[1], rtol=1e-4, atol=1e-4)  # fmt: skip
 
 
-def test_learning_raises_the_evidence_and_sparse_fits_learn_too():
+@pytest.fixture(scope="module")
+def learned_fit():
+    """The defaults' fit on 60 rows (one search for the learning test and the predictive's Monte Carlo test)."""
     X, y, _ = hetero_set(60, 2)
+    return X, y, GPHeteroscedasticRegressor(random_state=0).fit(X, y)
+
+
+def test_learning_raises_the_evidence_and_sparse_fits_learn_too(learned_fit):
+    X, y, learned = learned_fit
     fixed = GPHeteroscedasticRegressor(optimizer=None).fit(X, y)
-    learned = GPHeteroscedasticRegressor().fit(X, y)
     sparse = GPHeteroscedasticRegressor(inducing_points=15, random_state=0).fit(X, y)
     assert learned.log_marginal_likelihood_value_ > fixed.log_marginal_likelihood_value_
     assert sparse.converged_ and sparse.inducing_points_.shape == (15, 1)
@@ -320,9 +326,8 @@ def test_the_defaults_beat_a_homoscedastic_fit_in_test_nlpd():
     assert noise[1] > 4 * noise[0]  # the truth: 0.018 and 0.36
 
 
-def test_the_predictive_interval_noise_and_draws_agree_with_monte_carlo():
-    X, y, _ = hetero_set(60, 7)
-    est = GPHeteroscedasticRegressor(random_state=0).fit(X, y)
+def test_the_predictive_interval_noise_and_draws_agree_with_monte_carlo(learned_fit):
+    est = learned_fit[2]
     Xt = np.array([[-2.0], [0.5], [2.5]])
     low, high = est.predict_interval(Xt, level=0.9)
     draws = est.sample_y(Xt, n_samples=40000, random_state=1)
