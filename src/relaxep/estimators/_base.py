@@ -38,6 +38,7 @@ from relaxep.estimators._checks import check_restarts, random_state_of
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._integrate import check_integrate
 from relaxep.estimators._latent_fit import LatentFit
+from relaxep.estimators._markov import resolve_representation
 from relaxep.estimators._model import LooTerms
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
@@ -281,8 +282,11 @@ class _LatentGPEstimator(_GPEstimatorBase):
     """The base of the one-latent estimators (module docstring): the plan of a fit, dense or sparse.
 
     Subclasses store, beside :class:`_GPEstimatorBase`'s, the parameters read here: ``schedule``, ``warm_start``,
-    ``inducing_points``, ``inducing_init``, ``learn_inducing_points``, ``optimizer_subset``.
+    ``inducing_points``, ``inducing_init``, ``learn_inducing_points``, ``optimizer_subset``, ``representation``.
     """
+
+    #: the prior's representation, where an estimator takes no such parameter: dense (or sparse by inducing points)
+    representation: str = "dense"
 
     schedule: Any
     warm_start: bool
@@ -291,11 +295,21 @@ class _LatentGPEstimator(_GPEstimatorBase):
     learn_inducing_points: bool
     optimizer_subset: int | None
 
-    def _plan(self, X: Any, n_learned: int, dense: bool = False, ml_ii: bool = False) -> LatentFit:
+    def _plan(self, X: Any, n_learned: int, dense: bool = False, ml_ii: bool = False, exact: bool = False) -> LatentFit:
         """The plan of a fit on the rows ``X`` with ``n_learned`` hyperparameters: dense, or sparse where
         ``inducing_points`` is given (:meth:`SparseFit.plan <relaxep.estimators._plan.SparseFit.plan>`) and not
-        ``dense`` (a sparse model that learns its kernel by a dense search first); ``ml_ii``: :meth:`_search`'s."""
+        ``dense`` (a sparse model that learns its kernel by a dense search first; ``exact``: scikit-learn's closed
+        form), or Markov as ``representation``
+        says (:func:`~relaxep.estimators._markov.resolve_representation`; stored as ``representation_``); ``ml_ii``:
+        :meth:`_search`'s."""
         sparse = None
+        if dense:
+            chosen = "dense"
+        else:
+            chosen = resolve_representation(
+                self.representation, self.kernel_, X, sparse=self.inducing_points is not None, exact=exact
+            )
+        self.representation_ = chosen
         if self.inducing_points is not None and not dense:
             sparse = SparseFit.plan(
                 X, inducing_points=self.inducing_points, inducing_init=self.inducing_init,
@@ -308,5 +322,5 @@ class _LatentGPEstimator(_GPEstimatorBase):
         learn = sparse is None and self.optimizer is not None and n_learned > 0
         return LatentFit(
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
-            self._rng() if learn else None, sparse,
+            self._rng() if learn else None, sparse, chosen == "markov",
         )  # fmt: skip

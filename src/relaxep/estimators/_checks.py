@@ -257,3 +257,13 @@ def check_host_arrays(estimator: str, **arrays: Any) -> None:
                 f"{name}: {estimator} fits numpy arrays only; got an array of another library. Convert it with "
                 "numpy.asarray (GPClassifier and GPRegressor run on other array libraries' devices)"
             )
+
+
+def resolve_normalize_y(normalize_y: bool | str, kernel: Kernel | None, likelihood: Likelihood | None) -> bool:
+    """Whether a regressor centres and scales its targets: ``normalize_y``, its ``"auto"`` resolved (on for the
+    default model, no kernel and no likelihood; off otherwise); a ``ValueError`` naming it for any other value."""
+    if isinstance(normalize_y, (bool, np.bool_)):
+        return bool(normalize_y)
+    if normalize_y != "auto":
+        raise ValueError(f"normalize_y must be True, False or 'auto', got {normalize_y!r}")
+    return kernel is None and likelihood is None

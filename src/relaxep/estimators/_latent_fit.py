@@ -11,6 +11,7 @@ import numpy as np
 from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
+from relaxep.estimators._markov import _MarkovPriors
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
@@ -36,7 +37,9 @@ class LatentFit:
     rng : RandomState or None
         A dense fit's search random state; ``None``: nothing is learned (a sparse fit's is its plan's).
     sparse : SparseFit or None
-        A sparse (FITC) fit's plan; ``None``: the dense prior.
+        A sparse (FITC) fit's plan; ``None``: the dense prior, or the Markov one.
+    markov : bool
+        The Markov (state-space) prior (:mod:`relaxep.estimators._markov`).
     """
 
     schedule: Any
@@ -47,6 +50,7 @@ class LatentFit:
     policy: SearchPolicy
     rng: np.random.RandomState | None = None
     sparse: SparseFit | None = None
+    markov: bool = False
 
     def options(self, rule: Any) -> dict[str, Any]:
         """The model's options for a fit by ``rule``: the runs' and the search policy's."""
@@ -66,7 +70,7 @@ def fit_latent(
     y: Array,
     latent_noise: float,
 ) -> tuple[M, FitReport]:
-    """``model`` fitted on ``(X, y)`` as ``plan`` says: dense, or sparse (FITC) from ``plan.sparse``'s inducing
+    """``model`` fitted on ``(X, y)`` as ``plan`` says: dense, Markov, or sparse (FITC) from ``plan.sparse``'s inducing
     inputs (the fitted model's ``Z``: the learned ones); the hyperparameters learned where the plan learns them.
 
     The search scores a run that does not converge as ``-inf`` (a region to leave); the policy's
@@ -74,6 +78,7 @@ def fit_latent(
     """
     options = plan.options(rule)
     if plan.sparse is None:
-        fitted = model(_DensePriors(latent_noise), kernel, likelihood, rule, plan.search, **options)
+        priors = _MarkovPriors(latent_noise) if plan.markov else _DensePriors(latent_noise)
+        fitted = model(priors, kernel, likelihood, rule, plan.search, **options)
         return fitted, fitted.fit(X, y, plan.rng)
     return fit_sparse_model(plan.sparse, model, kernel, likelihood, rule, plan.search, X, y, latent_noise, **options)

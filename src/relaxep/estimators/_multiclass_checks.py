@@ -28,14 +28,17 @@ def check_class_kernels(kernel: CompoundKernel, n_classes: int, multi_class: str
 
 
 def check_joint_options(estimator: Any, likelihood: Any) -> None:
-    """The joint model's ``likelihood`` (multi-class), ``rule`` (none), ``optimizer_subset`` (at least ``C``) and,
-    with ``inducing_points``, the sparse model's: the multinomial probit, one kernel, no stochastic search."""
+    """The joint model's ``likelihood`` (multi-class), ``representation`` (not Markov), ``rule`` (none),
+    ``optimizer_subset`` (at least ``C``) and, with ``inducing_points``, the sparse model's: the multinomial probit,
+    one kernel, no stochastic search."""
     if not isinstance(likelihood, MulticlassLikelihood):
         raise TypeError(
             "with more than two classes and multi_class='joint', likelihood must be a multi-class likelihood "
             f"(relaxep.MultinomialProbit or relaxep.RobustMax), got {likelihood!r}; "
             "use multi_class='one_vs_rest' for a binary likelihood"
         )
+    if getattr(estimator, "representation", "auto") == "markov":
+        raise ValueError("representation='markov': binary or one-vs-rest fits only; the joint model is dense")
     rule = estimator.rule
     if rule is not None and not (isinstance(rule, str) and rule == "auto"):
         raise ValueError(f"rule={rule!r} does not apply to joint multi-class inference (nested EP); leave it None")

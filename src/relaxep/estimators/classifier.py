@@ -1,12 +1,10 @@
 r"""``GPClassifier``: a scikit-learn estimator for EP, Power EP and Relaxed EP.
 
-The estimator is thin: it validates input, maps the two classes to ``{-1, +1}``, picks one
-fitted model (:mod:`relaxep.estimators._models`) and delegates to it, as scikit-learn's
-``GaussianProcessClassifier`` delegates to its ``base_estimator_``: EP on the dense prior,
-or with ``inducing_points`` on the sparse (FITC) prior of :mod:`relaxep.posterior.sparse`
-(learning the inducing inputs with the kernel), and with more than two classes the joint
-multi-class model or one-vs-rest.  The kernel's hyperparameters are learned by maximising the
-EP evidence (:mod:`relaxep.estimators._search`), or left to ``GridSearchCV``.
+The estimator is thin: it validates input, maps the two classes to ``{-1, +1}``, picks one fitted model
+(:mod:`relaxep.estimators._models`) and delegates to it, as scikit-learn's ``GaussianProcessClassifier`` delegates
+to its ``base_estimator_``: EP on the dense prior, the Markov one (:mod:`relaxep.posterior.markov`) or with
+``inducing_points`` the sparse (FITC) one, and with more than two classes the joint multi-class model or
+one-vs-rest.  The hyperparameters are learned by the EP evidence (:mod:`relaxep.estimators._search`).
 """
 
 from __future__ import annotations
@@ -181,6 +179,10 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         Chopin 2009) or a grid around the MAP, scaled by the log posterior's Hessian, one EP fit per point;
         predictions and ``loo()`` are the weighted mixture, ``hyper_samples_`` the points (the user guide).
 
+    representation : {"auto", "dense", "markov"}, default "auto"
+        ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
+        (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
+        (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -232,6 +234,7 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         callback: Callable[[SearchStep], Any] | None = None,
         prior: Any = "auto",
         integrate: str = "map",
+        representation: str = "auto",
     ) -> None:
         store_parameters(self, locals())
 

@@ -98,6 +98,10 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         Chopin 2009) or a grid around the MAP, scaled by the log posterior's Hessian, one EP fit per point;
         predictions and ``loo()`` are the weighted mixture, ``hyper_samples_`` the points (the user guide).
 
+    representation : {"auto", "dense", "markov"}, default "auto"
+        ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
+        (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
+        (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     Attributes
     ----------
     classes_ : ndarray of shape (K,)
@@ -138,6 +142,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         decision: str = "mode",
         prior: Any = "auto",
         integrate: str = "map",
+        representation: str = "auto",
     ) -> None:
         store_parameters(self, locals())
 

@@ -38,11 +38,13 @@ from relaxep.estimators._checks import (
     check_regression_likelihood,
     check_rule,
     input_format,
+    resolve_normalize_y,
     store_parameters,
 )
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
+from relaxep.estimators._markov import resolve_representation
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
@@ -56,16 +58,6 @@ __all__ = ["DEFAULT_NOISE", "GPRegressor", "resolve_normalize_y"]
 
 #: the default model's noise variance at the search's start, in normalised units (scikit-learn's users' ``WhiteKernel``)
 DEFAULT_NOISE = 0.1
-
-
-def resolve_normalize_y(normalize_y: bool | str, kernel: Kernel | None, likelihood: Likelihood | None) -> bool:
-    """Whether a regressor centres and scales its targets: ``normalize_y``, its ``"auto"`` resolved (on for the
-    default model, no kernel and no likelihood; off otherwise); a ``ValueError`` naming it for any other value."""
-    if isinstance(normalize_y, (bool, np.bool_)):
-        return bool(normalize_y)
-    if normalize_y != "auto":
-        raise ValueError(f"normalize_y must be True, False or 'auto', got {normalize_y!r}")
-    return kernel is None and likelihood is None
 
 
 class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
@@ -151,6 +143,10 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         Chopin 2009) or a grid around the MAP, scaled by the log posterior's Hessian, one EP fit per point;
         predictions and ``loo()`` are the weighted mixture, ``hyper_samples_`` the points (the user guide).
 
+    representation : {"auto", "dense", "markov"}, default "auto"
+        ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
+        (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
+        (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     Attributes
     ----------
     kernel_ : Kernel, with the learned hyperparameters
@@ -197,6 +193,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         callback: Callable[[SearchStep], Any] | None = None,
         prior: Any = "auto",
         integrate: str = "map",
+        representation: str = "auto",
     ) -> None:
         store_parameters(self, locals())
 
@@ -258,18 +255,22 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         if self.optimizer is not None and n_learned > 0:
             HyperVector(self.kernel_, likelihood).check_restarts(self.n_restarts_optimizer)
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
-        with fit_threads(self.X_train_.shape[0], dense=self.inducing_points is None):
-            if exact and self.inducing_points is None:
-                plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii)
+        sparse = self.inducing_points is not None
+        markov = resolve_representation(self.representation, self.kernel_, X, sparse=sparse, exact=exact) == "markov"
+        if markov and likelihood is None:  # (scikit-learn's model by the Kalman smoother: its noise alpha, fixed)
+            likelihood, alpha = Gaussian(self._check_alpha(y.shape[0]), "fixed"), 0.0
+        with fit_threads(self.X_train_.shape[0], dense=not sparse):
+            if exact and not sparse and not markov:
+                plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii, exact=True)
                 model: Any = device_exact_model(self.kernel_, alpha, likelihood, plan.search, self.X_train_)
                 report = model.fit(self.X_train_, self.y_train_, plan.rng)
                 self.L_, self.alpha_ = model.L_, model.alpha_
             else:
-                model, report = self._fit_latent(likelihood, alpha, n_learned, sparse_default)
+                model, report = self._fit_latent(likelihood, alpha, n_learned, sparse_default, ml_ii)
         return self._finish(model, report)
 
     def _fit_latent(
-        self, likelihood: Likelihood, alpha: Any, n_learned: int, sparse_default: bool = False
+        self, likelihood: Likelihood, alpha: Any, n_learned: int, sparse_default: bool = False, ml_ii: bool = False
     ) -> tuple[_LatentModel, FitReport]:
         """A latent model's fit (EP, dense or FITC), or with ``sparse_default`` sparse Gaussian regression in
         closed form (:class:`~relaxep.estimators._sparse_gaussian._SparseGaussianModel`)."""
@@ -284,7 +285,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             what = "with inducing_points" if sparse_default else "with a non-Gaussian likelihood"
             raise ValueError(f"alpha must be a scalar {what} (it is latent jitter)")
         rule = None if sparse_default else ("auto" if self.rule is None else self.rule)
-        plan = self._plan(self.X_train_, n_learned)
+        plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii)
         model = _SparseGaussianModel if sparse_default else _LatentModel
         return fit_latent(plan, model, self.kernel_, likelihood, rule, self.X_train_, y, alpha)
 

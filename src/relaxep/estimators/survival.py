@@ -99,6 +99,10 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         :class:`~relaxep.GPRegressor`'s, the latent's scale that of the intercept-only model's log-time noise
         (1 for proportional hazards, the log relative hazard's).
 
+    representation : {"auto", "dense", "markov"}, default "auto"
+        ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
+        (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
+        (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     Attributes
     ----------
     kernel_, likelihood_ : the fitted kernel and likelihood (an AFT's ``location`` and shape, a PH's hazards)
@@ -147,6 +151,7 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         verbose: int = 0,
         callback: Any = None,
         prior: Any = "auto",
+        representation: str = "auto",
     ) -> None:
         store_parameters(self, locals())
 
