@@ -9,6 +9,8 @@
 * :func:`load_coal_mining` reads the yearly counts of British coal-mining disasters, 1851-1962
   (Jarrett 1979, *A note on the intervals between coal-mining disasters*, Biometrika 66), binned
   from the dates of R's ``boot::coal``: 191 disasters in 112 years.
+* :func:`load_lynx` reads the annual Canadian lynx trappings, 1821-1934 (Elton & Nicholson 1942), R's
+  ``datasets::lynx``: a count series with a cycle of about ten years.
 
 Provenance, licences, checksums and the conversion are described in ``data/README.md``.
 """
@@ -20,7 +22,7 @@ from numpy.typing import NDArray
 
 from relaxep.datasets.registry import PACKAGED_DATA
 
-__all__ = ["ORDINAL_DATASETS", "load_coal_mining", "load_ordinal"]
+__all__ = ["ORDINAL_DATASETS", "load_coal_mining", "load_lynx", "load_ordinal"]
 
 #: the shipped ordinal data sets: name -> (n_samples, n_features, n_classes, n_train, n_test)
 ORDINAL_DATASETS: dict[str, tuple[int, int, int, int, int]] = {
@@ -79,4 +81,18 @@ def load_coal_mining() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         Disasters in each year; they sum to 191.
     """
     table = np.loadtxt(PACKAGED_DATA / "coal_mining.csv", delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
+    return table[:, 0].copy(), table[:, 1].copy()
+
+
+def load_lynx() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """``(years, trappings)``: Canadian lynx trapped in the Mackenzie River district per year, 1821-1934.
+
+    Returns
+    -------
+    years : ndarray of shape (114,), int64
+        1821, 1822, ..., 1934.
+    trappings : ndarray of shape (114,), int64
+        Lynx trapped in each year (39 to 6991).
+    """
+    table = np.loadtxt(PACKAGED_DATA / "lynx.csv", delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
     return table[:, 0].copy(), table[:, 1].copy()

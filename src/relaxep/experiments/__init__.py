@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
-|heteroscedastic|modelcomparison|survival|constrained_bo|likelihoods --out DIR`` or
+|heteroscedastic|modelcomparison|survival|constrained_bo|likelihoods|markov --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -15,6 +15,7 @@ from relaxep.experiments.studies import (
     counts,
     heteroscedastic,
     likelihoods,
+    markov,
     modelcomparison,
     multiclass,
     ordinal,
@@ -47,6 +48,7 @@ STUDIES: dict[str, Study] = {
         survival.STUDY,
         constrained_bo.STUDY,
         likelihoods.STUDY,
+        markov.STUDY,
     )
 }
 
