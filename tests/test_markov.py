@@ -198,6 +198,23 @@ def test_the_regressor_ordinal_and_survival_estimators_run_markov():
     np.testing.assert_allclose(b.predict(X[:20]), a.predict(X[:20]), atol=1e-7)
 
 
+def test_scikit_learns_gaussian_regression_in_markov_form_is_the_closed_form():
+    rng = np.random.default_rng(8)
+    X = np.sort(rng.uniform(0.0, 10.0, 250))[:, None]
+    y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(250)
+    dense, markov = (
+        GPRegressor(Matern(1.0, nu=1.5), alpha=0.01, representation=r).fit(X, y) for r in ("dense", "markov")
+    )
+    assert markov.representation_ == "markov" and hasattr(dense, "L_")  # (the dense one is scikit-learn's closed form)
+    np.testing.assert_allclose(markov.kernel_.theta, dense.kernel_.theta, atol=1e-5)
+    assert markov.log_marginal_likelihood_value_ == pytest.approx(dense.log_marginal_likelihood_value_, abs=1e-8)
+    X_test = np.linspace(-1.0, 12.0, 27)[:, None]
+    for got, want in zip(markov.predict(X_test, return_std=True), dense.predict(X_test, return_std=True), strict=True):
+        np.testing.assert_allclose(got, want, atol=1e-7)
+    with pytest.raises(ValueError, match="alpha must be a scalar"):
+        GPRegressor(Matern(1.0, nu=1.5), alpha=np.full(250, 0.01), representation="markov").fit(X, y)
+
+
 def test_auto_goes_markov_only_where_it_is_exact_and_faster(monkeypatch):
     X, y = _binary(220)
     matern = C(1.0) * Matern(1.0, nu=1.5)
@@ -223,3 +240,18 @@ def test_bad_representations_are_refused_by_name():
         GPClassifier(Matern(nu=1.5), representation="markov", inducing_points=5).fit(X, y)
     with pytest.raises(ValueError, match="nu"):
         GPClassifier(Matern(nu=3.5), representation="markov").fit(X, y)
+
+
+@pytest.mark.slow
+def test_markov_ep_is_dense_ep_at_2000_points():
+    x, y, lik = _series(2000, 7, "probit")
+    kernel = C(1.5) * Matern(0.5, nu=2.5)
+    dense = DensePrior.from_kernel(kernel, x[:, None], 1e-6, eval_gradient=True)
+    markov = MarkovPrior.from_kernel(kernel, x[:, None], 1e-6)
+    d, m = (infer(p, y, lik, EP(), schedule="parallel", tol=1e-9, max_sweeps=300) for p in (dense, markov))
+    assert d.n_sweeps == m.n_sweeps
+    np.testing.assert_allclose(m.site_precision, d.site_precision, atol=1e-8)
+    np.testing.assert_allclose(m.marginal_var, d.marginal_var, atol=1e-8)
+    assert m.log_evidence == pytest.approx(d.log_evidence, abs=1e-8)
+    gd = d.posterior.prior_evidence_gradient(dense, kernel)
+    np.testing.assert_allclose(m.posterior.prior_evidence_gradient(markov, kernel), gd, rtol=1e-6)

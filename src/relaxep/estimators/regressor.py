@@ -4,13 +4,11 @@ r"""``GPRegressor``: scikit-learn's ``GaussianProcessRegressor``, with robust li
 standardised, :math:`(y - \bar y)/s_y = f(x) + \varepsilon`, :math:`f \sim GP(0, c\,k_{RBF}(x, x'; \ell))`,
 :math:`\varepsilon \sim N(0, \sigma^2)`, with :math:`c`, :math:`\ell` and :math:`\sigma^2` learned by the evidence
 under the default hyperpriors (the MAP), dense or with ``inducing_points`` sparse: one model at every size.  Given a
-kernel and no likelihood it is scikit-learn's model and algorithm (:mod:`relaxep.estimators._exact`: EP's fixed
-point is then the exact posterior, computed in closed form); with ``inducing_points`` sparse regression with its
-Gaussian noise learned by Titsias' collapsed bound, also in closed form (:mod:`relaxep.estimators._sparse_gaussian`).
-With a :class:`~relaxep.likelihoods.StudentT` or :class:`~relaxep.likelihoods.Laplace` likelihood the latent
-posterior is EP's (or any rule's or inference method's; ``rule="auto"`` converges where EP does not), with the
-likelihood's hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo & Vehtari 2011,
-"Robust Gaussian process regression with a Student-t likelihood", JMLR 12), dense or sparse (FITC).
+kernel and no likelihood it is scikit-learn's model and algorithm (:mod:`relaxep.estimators._exact`, in closed
+form; sparse: Titsias' collapsed bound, :mod:`relaxep.estimators._sparse_gaussian`).  With another likelihood
+(:class:`~relaxep.likelihoods.StudentT`, counts, ...) the latent posterior is EP's (or any rule's; ``rule="auto"``
+converges where EP does not), its hyperparameters learned with the kernel's by the EP evidence (Jylanki, Vanhatalo
+& Vehtari 2011, JMLR 12), dense, sparse (FITC) or Markov (one input, :mod:`relaxep.posterior.markov`).
 """
 
 from __future__ import annotations
@@ -258,7 +256,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         sparse = self.inducing_points is not None
         markov = resolve_representation(self.representation, self.kernel_, X, sparse=sparse, exact=exact) == "markov"
         if markov and likelihood is None:  # (scikit-learn's model by the Kalman smoother: its noise alpha, fixed)
-            likelihood, alpha = Gaussian(self._check_alpha(y.shape[0]), "fixed"), 0.0
+            if np.ndim(alpha) > 0:
+                raise ValueError("alpha must be a scalar with representation='markov' (the Gaussian noise)")
+            likelihood, alpha = Gaussian(alpha, "fixed"), 0.0
         with fit_threads(self.X_train_.shape[0], dense=not sparse):
             if exact and not sparse and not markov:
                 plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii, exact=True)
