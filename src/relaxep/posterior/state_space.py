@@ -120,7 +120,7 @@ class StateSpace:
         ``(m, m, k)``."""
         a = self.transition(theta, dt)
         pinf = self.stationary_cov(theta)
-        apa = np.einsum("ijk,jl,mlk->imk", a, pinf, a)
+        apa = np.einsum("ilk,mlk->imk", np.einsum("ijk,jl->ilk", a, pinf), a)  # (two products: O(m^3) a step)
         q = pinf[:, :, None] - apa
         return a, 0.5 * (q + q.transpose(1, 0, 2))
 
