@@ -307,7 +307,11 @@ class _LatentGPEstimator(_GPEstimatorBase):
             chosen = "dense"
         else:
             chosen = resolve_representation(
-                self.representation, self.kernel_, X, sparse=self.inducing_points is not None, exact=exact
+                self.representation,
+                getattr(self, "kernel_", self.kernel),
+                X,
+                sparse=self.inducing_points is not None,
+                exact=exact,
             )
         self.representation_ = chosen
         if self.inducing_points is not None and not dense:

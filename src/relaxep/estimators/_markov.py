@@ -60,7 +60,7 @@ def resolve_representation(representation: Any, kernel: Kernel, X: Any, *, spars
         return "markov"
     n = X.shape[0]
     markov = (
-        d == 1 and n >= MARKOV_FROM and not exact and namespace(X).on_host and is_markov(kernel)
+        d == 1 and n >= MARKOV_FROM and not exact and namespace(X).on_host and kernel is not None and is_markov(kernel)
         and not _periodic(kernel)
     )  # fmt: skip
     return "markov" if markov else "dense"

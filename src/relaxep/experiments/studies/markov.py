@@ -1,4 +1,4 @@
-"""Markov (state-space) EP on real series against the dense fit it must equal (issue 65).
+"""Markov (state-space) EP on real series against the dense fit it must equal.
 
 * **Coal-mining disasters** (112 yearly counts, 1851-1962): Poisson EP with a Matérn-1/2 kernel, its hyperparameters
   learned by the EP evidence, dense and Markov: the learned kernels, the evidences, the largest differences of the
