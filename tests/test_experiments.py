@@ -152,6 +152,7 @@ def test_the_registry_lists_every_study_and_all_means_the_papers():
         "constrained_bo",
         "likelihoods",
         "markov",
+        "monotone",
     ]
     assert PAPER_STUDIES == ("toy", "synthetic", "uci")
     with pytest.raises(ValueError, match="unknown studies"):

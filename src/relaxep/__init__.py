@@ -17,6 +17,7 @@ from relaxep.errors import (
     KernelNotPositiveDefiniteError,
     MemoryLimitError,
 )
+from relaxep.estimators._shape import Derivatives
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor, DaskGPSurvivalRegressor
 from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
@@ -50,6 +51,7 @@ __all__ = [
     "DaskGPRegressor",
     "DaskGPSurvivalRegressor",
     "DensePrior",
+    "Derivatives",
     "DivergenceError",
     "DoubleLoopEP",
     "FractionalEP",

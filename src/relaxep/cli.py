@@ -103,6 +103,7 @@ _REPRODUCE_EXAMPLES = """examples:
   relaxep reproduce constrained_bo --quick --out bo     BO with hidden failures and preferences (pip install botorch)
   relaxep reproduce likelihoods --out docs/likelihoods binomial, beta, zero-inflated/hurdle, quantile GPs vs statsmodels
   relaxep reproduce markov --out docs/markov           state-space EP on coal mining and lynx vs the dense fit
+  relaxep reproduce monotone --out docs/monotone       monotone GPs: Broffitt's mortality, a psychometric function
   relaxep reproduce robustness --scheduler tcp://host:8786 --out rob
                                                         on an existing Dask cluster (pip install "relaxep[dask]")
 

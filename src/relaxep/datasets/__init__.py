@@ -4,7 +4,7 @@ ordinal, count, survival, multi-class and GLM (binomial, beta, count) data."""
 from relaxep.datasets._download import fetch
 from relaxep.datasets.glm import GLM_DATASETS, load_glm
 from relaxep.datasets.multiclass import load_crabs, load_glass, load_penguins, make_waveform
-from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_coal_mining, load_lynx, load_ordinal
+from relaxep.datasets.ordinal import ORDINAL_DATASETS, load_broffitt, load_coal_mining, load_lynx, load_ordinal
 from relaxep.datasets.registry import DATASETS, DatasetInfo, dataset_info, get_data_home
 from relaxep.datasets.regression import (
     REGRESSION_DATASETS,
@@ -38,6 +38,7 @@ __all__ = [
     "fixed_splits",
     "flip_labels",
     "get_data_home",
+    "load_broffitt",
     "load_coal_mining",
     "load_crabs",
     "load_dataset",

@@ -9,6 +9,8 @@
 * :func:`load_coal_mining` reads the yearly counts of British coal-mining disasters, 1851-1962
   (Jarrett 1979, *A note on the intervals between coal-mining disasters*, Biometrika 66), binned
   from the dates of R's ``boot::coal``: 191 disasters in 112 years.
+* :func:`load_broffitt` reads Broffitt's mortality table (deaths and person-years at ages 35-64), the data of
+  GPstuff's monotone-GP demo: a rate known to rise with age.
 * :func:`load_lynx` reads the annual Canadian lynx trappings, 1821-1934 (Elton & Nicholson 1942), R's
   ``datasets::lynx``: a count series with a cycle of about ten years.
 
@@ -22,7 +24,7 @@ from numpy.typing import NDArray
 
 from relaxep.datasets.registry import PACKAGED_DATA
 
-__all__ = ["ORDINAL_DATASETS", "load_coal_mining", "load_lynx", "load_ordinal"]
+__all__ = ["ORDINAL_DATASETS", "load_broffitt", "load_coal_mining", "load_lynx", "load_ordinal"]
 
 #: the shipped ordinal data sets: name -> (n_samples, n_features, n_classes, n_train, n_test)
 ORDINAL_DATASETS: dict[str, tuple[int, int, int, int, int]] = {
@@ -96,3 +98,21 @@ def load_lynx() -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """
     table = np.loadtxt(PACKAGED_DATA / "lynx.csv", delimiter=",", skiprows=1, dtype=np.int64, ndmin=2)
     return table[:, 0].copy(), table[:, 1].copy()
+
+
+def load_broffitt() -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+    """``(ages, exposure, deaths)``: Broffitt's (1988) mortality table, ages 35-64.
+
+    ``deaths ~ Poisson(exposure * exp(f(age)))`` with ``f`` rising with age is the model of GPstuff's monotone-GP
+    example; the table is J. D. Broffitt, *Increasing and increasing convex Bayesian graduation*, Transactions of the
+    Society of Actuaries 40 (1988).
+
+    Returns
+    -------
+    ages : ndarray of shape (30,), int64
+    exposure : ndarray of shape (30,), float64
+        Person-years at risk.
+    deaths : ndarray of shape (30,), int64
+    """
+    table = np.loadtxt(PACKAGED_DATA / "broffitt.csv", delimiter=",", skiprows=1, ndmin=2)
+    return table[:, 0].astype(np.int64), table[:, 1].copy(), table[:, 2].astype(np.int64)

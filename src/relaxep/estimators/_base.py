@@ -42,6 +42,7 @@ from relaxep.estimators._markov import resolve_representation
 from relaxep.estimators._model import LooTerms
 from relaxep.estimators._plan import SparseFit, dense_or
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
+from relaxep.estimators._shape import ShapePlan, check_monotone
 from relaxep.hyper.log_prior import DataScales, check_prior, input_scales
 
 __all__ = ["_GPEstimatorBase", "_LatentGPEstimator"]
@@ -287,6 +288,10 @@ class _LatentGPEstimator(_GPEstimatorBase):
 
     #: the prior's representation, where an estimator takes no such parameter: dense (or sparse by inducing points)
     representation: str = "dense"
+    #: ``{dim: +1 or -1}``: the latent rises (falls) in those inputs, where an estimator takes ``monotone``
+    monotone: Any = None
+    #: observed derivatives for the next fit (:class:`~relaxep.estimators._shape.Derivatives`, checked, scaled)
+    _derivatives: Any = None
 
     schedule: Any
     warm_start: bool
@@ -303,7 +308,11 @@ class _LatentGPEstimator(_GPEstimatorBase):
         says (:func:`~relaxep.estimators._markov.resolve_representation`; stored as ``representation_``); ``ml_ii``:
         :meth:`_search`'s."""
         sparse = None
-        if dense:
+        monotone = check_monotone(self.monotone, X.shape[1] if getattr(X, "ndim", 2) == 2 else 1)
+        shape = ShapePlan(monotone, self._derivatives) if monotone or self._derivatives is not None else None
+        if shape is not None and (self.inducing_points is not None or self.representation == "markov"):
+            raise ValueError("monotone and observed derivatives: the dense representation only (no inducing_points)")
+        if dense or shape is not None:
             chosen = "dense"
         else:
             chosen = resolve_representation(
@@ -326,5 +335,5 @@ class _LatentGPEstimator(_GPEstimatorBase):
         learn = sparse is None and self.optimizer is not None and n_learned > 0
         return LatentFit(
             self.schedule, self.max_sweeps, self.tol, self.warm_start, search, self.search_policy,
-            self._rng() if learn else None, sparse, chosen == "markov",
+            self._rng() if learn else None, sparse, chosen == "markov", shape,
         )  # fmt: skip

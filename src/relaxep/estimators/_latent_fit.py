@@ -15,6 +15,7 @@ from relaxep.estimators._markov import _MarkovPriors
 from relaxep.estimators._models import _DensePriors, _LatentModel, fit_sparse_model
 from relaxep.estimators._plan import SparseFit
 from relaxep.estimators._search import FitReport, SearchPolicy, _EvidenceSearch
+from relaxep.estimators._shape import ShapePlan, fit_shaped
 from relaxep.likelihoods import Likelihood
 
 __all__ = ["LatentFit", "fit_latent"]
@@ -40,6 +41,8 @@ class LatentFit:
         A sparse (FITC) fit's plan; ``None``: the dense prior, or the Markov one.
     markov : bool
         The Markov (state-space) prior (:mod:`relaxep.estimators._markov`).
+    shape : ShapePlan or None
+        Observed derivatives or monotonicity (:mod:`relaxep.estimators._shape`); ``None``: neither.
     """
 
     schedule: Any
@@ -51,6 +54,7 @@ class LatentFit:
     rng: np.random.RandomState | None = None
     sparse: SparseFit | None = None
     markov: bool = False
+    shape: ShapePlan | None = None
 
     def options(self, rule: Any) -> dict[str, Any]:
         """The model's options for a fit by ``rule``: the runs' and the search policy's."""
@@ -77,6 +81,9 @@ def fit_latent(
     ``search_rule`` and stall window apply to the search's runs only, the final fit is by ``rule``.
     """
     options = plan.options(rule)
+    if plan.shape is not None:
+        shape = plan.shape
+        return fit_shaped(shape, model, kernel, likelihood, rule, plan.search, X, y, latent_noise, plan.rng, **options)
     if plan.sparse is None:
         priors = _MarkovPriors(latent_noise) if plan.markov else _DensePriors(latent_noise)
         fitted = model(priors, kernel, likelihood, rule, plan.search, **options)

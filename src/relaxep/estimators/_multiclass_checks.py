@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from sklearn.gaussian_process.kernels import CompoundKernel
+from sklearn.gaussian_process.kernels import RBF, CompoundKernel, ConstantKernel
 
+from relaxep.estimators._checks import check_device_kernel
 from relaxep.likelihoods.multiclass import MulticlassLikelihood, MultinomialProbit
 
 __all__ = ["check_class_kernels", "check_joint_options"]
@@ -39,6 +40,8 @@ def check_joint_options(estimator: Any, likelihood: Any) -> None:
         )
     if getattr(estimator, "representation", "auto") == "markov":
         raise ValueError("representation='markov': binary or one-vs-rest fits only; the joint model is dense")
+    if getattr(estimator, "monotone", None) is not None:
+        raise ValueError("monotone: binary or one-vs-rest fits only (multi_class='one_vs_rest')")
     rule = estimator.rule
     if rule is not None and not (isinstance(rule, str) and rule == "auto"):
         raise ValueError(f"rule={rule!r} does not apply to joint multi-class inference (nested EP); leave it None")
@@ -62,4 +65,19 @@ def check_joint_options(estimator: Any, likelihood: Any) -> None:
         raise ValueError(
             "optimizer='stochastic' does not apply to the sparse joint multi-class model: its kernel is "
             "learned by the dense joint model on optimizer_subset rows; use 'auto' or 'fmin_l_bfgs_b'"
+        )
+
+
+def check_array_api(estimator: Any, classes: Any) -> None:
+    """What a classifier runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse,
+    with an RBF or ConstantKernel * RBF kernel, and more than two classes one-vs-rest (one such binary model per
+    class, fitted in turn); the joint multi-class model is refused here, at the door, naming the path that runs
+    (the sparse plan refuses L-BFGS-B there)."""
+    kernel = ConstantKernel(1.0) * RBF(1.0) if estimator.kernel is None else estimator.kernel
+    check_device_kernel(kernel, estimator.n_features_in_, "GPClassifier")
+    if classes.size > 2 and estimator._multi_class() == "joint":
+        raise TypeError(
+            f"X: the joint multi-class model (nested EP over {classes.size} latents) runs on numpy arrays only; "
+            "on another array library (scikit-learn's array_api_dispatch) give multi_class='one_vs_rest', "
+            "which fits one binary model per class there, or pass numpy arrays"
         )

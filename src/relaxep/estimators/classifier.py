@@ -24,11 +24,11 @@ from relaxep._typing import Array
 from relaxep._xp import namespace, on_device_of, to_numpy
 from relaxep.estimators._active import _ActiveLearningMixin
 from relaxep.estimators._base import _LatentGPEstimator
-from relaxep.estimators._checks import check_device_kernel, check_jitter, check_model, input_format, store_parameters
+from relaxep.estimators._checks import check_jitter, check_model, input_format, store_parameters
 from relaxep.estimators._inducing import check_inducing_points
 from relaxep.estimators._latent_fit import fit_latent
 from relaxep.estimators._models import _BinaryModel, label_of
-from relaxep.estimators._multiclass_checks import check_class_kernels, check_joint_options
+from relaxep.estimators._multiclass_checks import check_array_api, check_class_kernels, check_joint_options
 from relaxep.estimators._multiclass_models import _JointModel, search_rows
 from relaxep.estimators._one_vs_rest import _OneVsRest
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
@@ -183,6 +183,9 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
         (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
+    monotone : dict {dim: +1 or -1} or None
+        The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP
+        (:mod:`relaxep.estimators._shape`); binary, dense only.
     Attributes
     ----------
     classes_ : ndarray of shape (n_classes,)
@@ -235,6 +238,7 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         prior: Any = "auto",
         integrate: str = "map",
         representation: str = "auto",
+        monotone: dict[int, int] | None = None,
     ) -> None:
         store_parameters(self, locals())
 
@@ -271,7 +275,7 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         if isinstance(self.kernel, CompoundKernel):
             check_class_kernels(self.kernel, classes.size, self._multi_class())
         if not numpy:
-            self._check_array_api(classes)
+            check_array_api(self, classes)
         self.classes_ = classes
         self.X_train_ = np.array(X, copy=True) if numpy else xp.asarray(X, copy=True)
         if classes.size > 2 and multi_class == "one_vs_rest":
@@ -299,20 +303,6 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
             return self.multi_class
         joint = isinstance(self.likelihood, MulticlassLikelihood) or isinstance(self.kernel, CompoundKernel)
         return "joint" if joint else "one_vs_rest"
-
-    def _check_array_api(self, classes: NDArray) -> None:
-        """What runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse, with
-        an RBF or ConstantKernel * RBF kernel, and more than two classes one-vs-rest (one such binary model per
-        class, fitted in turn); the joint multi-class model is refused here, at the door, naming the path that runs
-        (the sparse plan refuses L-BFGS-B there)."""
-        kernel = ConstantKernel(1.0) * RBF(1.0) if self.kernel is None else self.kernel
-        check_device_kernel(kernel, self.n_features_in_, "GPClassifier")
-        if classes.size > 2 and self._multi_class() == "joint":
-            raise TypeError(
-                f"X: the joint multi-class model (nested EP over {classes.size} latents) runs on numpy arrays only; "
-                "on another array library (scikit-learn's array_api_dispatch) give multi_class='one_vs_rest', "
-                "which fits one binary model per class there, or pass numpy arrays"
-            )
 
     def _at(self, X: ArrayLike, method: str) -> tuple[Any, Any]:
         """``X`` validated, and the fitted model's ``method`` at it (numpy, on the host)."""

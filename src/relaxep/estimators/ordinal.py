@@ -102,6 +102,9 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
         (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
+    monotone : dict {dim: +1 or -1} or None
+        The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP
+        (:mod:`relaxep.estimators._shape`); binary, dense only.
     Attributes
     ----------
     classes_ : ndarray of shape (K,)
@@ -143,6 +146,7 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         prior: Any = "auto",
         integrate: str = "map",
         representation: str = "auto",
+        monotone: dict[int, int] | None = None,
     ) -> None:
         store_parameters(self, locals())
 

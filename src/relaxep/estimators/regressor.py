@@ -23,7 +23,7 @@ from numpy.typing import ArrayLike
 from sklearn.base import MultiOutputMixin, RegressorMixin, clone
 from sklearn.gaussian_process.kernels import RBF, ConstantKernel, Kernel
 from sklearn.preprocessing._data import _handle_zeros_in_scale
-from sklearn.utils.validation import check_is_fitted, check_random_state, validate_data
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from relaxep._memory import check_memory, dense_bytes
 from relaxep._threads import fit_threads
@@ -39,6 +39,7 @@ from relaxep.estimators._checks import (
     resolve_normalize_y,
     store_parameters,
 )
+from relaxep.estimators._draws import PriorAndDraws
 from relaxep.estimators._exact_device import device_exact_model
 from relaxep.estimators._hyper import HyperVector
 from relaxep.estimators._latent_fit import fit_latent
@@ -46,6 +47,7 @@ from relaxep.estimators._markov import resolve_representation
 from relaxep.estimators._models import _LatentModel
 from relaxep.estimators._predictive import TargetPredictive, log_exposure
 from relaxep.estimators._search import ROBUST, FitReport, SearchStep
+from relaxep.estimators._shape import Derivatives, observed_derivatives
 from relaxep.estimators._sparse_gaussian import _SparseGaussianModel
 from relaxep.inference import InferenceMethod
 from relaxep.inference.schedules import Schedule
@@ -58,7 +60,7 @@ __all__ = ["DEFAULT_NOISE", "GPRegressor", "resolve_normalize_y"]
 DEFAULT_NOISE = 0.1
 
 
-class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
+class GPRegressor(TargetPredictive, PriorAndDraws, MultiOutputMixin, RegressorMixin, _LatentGPEstimator):
     r"""Gaussian process regression, robust to outliers with a Student-t or Laplace likelihood (by EP).
 
     The first eight parameters, the methods and the fitted attributes are scikit-learn's
@@ -145,6 +147,9 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
         (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
+    monotone : dict {dim: +1 or -1} or None
+        The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP, placed where the
+        posterior's slope has the wrong sign (:mod:`relaxep.estimators._shape`); every likelihood, dense only.
     Attributes
     ----------
     kernel_ : Kernel, with the learned hyperparameters
@@ -192,6 +197,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         prior: Any = "auto",
         integrate: str = "map",
         representation: str = "auto",
+        monotone: dict[int, int] | None = None,
     ) -> None:
         store_parameters(self, locals())
 
@@ -202,11 +208,13 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
 
     # ------------------------------------------------------------------ fit
     def fit(
-        self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None, trials: ArrayLike | None = None
-    ) -> GPRegressor:
+        self, X: ArrayLike, y: ArrayLike, exposure: ArrayLike | None = None, trials: ArrayLike | None = None,
+        derivatives: Derivatives | None = None,
+    ) -> GPRegressor:  # fmt: skip
         """Learn the hyperparameters (if ``optimizer``) and the posterior of the latent function on ``(X, y)``;
         ``exposure`` (count likelihoods): each row's exposure, :math:`E[y_i | f] = \\text{exposure}_i\\,e^{f_i}`;
-        ``trials`` (``Binomial``): each row's number of trials, ``y`` its successes."""
+        ``trials`` (``Binomial``): each row's number of trials, ``y`` its successes; ``derivatives``: observed
+        partial derivatives of the latent (:class:`~relaxep.Derivatives`, in ``y``'s units), beside the values."""
         check_kernel(self.kernel)
         likelihood = self._check_likelihood()
         check_rule(self.rule)
@@ -243,6 +251,7 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
             shape = (y.shape[1],) if y.ndim == 2 and not rows else 1
             self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
         alpha = self._check_alpha(y.shape[0])
+        self._derivatives = observed_derivatives(derivatives, X.shape[1], float(np.ravel(self._y_train_std)[0]))
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         sparse_default = likelihood is None and self.inducing_points is not None
@@ -255,9 +264,11 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         sparse = self.inducing_points is not None
         markov = resolve_representation(self.representation, self.kernel_, X, sparse=sparse, exact=exact) == "markov"
-        if markov and likelihood is None:  # (scikit-learn's model by the Kalman smoother: its noise alpha, fixed)
+        shaped = self.monotone is not None or derivatives is not None
+        markov = markov or shaped  # (EP on a Gaussian likelihood, as the Markov fit: the shaped fit's prior is dense)
+        if markov and likelihood is None:  # (scikit-learn's model by EP, Kalman or shaped: its noise alpha, fixed)
             if np.ndim(alpha) > 0:
-                raise ValueError("alpha must be a scalar with representation='markov' (the Gaussian noise)")
+                raise ValueError("alpha must be a scalar with representation='markov', monotone or derivatives")
             likelihood, alpha = Gaussian(alpha, "fixed"), 0.0
         with fit_threads(self.X_train_.shape[0], dense=not sparse):
             if exact and not sparse and not markov:
@@ -386,33 +397,6 @@ class GPRegressor(TargetPredictive, MultiOutputMixin, RegressorMixin, _LatentGPE
         check_is_fitted(self)
         mean, std = self._predict(X, return_std=True, latent=True)
         return mean, std**2
-
-    def _predict_prior(self, X: Any, return_std: bool, return_cov: bool) -> Array | tuple[Array, Array]:
-        kernel = self.kernel
-        if kernel is None:
-            kernel = ConstantKernel(1.0, constant_value_bounds="fixed") * RBF(1.0, length_scale_bounds="fixed")
-        n_targets = self.n_targets if self.n_targets is not None else 1
-        y_mean = np.zeros(shape=(X.shape[0], n_targets)).squeeze()
-        if return_cov:
-            cov = kernel(X)
-            return y_mean, (np.repeat(cov[..., None], n_targets, axis=-1) if n_targets > 1 else cov)
-        if return_std:
-            var = kernel.diag(X)
-            return y_mean, np.sqrt(np.repeat(var[:, None], n_targets, axis=-1) if n_targets > 1 else var)
-        return y_mean
-
-    def sample_y(self, X: ArrayLike, n_samples: int = 1, random_state: Any = 0) -> Array:
-        """Draws of the latent function at ``X``: shape ``(n, n_samples)`` or ``(n, n_targets, n_samples)``."""
-        rng = check_random_state(random_state)
-        y_mean, y_cov = self._predict(X, return_cov=True)
-        if y_mean.ndim == 1:
-            draws = rng.multivariate_normal(y_mean, y_cov, n_samples).T
-        else:
-            draws = np.hstack([
-                rng.multivariate_normal(y_mean[:, t], y_cov[..., t], n_samples).T[:, np.newaxis]
-                for t in range(y_mean.shape[1])
-            ])  # fmt: skip
-        return draws if namespace(X).on_host else on_device_of(draws, X)
 
 
 def _predicts_a_mean(likelihood: Likelihood | None) -> bool:

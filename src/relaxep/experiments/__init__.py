@@ -1,7 +1,7 @@
 """Studies (the paper's toy, synthetic and UCI experiments; robustness, multi-class, regression), cached and reported.
 
 Run them with ``relaxep reproduce toy|synthetic|uci|all|robustness|multiclass|regression|ordinal|counts|censored
-|heteroscedastic|modelcomparison|survival|constrained_bo|likelihoods|markov --out DIR`` or
+|heteroscedastic|modelcomparison|survival|constrained_bo|likelihoods|markov|monotone --out DIR`` or
 :func:`relaxep.experiments.reproduce.reproduce`.  :data:`STUDIES` is the registry: a new study
 is a module in :mod:`relaxep.experiments.studies` exposing a :class:`~relaxep.experiments.study.Study`,
 added here.
@@ -17,6 +17,7 @@ from relaxep.experiments.studies import (
     likelihoods,
     markov,
     modelcomparison,
+    monotone,
     multiclass,
     ordinal,
     regression,
@@ -49,6 +50,7 @@ STUDIES: dict[str, Study] = {
         constrained_bo.STUDY,
         likelihoods.STUDY,
         markov.STUDY,
+        monotone.STUDY,
     )
 }
 
