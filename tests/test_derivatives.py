@@ -145,6 +145,7 @@ def test_monotone_regression_rises_where_the_plain_fit_wiggles():
     truth = np.log1p(grid[:, 0])
     assert np.mean((shaped.predict(grid) - truth) ** 2) < np.mean((plain.predict(grid) - truth) ** 2)
     assert shaped.loo().pointwise.shape == (40,)
+    assert isinstance(shaped.likelihood_, StudentT)  # (the values' likelihood, as learned)
 
 
 def test_monotone_counts_with_exposure_and_classes():

@@ -139,8 +139,9 @@ class _GPEstimatorBase(BaseEstimator):
         elif hasattr(self, "hyper_samples_"):  # (a refit with integrate="map")
             del self.hyper_samples_
         self.kernel_ = model.kernel_
-        if self.learns_likelihood:
-            self.likelihood_ = model.likelihood
+        if self.learns_likelihood:  # (a shaped fit's: the values' likelihood inside its DerivativeSites)
+            shaped = getattr(model, "n_values", 0)
+            self.likelihood_ = model.likelihood.likelihood if shaped else model.likelihood
         if getattr(model, "Z", None) is not None:  # a sparse model's (learned) inducing inputs
             self.inducing_points_ = model.Z
         self.result_ = model.result_
