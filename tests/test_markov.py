@@ -118,7 +118,7 @@ def _series(n, seed, likelihood):
 @pytest.mark.parametrize("likelihood", ["probit", "student", "poisson"])
 @pytest.mark.parametrize("rule", [EP(), PowerEP(0.5)], ids=["EP", "PowerEP"])
 def test_markov_ep_is_dense_ep(likelihood, rule):
-    x, y, lik = _series(400, 1, likelihood)
+    x, y, lik = _series(250, 1, likelihood)
     kernel = C(1.5) * Matern(1.0, nu=1.5)
     dense = DensePrior.from_kernel(kernel, x[:, None], 1e-6, eval_gradient=True)
     markov = MarkovPrior.from_kernel(kernel, x[:, None], 1e-6)
@@ -167,7 +167,7 @@ def _binary(n, seed=0):
 
 
 def test_the_classifier_learns_the_same_kernel_markov_or_dense():
-    X, y = _binary(300)
+    X, y = _binary(220)
     fits = [GPClassifier(C(1.0) * Matern(1.0, nu=1.5), representation=r).fit(X, y) for r in ("dense", "markov")]
     dense, markov = fits
     assert (dense.representation_, markov.representation_) == ("dense", "markov")
