@@ -36,7 +36,9 @@ CASES = {
 }
 
 
-@pytest.mark.parametrize("key", CASES)
+# the noisy step (eps = 0.1) runs with the slow studies: the noise-free step, the same likelihood's code with its
+# -inf region besides, and the probit (finite log-likelihoods) run by default
+@pytest.mark.parametrize("key", ["probit", pytest.param("step", marks=pytest.mark.slow), "hard"])
 def test_moments_match_quadrature_within_monte_carlo_error(key):
     likelihood, t = CASES[key]
     res = elliptical_slice(K2, Y2, likelihood, n_samples=8000, n_burn=500, n_chains=4, random_state=0)
