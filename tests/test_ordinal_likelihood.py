@@ -9,6 +9,7 @@ against elliptical slice sampling.
 
 from __future__ import annotations
 
+import math
 from itertools import pairwise
 
 import numpy as np
@@ -58,7 +59,7 @@ def _quad_tilted(k: int, cuts: list[float], sigma: float, m: float, v: float, u:
     def h(f):
         return u * _ref_log_lik(k, f, cuts, sigma) - 0.5 * (f - m) ** 2 / v
 
-    grid = np.linspace(m - 40 * sd - 20, m + 40 * sd + 20, 200001)
+    grid = np.linspace(m - 40 * sd - 20, m + 40 * sd + 20, 20001)  # (the mode and support only place the pieces)
     hg = h(grid)
     top, mode = hg.max(), grid[hg.argmax()]
     support = grid[hg > top - 80]
@@ -70,13 +71,14 @@ def _quad_tilted(k: int, cuts: list[float], sigma: float, m: float, v: float, u:
     edges = [-np.inf, *cuts, np.inf]
 
     def h_at(f: float) -> float:
-        """``h`` at one point, as ``_ref_log_lik`` computes it (quad calls point by point: no arrays built)."""
+        """``h`` at one point, as ``_ref_log_lik`` computes it (quad calls point by point: no arrays built, and the
+        math module's log1p and exp on floats, no errstate)."""
         a, c = (edges[k] - f) / sigma, (edges[k + 1] - f) / sigma
         if a > 0:
             a, c = -c, -a
-        with np.errstate(divide="ignore"):
-            log_lik = log_ndtr(c) + np.log1p(-np.exp(log_ndtr(a) - log_ndtr(c)))
-        return float(u * log_lik - 0.5 * (f - m) ** 2 / v)
+        ratio = math.exp(float(log_ndtr(a) - log_ndtr(c)))
+        log_lik = float(log_ndtr(c)) + (math.log1p(-ratio) if ratio < 1.0 else -math.inf)
+        return u * log_lik - 0.5 * (f - m) ** 2 / v
 
     def integral(power, shift=0.0):
         def g(f):
