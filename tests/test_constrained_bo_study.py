@@ -2,19 +2,9 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from relaxep.experiments import STUDIES
 
-
-def test_the_registry_and_the_study_module_do_not_import_torch():
-    code = (
-        "import sys, relaxep, relaxep.experiments, relaxep.experiments.studies.constrained_bo\n"
-        "assert not {'torch', 'botorch', 'gpytorch'} & set(sys.modules), sorted(sys.modules)\n"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert result.returncode == 0, result.stderr
+# (registered without importing torch: tests/test_import_light.py, in the same interpreter as ``import relaxep``)
 
 
 def test_the_report_summarises_rows_and_names_what_was_left_out(tmp_path):
