@@ -82,14 +82,15 @@ class Derivatives:
         return X, dims, values, noise
 
 
-def observed_derivatives(derivatives: Any, d: int, scale: float) -> tuple[Array, Array, Array, Array] | None:
-    """``derivatives`` (:class:`Derivatives` or ``None``) checked, its values divided by the targets' ``scale`` and its
-    noise by its square (``normalize_y``'s units); a ``TypeError`` naming it for anything else."""
+def observed_derivatives(derivatives: Any, X: Any, scale: float) -> tuple[Array, Array, Array, Array] | None:
+    """``derivatives`` (:class:`Derivatives` or ``None``) for the rows ``X``, checked, its values divided by the
+    targets' ``scale`` and its noise by its square (``normalize_y``'s units); a ``TypeError`` naming it for anything
+    else."""
     if derivatives is None:
         return None
     if not isinstance(derivatives, Derivatives):
         raise TypeError(f"derivatives must be a relaxep.Derivatives(X, dim, values, noise), got {derivatives!r}")
-    X, dims, values, noise = derivatives.checked(d)
+    X, dims, values, noise = derivatives.checked(np.shape(X)[1])
     return X, dims, values / scale, noise / scale**2
 
 

@@ -251,7 +251,7 @@ class GPRegressor(TargetPredictive, PriorAndDraws, MultiOutputMixin, RegressorMi
             shape = (y.shape[1],) if y.ndim == 2 and not rows else 1
             self._y_train_mean, self._y_train_std = np.zeros(shape), np.ones(shape)
         alpha = self._check_alpha(y.shape[0])
-        self._derivatives = observed_derivatives(derivatives, X.shape[1], float(np.ravel(self._y_train_std)[0]))
+        self._derivatives = observed_derivatives(derivatives, X, float(np.ravel(self._y_train_std)[0]))
         self.X_train_ = (np.copy(X) if numpy else xp.asarray(X, copy=True)) if self.copy_X_train else X
         self.y_train_ = np.copy(y) if self.copy_X_train else y
         sparse_default = likelihood is None and self.inducing_points is not None
