@@ -196,6 +196,8 @@ def test_bad_shape_options_are_refused_by_name():
         GPRegressor(monotone={0: 2}).fit(X, y)
     with pytest.raises(ValueError, match="dense representation"):
         GPRegressor(monotone={0: 1}, inducing_points=5).fit(X, y)
+    with pytest.raises(ValueError, match="integrate"):
+        GPRegressor(monotone={0: 1}, integrate="ccd").fit(X, y)
     with pytest.raises(TypeError, match="derivatives"):
         GPRegressor().fit(X, y, derivatives=(X, 0, y))
     with pytest.raises(TypeError, match="not differentiable"):

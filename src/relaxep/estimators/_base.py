@@ -313,6 +313,8 @@ class _LatentGPEstimator(_GPEstimatorBase):
         shape = ShapePlan(monotone, self._derivatives) if monotone or self._derivatives is not None else None
         if shape is not None and (self.inducing_points is not None or self.representation == "markov"):
             raise ValueError("monotone and observed derivatives: the dense representation only (no inducing_points)")
+        if shape is not None and self.integrate != "map":
+            raise ValueError(f"integrate={self.integrate!r}: monotone and observed derivatives fit at the MAP only")
         if dense or shape is not None:
             chosen = "dense"
         else:
