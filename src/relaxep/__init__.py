@@ -17,7 +17,7 @@ from relaxep.errors import (
     KernelNotPositiveDefiniteError,
     MemoryLimitError,
 )
-from relaxep.estimators._shape import Derivatives
+from relaxep.estimators import Derivatives
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.dask import DaskGPClassifier, DaskGPRegressor, DaskGPSurvivalRegressor
 from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor

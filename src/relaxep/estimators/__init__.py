@@ -9,6 +9,7 @@ fit (``_plan``), the hyperparameter vector (``_hyper``) and the evidence search 
 
 from relaxep.estimators._mixture import HyperSamples
 from relaxep.estimators._search import SearchStep
+from relaxep.estimators._shape import Derivatives
 from relaxep.estimators.classifier import GPClassifier
 from relaxep.estimators.heteroscedastic import GPHeteroscedasticRegressor
 from relaxep.estimators.ordinal import GPOrdinalClassifier
@@ -17,6 +18,7 @@ from relaxep.estimators.regressor import GPRegressor
 from relaxep.estimators.survival import GPSurvivalRegressor
 
 __all__ = [
+    "Derivatives",
     "GPClassifier",
     "GPHeteroscedasticRegressor",
     "GPOrdinalClassifier",

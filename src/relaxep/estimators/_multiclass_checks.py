@@ -68,16 +68,16 @@ def check_joint_options(estimator: Any, likelihood: Any) -> None:
         )
 
 
-def check_array_api(estimator: Any, classes: Any) -> None:
+def check_array_api(kernel: Any, n_features: int, n_classes: int, multi_class: str) -> None:
     """What a classifier runs on another array library's ``X`` (:mod:`relaxep._xp`): a binary model, dense or sparse,
-    with an RBF or ConstantKernel * RBF kernel, and more than two classes one-vs-rest (one such binary model per
-    class, fitted in turn); the joint multi-class model is refused here, at the door, naming the path that runs
-    (the sparse plan refuses L-BFGS-B there)."""
-    kernel = ConstantKernel(1.0) * RBF(1.0) if estimator.kernel is None else estimator.kernel
-    check_device_kernel(kernel, estimator.n_features_in_, "GPClassifier")
-    if classes.size > 2 and estimator._multi_class() == "joint":
+    with an RBF or ConstantKernel * RBF ``kernel`` (``None``: the default), and more than two classes one-vs-rest (one
+    such binary model per class, fitted in turn); the joint multi-class model is refused here, at the door, naming the
+    path that runs (the sparse plan refuses L-BFGS-B there)."""
+    kernel = ConstantKernel(1.0) * RBF(1.0) if kernel is None else kernel
+    check_device_kernel(kernel, n_features, "GPClassifier")
+    if n_classes > 2 and multi_class == "joint":
         raise TypeError(
-            f"X: the joint multi-class model (nested EP over {classes.size} latents) runs on numpy arrays only; "
+            f"X: the joint multi-class model (nested EP over {n_classes} latents) runs on numpy arrays only; "
             "on another array library (scikit-learn's array_api_dispatch) give multi_class='one_vs_rest', "
             "which fits one binary model per class there, or pass numpy arrays"
         )

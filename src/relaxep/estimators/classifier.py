@@ -275,7 +275,7 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         if isinstance(self.kernel, CompoundKernel):
             check_class_kernels(self.kernel, classes.size, self._multi_class())
         if not numpy:
-            check_array_api(self, classes)
+            check_array_api(self.kernel, self.n_features_in_, classes.size, self._multi_class())
         self.classes_ = classes
         self.X_train_ = np.array(X, copy=True) if numpy else xp.asarray(X, copy=True)
         if classes.size > 2 and multi_class == "one_vs_rest":
