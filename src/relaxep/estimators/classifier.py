@@ -185,9 +185,12 @@ class GPClassifier(ClassifierMixin, _ActiveLearningMixin, _LatentGPEstimator):
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     monotone : dict {dim: +1 or -1} or None
         The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP
-        (:mod:`relaxep.estimators._shape`); binary, dense only.
+        (:mod:`relaxep.estimators._shape`); binary and one-vs-rest fits, dense only.
+
     Attributes
     ----------
+    representation_ : str
+        The representation the fit ran: ``"dense"``, ``"sparse"`` or ``"markov"``.
     classes_ : ndarray of shape (n_classes,)
     kernel_ : Kernel with the learned hyperparameters
         One-vs-rest: a ``CompoundKernel`` of the classes' kernels (scikit-learn's convention); the joint model

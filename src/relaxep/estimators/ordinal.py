@@ -104,9 +104,12 @@ class GPOrdinalClassifier(ClassifierMixin, _LatentGPEstimator):
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
     monotone : dict {dim: +1 or -1} or None
         The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP
-        (:mod:`relaxep.estimators._shape`); binary, dense only.
+        (:mod:`relaxep.estimators._shape`): higher classes where it is higher; dense only.
+
     Attributes
     ----------
+    representation_ : str
+        The representation the fit ran: ``"dense"``, ``"sparse"`` or ``"markov"``.
     classes_ : ndarray of shape (K,)
         The sorted labels: the ordered classes.
     kernel_, likelihood_ : the fitted kernel and likelihood (``likelihood_.cut_points``).

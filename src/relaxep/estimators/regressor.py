@@ -150,8 +150,11 @@ class GPRegressor(TargetPredictive, PriorAndDraws, MultiOutputMixin, RegressorMi
     monotone : dict {dim: +1 or -1} or None
         The latent rises (+1) or falls (-1) in those inputs: virtual derivative observations by EP, placed where the
         posterior's slope has the wrong sign (:mod:`relaxep.estimators._shape`); every likelihood, dense only.
+
     Attributes
     ----------
+    representation_ : str
+        The representation the fit ran: ``"dense"``, ``"sparse"`` or ``"markov"``.
     kernel_ : Kernel, with the learned hyperparameters
     likelihood_ : Likelihood or None, with the learned hyperparameters
     result_ : the final fit's record: ``status`` (``"converged"``, ...), ``n_sweeps``, ``log_evidence``

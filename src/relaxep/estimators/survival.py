@@ -103,8 +103,11 @@ class GPSurvivalRegressor(_LatentGPEstimator):
         ``"markov"``: the Kalman smoother's posterior, :math:`O(n)`, for a kernel of one input with a state-space form
         (:mod:`relaxep.posterior.markov`); ``"auto"``: Markov where that is exact and faster
         (:mod:`relaxep.estimators._markov`).  ``representation_`` says which ran.
+
     Attributes
     ----------
+    representation_ : str
+        The representation the fit ran: ``"dense"``, ``"sparse"`` or ``"markov"``.
     kernel_, likelihood_ : the fitted kernel and likelihood (an AFT's ``location`` and shape, a PH's hazards)
     unique_times_ : ndarray
         The distinct observed event times of the training data (the default ``times`` of the predictions).
