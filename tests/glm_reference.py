@@ -1,14 +1,16 @@
 """Adaptive-quadrature references for the tilted integrals of the GLM likelihoods (binomial, beta, gamma,
 zero-inflated and hurdle counts, asymmetric Laplace), written from their definitions with scipy.stats.
 
-Nothing here imports relaxep: each log-likelihood is scipy's log pmf or log pdf at the link's mean.
+Nothing here imports relaxep: each log-likelihood is scipy's log pmf or log pdf at the link's mean (the beta's,
+gamma's and Poisson's as scipy.stats' own ``_logpdf``/``_logpmf`` formulas, in scipy.special, without
+scipy.stats' per-call argument handling inside quad; ``check_scipy_densities`` holds them to scipy.stats').
 """
 
 from __future__ import annotations
 
 import numpy as np
 from scipy import optimize, stats
-from scipy.special import expit, gammaln, log_ndtr
+from scipy.special import betaln, expit, gammaln, log_ndtr, xlog1py, xlogy
 
 from oracles import quad
 
@@ -32,16 +34,47 @@ def check_binomial_formula():
         assert np.allclose(_binom_far(k, n, f, "logit"), stats.binom.logpmf(k, n, expit(f)), rtol=1e-10, atol=1e-10)
 
 
+def _beta_logpdf(y, a, b):
+    """scipy.stats.beta.logpdf for 0 < y < 1 and a, b > 0 (its ``_logpdf``)."""
+    return xlog1py(b - 1.0, -y) + xlogy(a - 1.0, y) - betaln(a, b)
+
+
+def _gamma_logpdf(y, shape, scale):
+    """scipy.stats.gamma.logpdf(y, shape, scale=scale) for y > 0 (its ``_logpdf`` at y / scale, less log scale)."""
+    x = y / scale
+    return xlogy(shape - 1.0, x) - x - gammaln(shape) - np.log(scale)
+
+
+def _poisson_logpmf(k, mu):
+    """scipy.stats.poisson.logpmf (its ``_logpmf``)."""
+    return xlogy(k, mu) - gammaln(k + 1) - mu
+
+
+def check_scipy_densities():
+    """The three formulas above are scipy.stats' densities, over latents far out on both sides."""
+    f = np.linspace(-30.0, 30.0, 601)
+    for y, precision in [(0.3, 5.0), (0.5, 300.0), (0.01, 2.0)]:
+        mu, nu = expit(f), expit(-f)
+        want = stats.beta.logpdf(y, mu * precision, nu * precision)
+        assert np.allclose(_beta_logpdf(y, mu * precision, nu * precision), want, rtol=1e-13, atol=1e-13)
+    for y, shape in [(1.0, 2.0), (0.2, 0.7), (5.0, 10.0)]:
+        want = stats.gamma.logpdf(y, shape, scale=np.exp(f) / shape)
+        assert np.allclose(_gamma_logpdf(y, shape, np.exp(f) / shape), want, rtol=1e-13, atol=1e-13)
+    for k in (0, 1, 7):
+        mu = np.exp(f)
+        assert np.allclose(_poisson_logpmf(k, mu), stats.poisson.logpmf(k, mu), rtol=1e-13, atol=1e-13)
+
+
 def beta(y, precision):
     def log_pdf(f):
         mu = expit(np.clip(f, -600, 600))
-        return stats.beta.logpdf(y, mu * precision, expit(-np.clip(f, -600, 600)) * precision)
+        return _beta_logpdf(y, mu * precision, expit(-np.clip(f, -600, 600)) * precision)
 
     return log_pdf
 
 
 def gamma(y, shape):
-    return lambda f: stats.gamma.logpdf(y, shape, scale=np.exp(f) / shape)
+    return lambda f: _gamma_logpdf(y, shape, np.exp(f) / shape)
 
 
 def tilted(log_lik, mean, var, power, span=(-80.0, 80.0), extras=(), kinks=()):
@@ -90,7 +123,7 @@ def zero_modified(y, offset, pi, dispersion=None, hurdle=False):
 
     def count_logpmf(k, eta):
         if dispersion is None:
-            return stats.poisson.logpmf(k, np.exp(eta))
+            return _poisson_logpmf(k, np.exp(eta))
         # NB2 in log space (scipy's nbinom at p = r / (r + mu) loses 1 - p's digits for a tiny mu)
         r, log_r = dispersion, np.log(dispersion)
         norm = gammaln(k + r) - gammaln(r) - gammaln(k + 1.0)

@@ -76,6 +76,11 @@ QUICK = {"binomial-logit-3of10", "binomial-probit-0of10", "beta-0.3-5.0", "beta-
          "asymmetric-laplace-0.9"}  # fmt: skip
 
 
+def test_the_references_densities_are_scipy_stats():
+    """glm_reference's beta, gamma and Poisson log densities (scipy.stats' own formulas) against scipy.stats."""
+    ref.check_scipy_densities()
+
+
 @pytest.mark.parametrize("power", [1.0, 0.5])
 @pytest.mark.parametrize(
     "case", [c if c[0] in QUICK else pytest.param(c, marks=pytest.mark.slow) for c in CASES], ids=[c[0] for c in CASES]
