@@ -289,11 +289,14 @@ def test_predict_y_matches_total_moments_by_quadrature(lik):
 
 
 def _predictive_pmf(lik, k, m, v, o):
-    s = np.sqrt(v)
-    pair = np.array([float(k), o])
+    """The predictive pmf at ``k``: quad of the pmf written out here (``model``, scalars through the math module)
+    against the latent's normal density."""
+    s = math.sqrt(v)
+    log_pmf, _ = model(lik)
+    log_norm = -0.5 * math.log(2.0 * math.pi * v)
 
     def g(f):
-        return np.exp(lik.log_lik(pair, f)) * normal_pdf(f, m, s)
+        return math.exp(log_pmf(float(k), f + o) - 0.5 * (f - m) ** 2 / v + log_norm)
 
     return quad(g, m - 40 * s, m + 40 * s, points=[m, np.log(k + 0.5) - o], epsabs=1e-16, epsrel=1e-12, limit=400)
 
