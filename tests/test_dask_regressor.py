@@ -242,7 +242,8 @@ def test_the_search_over_the_shards_backtracks_from_a_failed_point_as_gpregresso
     """L-BFGS-B's first trial point (a corner of the bounds) made EP fail (with NumPy 2.4 and SciPy 1.17 its run
     there ends finite, so the failure is made: that run scores -inf); as GPRegressor's, the search on the shards
     scores it with a finite stand-in and backtracks, learning what the single process learns (with -inf it stopped
-    at its start, the kernel unlearned): to 1e-6 (measured 2.5e-7 after 3 iterations)."""
+    at its start, the kernel unlearned): to 1e-6 (measured 2.5e-7 after 3 iterations on 250 rows; equal on the 120
+    taken here, the search's path and claim the same: 9 evaluations against 10, theta moved by 0.26)."""
     import relaxep.estimators._dask_fit as dask_fit
     import relaxep.estimators._models as models
 
@@ -250,9 +251,9 @@ def test_the_search_over_the_shards_backtracks_from_a_failed_point_as_gpregresso
     params = dict(likelihood=StudentT(), rule=EP(), inducing_points=Z[:8], optimizer="fmin_l_bfgs_b",
                   optimizer_subset=None, optimizer_maxiter=3, learn_inducing_points=False)  # fmt: skip
     seen_local = _first_step_fails(monkeypatch, models)
-    ref = GPRegressor(C(1.0) * RBF(1.0), **params).fit(X[:250], y[:250])
+    ref = GPRegressor(C(1.0) * RBF(1.0), **params).fit(X[:120], y[:120])
     seen_shards = _first_step_fails(monkeypatch, dask_fit)
-    got = DaskGPRegressor(client, C(1.0) * RBF(1.0), **params).fit(*_dask(X[:250], y[:250]))
+    got = DaskGPRegressor(client, C(1.0) * RBF(1.0), **params).fit(*_dask(X[:120], y[:120]))
     assert len(seen_local) > 3 and len(seen_shards) > 3  # (a failed step, then the search went on)
     assert np.abs(ref.kernel_.theta).max() > 0.1
     np.testing.assert_allclose(got.kernel_.theta, ref.kernel_.theta, atol=1e-6)
