@@ -15,7 +15,8 @@ from sklearn.gaussian_process.kernels import ExpSineSquared, Kernel
 
 from relaxep._typing import Array
 from relaxep._xp import namespace
-from relaxep.posterior.markov import MarkovPosterior, MarkovPrior
+from relaxep.estimators._models import _DensePriors
+from relaxep.posterior.markov import MarkovPrior
 from relaxep.posterior.state_space import is_markov, state_space
 
 __all__ = ["MARKOV_FROM", "REPRESENTATIONS", "_MarkovPriors", "resolve_representation"]
@@ -66,18 +67,9 @@ def resolve_representation(representation: Any, kernel: Kernel, X: Any, *, spars
     return "markov" if markov else "dense"
 
 
-class _MarkovPriors:
-    """Markov priors :math:`k(X, X) + \\text{noise}\\,I` of a state-space kernel (:class:`MarkovPrior`); the evidence's
-    gradient by the complex step (:meth:`MarkovPosterior.prior_evidence_gradient`)."""
+class _MarkovPriors(_DensePriors):
+    """Markov priors :math:`k(X, X) + \\text{noise}\\,I` of a state-space kernel (:class:`MarkovPrior`); the gradient is
+    the dense factory's call, :meth:`MarkovPosterior.prior_evidence_gradient` (by the complex step)."""
 
-    refused: tuple[type[Exception], ...] = ()
-    warns_at_bounds = True
-
-    def __init__(self, noise: float) -> None:
-        self.noise = float(noise)
-
-    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> MarkovPrior:
+    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> MarkovPrior:  # type: ignore[override]
         return MarkovPrior.from_kernel(kernel, X, self.noise)
-
-    def gradient(self, prior: MarkovPrior, posterior: MarkovPosterior, kernel: Kernel) -> tuple[Array, None]:
-        return posterior.prior_evidence_gradient(prior, kernel), None

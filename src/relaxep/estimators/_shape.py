@@ -29,11 +29,12 @@ from sklearn.gaussian_process.kernels import Kernel
 
 from relaxep._typing import Array
 from relaxep.estimators._model import LooTerms
+from relaxep.estimators._models import _DensePriors
 from relaxep.estimators._search import FitReport, _EvidenceSearch
 from relaxep.inference.loo import cavity_loo
 from relaxep.likelihoods import Likelihood
 from relaxep.likelihoods.derivative_sites import OBSERVED, STEEPNESS, DerivativeSites, derivative_rows
-from relaxep.posterior import DensePosterior, DensePrior
+from relaxep.posterior import DensePrior
 from relaxep.posterior.derivatives import VALUE, check_derivative_kernel, joint_covariance, joint_gradient
 
 __all__ = ["MAX_FRACTION", "START", "Derivatives", "ShapePlan", "check_monotone", "fit_shaped", "observed_derivatives"]
@@ -141,25 +142,21 @@ class JointPrior(DensePrior):
         cross = joint_covariance(self.covariance_function, X_test, dims, *self.rows)
         if dim == VALUE:
             return cross, self.covariance_function.diag(X_test) + self.noise
-        diag = np.array([joint_covariance(self.covariance_function, x[None], dims[:1])[0, 0] for x in X_test])
-        return cross, diag
+        # (a stationary kernel's derivative has one variance at every input)
+        variance = joint_covariance(self.covariance_function, X_test[:1], dims[:1])[0, 0] if dims.size else 0.0
+        return cross, np.full(dims.size, variance)
 
 
-class _JointPriors:
-    """The prior factory of a shaped fit: the values and the current derivative rows; the gradient from the kept
-    :math:`\\partial K/\\partial\\theta` (by the complex step)."""
-
-    refused: tuple[type[Exception], ...] = ()
-    warns_at_bounds = True
+class _JointPriors(_DensePriors):
+    """The prior factory of a shaped fit: the dense one's, of the values and the current derivative rows (the gradient
+    from the kept :math:`\\partial K/\\partial\\theta`, here by the complex step)."""
 
     def __init__(self, noise: float, V: Array, dims: Array) -> None:
-        self.noise, self.V, self.dims = float(noise), V, dims
+        super().__init__(noise)
+        self.V, self.dims = V, dims
 
-    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> JointPrior:
+    def build(self, kernel: Kernel, X: Any, Z: Array | None, eval_gradient: bool) -> JointPrior:  # type: ignore[override]
         return JointPrior(kernel, np.asarray(X, dtype=float), self.V, self.dims, self.noise, eval_gradient)
-
-    def gradient(self, prior: JointPrior, posterior: DensePosterior, kernel: Kernel) -> tuple[Array, None]:
-        return posterior.prior_evidence_gradient(prior, kernel), None
 
 
 def shaped_model(model: type) -> type:

@@ -267,14 +267,13 @@ class GPRegressor(TargetPredictive, PriorAndDraws, MultiOutputMixin, RegressorMi
         exact = (likelihood is None or isinstance(likelihood, Gaussian)) and self.rule is None
         sparse = self.inducing_points is not None
         markov = resolve_representation(self.representation, self.kernel_, X, sparse=sparse, exact=exact) == "markov"
-        shaped = self.monotone is not None or derivatives is not None
-        markov = markov or shaped  # (EP on a Gaussian likelihood, as the Markov fit: the shaped fit's prior is dense)
-        if markov and likelihood is None:  # (scikit-learn's model by EP, Kalman or shaped: its noise alpha, fixed)
+        by_ep = markov or self.monotone is not None or derivatives is not None  # (not the closed form: EP's sites)
+        if by_ep and likelihood is None:  # (scikit-learn's model by EP, Kalman or shaped: its noise alpha, fixed)
             if np.ndim(alpha) > 0:
                 raise ValueError("alpha must be a scalar with representation='markov', monotone or derivatives")
             likelihood, alpha = Gaussian(alpha, "fixed"), 0.0
         with fit_threads(self.X_train_.shape[0], dense=not sparse):
-            if exact and not sparse and not markov:
+            if exact and not sparse and not by_ep:
                 plan = self._plan(self.X_train_, n_learned, ml_ii=ml_ii, exact=True)
                 model: Any = device_exact_model(self.kernel_, alpha, likelihood, plan.search, self.X_train_)
                 report = model.fit(self.X_train_, self.y_train_, plan.rng)

@@ -50,6 +50,7 @@ from sklearn.gaussian_process.kernels import (
 )
 
 from relaxep._typing import Array
+from relaxep.posterior._kernel_theta import hyperparameter_values
 
 __all__ = ["VALUE", "augmented", "check_derivative_kernel", "joint_covariance", "joint_gradient"]
 
@@ -75,7 +76,7 @@ def augmented(X: Any, dims: Any = None) -> tuple[Array, Array]:
 
 def check_derivative_kernel(kernel: Kernel) -> None:
     """Refuses, naming the kernel, one whose derivative blocks are not written here."""
-    _parse(kernel, 0, np.asarray(kernel.theta), top=True)
+    _parse(kernel, 0, top=True)
 
 
 def joint_covariance(
@@ -84,7 +85,7 @@ def joint_covariance(
     """The covariance of the augmented rows ``(X1, d1)`` with ``(X2, d2)`` (the same rows where omitted, with a
     ``WhiteKernel``'s noise on the values' diagonal), at ``theta`` (default ``kernel.theta``; complex allowed)."""
     theta = np.asarray(kernel.theta if theta is None else theta)
-    block, _ = _parse(kernel, 0, np.asarray(kernel.theta), top=True)
+    block, _ = _parse(kernel, 0, top=True)
     same = X2 is None
     if same:
         X2, d2 = X1, d1
@@ -103,47 +104,32 @@ def joint_gradient(kernel: Kernel, X: Array, dims: Array) -> Array:
     return out
 
 
-def _values(kernel: Kernel, offset: int, theta: Array) -> tuple[dict[str, Callable[[Array], Array]], int]:
-    values: dict[str, Callable[[Array], Array]] = {}
-    used = 0
-    for hp in kernel.hyperparameters:
-        if hp.fixed:
-            value = np.asarray(getattr(kernel, hp.name), dtype=float)
-            values[hp.name] = lambda theta, v=value: v
-        else:
-            k = hp.n_elements
-            values[hp.name] = lambda theta, j=offset + used, k=k: np.exp(theta[j : j + k])
-            used += k
-    return values, used
-
-
-def _parse(kernel: Kernel, offset: int, theta: Array, top: bool = False) -> tuple[_Block, int]:
+def _parse(kernel: Kernel, offset: int, top: bool = False) -> tuple[_Block, int]:
     """``(block, entries of theta used)`` of ``kernel`` whose entries start at ``offset``."""
     if isinstance(kernel, Sum):
-        b1, u1 = _parse(kernel.k1, offset, theta, top)
-        b2, u2 = _parse(kernel.k2, offset + u1, theta, top)
+        b1, u1 = _parse(kernel.k1, offset, top)
+        b2, u2 = _parse(kernel.k2, offset + u1, top)
         return (lambda th, X1, d1, X2, d2, same: b1(th, X1, d1, X2, d2, same) + b2(th, X1, d1, X2, d2, same)), u1 + u2
     if isinstance(kernel, Product):
-        constants = [isinstance(k, ConstantKernel) for k in (kernel.k1, kernel.k2)]
-        if not any(constants):
+        first = isinstance(kernel.k1, ConstantKernel)
+        if not (first or isinstance(kernel.k2, ConstantKernel)):
             raise TypeError(
                 f"{kernel!r}: derivative blocks are written for sums and products with a ConstantKernel; a product of "
                 "two kernels is not supported"
             )
-        b1, u1 = _parse(kernel.k1, offset, theta)
-        b2, u2 = _parse(kernel.k2, offset + u1, theta)
-        (bc, bk) = (b1, b2) if constants[0] else (b2, b1)
-
-        def scaled(th: Array, X1: Array, d1: Array, X2: Array, d2: Array, same: bool) -> Array:
-            value = bc(th, X1[:1], np.array([VALUE]), X2[:1], np.array([VALUE]), False)[0, 0]
-            return value * bk(th, X1, d1, X2, d2, same)
-
-        return scaled, u1 + u2
-    vals, used = _values(kernel, offset, theta)
+        if first:
+            values, uc = hyperparameter_values(kernel.k1, offset)
+            block, ub = _parse(kernel.k2, offset + uc)
+        else:
+            block, ub = _parse(kernel.k1, offset)
+            values, uc = hyperparameter_values(kernel.k2, offset + ub)
+        c = values["constant_value"]
+        return (lambda th, X1, d1, X2, d2, same: c(th)[0] * block(th, X1, d1, X2, d2, same)), ub + uc
+    vals, used = hyperparameter_values(kernel, offset)
     if isinstance(kernel, ConstantKernel):
 
         def constant(th: Array, X1: Array, d1: Array, X2: Array, d2: Array, same: bool) -> Array:
-            c = np.reshape(vals["constant_value"](th), ())
+            c = vals["constant_value"](th)[0]
             return c * ((d1[:, None] == VALUE) & (d2[None, :] == VALUE))
 
         return constant, used
@@ -152,7 +138,7 @@ def _parse(kernel: Kernel, offset: int, theta: Array, top: bool = False) -> tupl
             raise TypeError("WhiteKernel: only in the kernel's top-level sum (noise on each value)")
 
         def white(th: Array, X1: Array, d1: Array, X2: Array, d2: Array, same: bool) -> Array:
-            noise = np.reshape(vals["noise_level"](th), ())
+            noise = vals["noise_level"](th)[0]
             eye = np.diag((d1 == VALUE).astype(float)) if same else np.zeros((X1.shape[0], X2.shape[0]))
             return noise * eye
 
@@ -190,7 +176,7 @@ def _profile(kernel: Kernel, vals: dict[str, Callable[[Array], Array]]) -> Calla
         alpha = vals["alpha"]
 
         def rq(th: Array, s: Array) -> tuple[Array, ...]:
-            a = np.reshape(alpha(th), ())
+            a = alpha(th)[0]
             base = 1.0 + s / (2.0 * a)
             return base**-a, -0.5 * base ** (-a - 1.0), s * (a + 1.0) / (4.0 * a) * base ** (-a - 2.0)
 
@@ -216,18 +202,12 @@ def _stationary(profile: Callable[[Array, Array], tuple[Array, ...]], length_sca
         u_e = np.take_along_axis(u, np.broadcast_to(i2[None, :, None], (*s.shape, 1)), axis=-1)[..., 0]
         l_d, l_e = ell[i1][:, None], ell[i2][None, :]
         real = np.real(s)
-        safe = np.where(real > 0.0, s, 1.0)
-        mixed = np.where(real > 0.0, sg2 * u_d * u_e / safe, 0.0)
-        out = np.where(
-            value1[:, None] & value2[None, :], g,
-            np.where(
-                value2[None, :], 2.0 * g1 * u_d / l_d,
-                np.where(
-                    value1[:, None], -2.0 * g1 * u_e / l_e,
-                    -(4.0 * mixed / (l_d * l_e) + 2.0 * g1 * (i1[:, None] == i2[None, :]) / (l_d * l_e)),
-                ),
-            ),
-        )  # fmt: skip
-        return out
+        mixed = np.where(real > 0.0, sg2 * u_d * u_e / np.where(real > 0.0, s, 1.0), 0.0)
+        rows, cols = value1[:, None], value2[None, :]
+        return np.select(
+            [rows & cols, cols, rows],
+            [g, 2.0 * g1 * u_d / l_d, -2.0 * g1 * u_e / l_e],
+            -(4.0 * mixed / (l_d * l_e) + 2.0 * g1 * (i1[:, None] == i2[None, :]) / (l_d * l_e)),
+        )
 
     return block

@@ -163,7 +163,7 @@ def _block_starts(a: Array, q: Array, h: Array, tau: Array, nu: Array, B: int, L
     return starts_m, starts_p
 
 
-def _terms(h_pred: Array, s: Array, tau: Array, nu: Array) -> tuple[Array, Array, Array]:
+def _terms(h_pred: Array, s: Array, tau: Array, nu: Array) -> tuple[Array, Array]:
     r"""The filter's terms; :math:`\log|I + KT|` from :math:`\sum\log|d_k|`, refused where its sign is negative (a
     negative site may make some :math:`d_k < 0` while the whole posterior is proper: the recursions are identities
     wherever :math:`d_k \ne 0`; the smoother's variances are the final test)."""
@@ -172,7 +172,7 @@ def _terms(h_pred: Array, s: Array, tau: Array, nu: Array) -> tuple[Array, Array
     if np.any(~np.isfinite(d)) or np.any(real == 0.0) or np.count_nonzero(real < 0.0) % 2:
         raise ImproperPosteriorError("the sites make the state-space posterior improper (det(I + K T) <= 0)")
     quad = np.sum((nu**2 * s + 2.0 * nu * h_pred - tau * h_pred**2) / d)
-    return d, np.sum(np.log(d * np.sign(real))), quad
+    return np.sum(np.log(d * np.sign(real))), quad
 
 
 def kalman_filter(
@@ -203,7 +203,7 @@ def kalman_filter(
         if keep:
             mp_all[j], pp_all[j], mf_all[j], pf_all[j] = mp, pp, mean, cov
     h_pred, s = _flat(hs, n), _flat(ss, n)
-    _, log_det, quad = _terms(h_pred, s, tau, nu)
+    log_det, quad = _terms(h_pred, s, tau, nu)
     out = FilterPass(h_pred, s, log_det, quad)
     if keep:
         return out, (ab, mp_all, pp_all, mf_all, pf_all, B, L)

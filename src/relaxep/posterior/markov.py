@@ -127,7 +127,7 @@ class MarkovPrior(Prior):
         for the sites, by the filter alone."""
         a, q = self._steps(theta, self.times)
         noise = self.latent_noise + self.form.noise(theta)
-        t, v, scale = self.merged_sites(tau + 0.0 * noise, nu, noise)
+        t, v, scale = self.merged_sites(tau, nu, noise)
         if np.any(np.real(scale) <= 0.0):
             raise ImproperPosteriorError("a site makes 1 + noise * tau <= 0")
         filt = kalman_filter(a, q, self.form.h, t, v)

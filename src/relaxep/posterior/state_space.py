@@ -53,6 +53,7 @@ from sklearn.gaussian_process.kernels import (
 )
 
 from relaxep._typing import Array
+from relaxep.posterior._kernel_theta import hyperparameter_values
 
 __all__ = [
     "MAX_HARMONICS",
@@ -170,21 +171,14 @@ def state_space(kernel: Kernel, harmonics: int | None = None) -> StateSpace:
     return StateSpace(form.m, form.h, form.pinf, form.transition, noise, periodic)
 
 
-def _values(kernel: Kernel, offset: int, theta: Array) -> tuple[dict[str, Callable[[Array], Array]], int]:
-    """Each hyperparameter of a leaf ``kernel`` as a function of the full ``theta`` (``exp`` of its entry, or its
-    fixed value), and the entries it uses."""
-    values: dict[str, Callable[[Array], Array]] = {}
-    used = 0
+def _values(kernel: Kernel, offset: int) -> tuple[dict[str, Callable[[Array], Array]], int]:
+    """:func:`~relaxep.posterior._kernel_theta.hyperparameter_values` of a leaf ``kernel``, each a scalar (one
+    input)."""
     for hp in kernel.hyperparameters:
         if hp.n_elements != 1:
             raise ValueError(f"{type(kernel).__name__}.{hp.name}: one input only (a scalar), got {hp.n_elements}")
-        if hp.fixed:
-            value = float(np.ravel(getattr(kernel, hp.name))[0])
-            values[hp.name] = lambda theta, v=value: v
-        else:
-            values[hp.name] = lambda theta, j=offset + used: np.exp(theta[j])
-            used += 1
-    return values, used
+    values, used = hyperparameter_values(kernel, offset)
+    return {name: (lambda theta, f=f: f(theta)[0]) for name, f in values.items()}, used
 
 
 def _parse(
@@ -198,7 +192,7 @@ def _parse(
             if isinstance(k, WhiteKernel):
                 if not top:
                     raise TypeError("WhiteKernel: only in the kernel's top-level sum (noise on each point)")
-                vals, u = _values(k, offset + used, theta)
+                vals, u = _values(k, offset + used)
                 noises.append(vals["noise_level"])
             else:
                 f, nz, u, p = _parse(k, offset + used, theta, top=top, harmonics=harmonics)
@@ -218,7 +212,7 @@ def _parse(
         return _product(f1, f2), zero, u1 + u2, p1 or p2
     if isinstance(kernel, WhiteKernel):
         raise TypeError("WhiteKernel alone has no process: add a Matern kernel, e.g. Matern(nu=1.5) + WhiteKernel()")
-    vals, used = _values(kernel, offset, theta)
+    vals, used = _values(kernel, offset)
     if isinstance(kernel, ConstantKernel):
         return _constant(vals["constant_value"]), zero, used, None
     if isinstance(kernel, Matern):
