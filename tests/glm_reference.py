@@ -28,10 +28,23 @@ def _binom_far(k, n, f, link):
 
 
 def check_binomial_formula():
-    """The log-space form above is scipy's binom.logpmf where that is finite."""
+    """The log-space form above is the binomial log pmf at the link's probability, computed in 50-digit arithmetic
+    by mpmath, to 1e-13 of the larger of it and log n! over latents -20 to 20, both links.  (scipy's
+    ``binom.logpmf(k, n, expit(f))`` is no reference there: ``expit(20)`` rounds 1 - p, 1e-9 relatively off.)"""
+    import mpmath
+
     f = np.linspace(-20, 20, 41)
-    for k, n in [(0, 3), (2, 7), (7, 7)]:
-        assert np.allclose(_binom_far(k, n, f, "logit"), stats.binom.logpmf(k, n, expit(f)), rtol=1e-10, atol=1e-10)
+    with mpmath.workdps(50):
+        for link in ("logit", "probit"):
+            for k, n in [(0, 3), (2, 7), (7, 7), (3, 5000)]:
+                got = _binom_far(k, n, f, link)
+                for fi, gi in zip(f, got, strict=True):
+                    x = mpmath.mpf(float(fi))
+                    p = 1 / (1 + mpmath.exp(-x)) if link == "logit" else mpmath.ncdf(x)
+                    q = 1 / (1 + mpmath.exp(x)) if link == "logit" else mpmath.ncdf(-x)  # (1 - p, not rounded)
+                    want = mpmath.log(mpmath.binomial(n, k)) + k * mpmath.log(p) + (n - k) * mpmath.log(q)
+                    scale = max(1.0, abs(float(want)), float(gammaln(n + 1.0)))  # (the normaliser's cancellation)
+                    assert abs(gi - float(want)) <= 1e-13 * scale, (link, k, n, fi, gi, want)
 
 
 def _beta_logpdf(y, a, b):

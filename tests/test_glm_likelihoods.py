@@ -77,8 +77,10 @@ QUICK = {"binomial-logit-3of10", "binomial-probit-0of10", "beta-0.3-5.0", "beta-
 
 
 def test_the_references_densities_are_scipy_stats():
-    """glm_reference's beta, gamma and Poisson log densities (scipy.stats' own formulas) against scipy.stats."""
+    """glm_reference's beta, gamma and Poisson log densities (scipy.stats' own formulas) against scipy.stats, and its
+    binomial log pmf against mpmath's."""
     ref.check_scipy_densities()
+    ref.check_binomial_formula()
 
 
 @pytest.mark.parametrize("power", [1.0, 0.5])
