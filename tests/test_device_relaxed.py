@@ -173,9 +173,12 @@ def _fit_pair(problem, n, likelihood, rule, **options):
     return host, device
 
 
+# (the probit's fit runs with the slow studies: its line search on the device is numpy's in
+# test_the_device_line_search_is_numpys[probit] and [probit-scale-free], its pair of log Z and E[log t] in
+# test_expected_log_lik_on_is_numpys[probit], and the loop around them is the one the other three fits run)
 @pytest.mark.parametrize(
     ("likelihood", "rule", "n", "options"),
-    [(Probit(), RelaxedEP(0.003), 30, {"tol": 1e-4}),  # (30 rows: 9 sweeps, 14 sites relaxed; 60: twice the time)
+    [pytest.param(Probit(), RelaxedEP(0.003), 30, {"tol": 1e-4}, marks=pytest.mark.slow),  # (9 sweeps, 14 relaxed)
      (Logistic(), RelaxedEP(0.001), 60, {"tol": 1e-6}),  # (60 rows: 10 sweeps, 4 sites relaxed; 100: half the time)
      (NoisyStep(0.05), RelaxedEP(0.1, penalty="scale_free", damping=0.8), 100, {"tol": 1e-6}),
      (NoisyStep(0.05), RelaxedEP(0.01, variant="paper"), 60, {"max_sweeps": 12})],
