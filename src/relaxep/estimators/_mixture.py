@@ -22,8 +22,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from scipy.special import log_expit, logsumexp
+from scipy.special import log_expit
 
+from relaxep._numerics import logsumexp
 from relaxep._typing import Array
 from relaxep._xp import to_numpy
 from relaxep.estimators._model import LooTerms

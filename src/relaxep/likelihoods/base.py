@@ -32,9 +32,9 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
 from sklearn.gaussian_process.kernels import Hyperparameter
 
+from relaxep._numerics import logsumexp
 from relaxep._params import ParamsMixin
 from relaxep._typing import Array
 from relaxep._validation import check_target_vector, check_unit_interval

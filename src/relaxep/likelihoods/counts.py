@@ -39,8 +39,8 @@ from typing import ClassVar, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp
 
+from relaxep._numerics import logsumexp
 from relaxep._typing import Array
 from relaxep._xp import adaptive_or_fixed
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ, _as_floats

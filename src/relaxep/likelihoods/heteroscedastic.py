@@ -44,8 +44,9 @@ from __future__ import annotations
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import logsumexp, ndtr, wrightomega
+from scipy.special import ndtr, wrightomega
 
+from relaxep._numerics import logsumexp
 from relaxep._typing import Array
 from relaxep.likelihoods.two_latent import TiltedPair, TwoLatentLikelihood
 

@@ -26,8 +26,9 @@ from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
-from scipy.special import log_ndtr, logsumexp
+from scipy.special import log_ndtr
 
+from relaxep._numerics import logsumexp
 from relaxep._typing import Array
 from relaxep._validation import check_unit_interval
 from relaxep.likelihoods.base import Likelihood, TiltedLogZ

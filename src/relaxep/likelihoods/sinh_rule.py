@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import logsumexp
 
+from relaxep._numerics import logsumexp
 from relaxep._typing import Array
 from relaxep.likelihoods.tilted import TiltedLogZ
 
