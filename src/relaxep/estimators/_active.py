@@ -85,7 +85,7 @@ class _ActiveLearningMixin:
             Candidate inputs.
         method : {"quadrature", "houlsby"}, default "quadrature"
             ``"quadrature"``: exact for any binary likelihood (the expected entropy by Gauss-Hermite or, for wide
-            predictives, a trapezoid rule, within 1e-6 bits; the noisy step's in closed form, :math:`h(\epsilon)`).
+            predictives, a trapezoid rule, within 1e-11 bits; the noisy step's in closed form, :math:`h(\epsilon)`).
             ``"houlsby"``: Houlsby et al.'s closed form for the probit (``Probit()`` only), an *approximation*
             (:math:`h(\Phi(x)) \approx e^{-x^2/(\pi \ln 2)}`) below the exact value by at most 0.0027 bits.
 
