@@ -131,15 +131,20 @@ class EPModel(Model):
             raise ValueError(f"{type(self).__name__} has one output: output_indices None or [0], got {output_indices}")
         if isinstance(observation_noise, Tensor):
             raise NotImplementedError(f"{type(self).__name__}: observation_noise as a tensor is not supported")
+        mean, cov = self._output(*self.latent_at(X))
+        posterior = GPyTorchPosterior(MultivariateNormal(mean, cov))
+        return posterior if posterior_transform is None else posterior_transform(posterior)
+
+    def latent_at(self, X: Tensor) -> tuple[Tensor, Tensor]:
+        """The latent's joint posterior at the ``q`` rows of each batch of ``X`` (original input space, transformed
+        here): mean ``(batch, q)`` and covariance ``(batch, q, q)``, differentiable in ``X``."""
         self.eval()
         X = self.transform_inputs(X)
         if X.dim() < 2 or X.shape[-1] != self.n_features:
             raise ValueError(
                 f"X must have shape (batch, q, {self.n_features}) or (q, {self.n_features}), got {X.shape}"
             )
-        mean, cov = self._output(*self.latent.joint(X))
-        posterior = GPyTorchPosterior(MultivariateNormal(mean, cov))
-        return posterior if posterior_transform is None else posterior_transform(posterior)
+        return self.latent.joint(X)
 
     def _output(self, mean: Tensor, cov: Tensor) -> tuple[Tensor, Tensor]:
         """The output's mean ``(..., q)`` and covariance ``(..., q, q)`` from the latent's."""
