@@ -40,6 +40,17 @@ def wavy_problem(n: int, seed: int, flip: float = 0.1, jitter: float = 1e-4):
     return rbf(X, 0.7) + jitter * np.eye(n), y
 
 
+def feasibility_problem(n: int = 50, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` inputs in the unit square labelled 1 above the curve sin(6 x0) + x1 = 0.7, three labels flipped
+    (the BoTorch models' feasibility data)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0.0, 1.0, (n, 2))
+    y = (np.sin(6.0 * X[:, 0]) + X[:, 1] > 0.7).astype(int)
+    flip = rng.choice(n, 3, replace=False)
+    y[flip] = 1 - y[flip]
+    return X, y
+
+
 def oscillating_inputs():
     """Dense 1-D inputs, noise-free step with small eps, 20% flipped labels (seed 54 of a search).
 

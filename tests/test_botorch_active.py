@@ -16,6 +16,7 @@ from botorch.optim import optimize_acqf
 from scipy.integrate import quad
 from scipy.special import log_ndtr
 
+from problems import feasibility_problem
 from relaxep import Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.botorch import EPClassifierModel, EPPreferenceModel, InformationGain, Straddle
 from relaxep.likelihoods.information import information_gain
@@ -26,18 +27,9 @@ LIKELIHOODS = {"noisy_probit": None, "probit": Probit(), "logistic": Logistic(),
                "sharp_noisy_probit": NoisyProbit(0.1, 0.2)}  # fmt: skip
 
 
-def _data(n: int = 40, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0.0, 1.0, (n, 2))
-    y = (np.sin(6.0 * X[:, 0]) + X[:, 1] > 0.7).astype(int)
-    flip = rng.choice(n, 3, replace=False)
-    y[flip] = 1 - y[flip]
-    return X, y
-
-
 @pytest.fixture(scope="module")
 def models() -> dict:
-    X, y = _data()
+    X, y = feasibility_problem(40)
     Xt, yt = torch.tensor(X), torch.tensor(y, dtype=torch.float64)[:, None]
     out = {name: EPClassifierModel(Xt, yt, **({} if lik is None else {"likelihood": lik}))
            for name, lik in LIKELIHOODS.items()}  # fmt: skip

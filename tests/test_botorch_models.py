@@ -32,6 +32,7 @@ from sklearn.gaussian_process.kernels import (
     WhiteKernel,
 )
 
+from problems import feasibility_problem
 from relaxep import GPClassifier, GPPreferenceLearner, Logistic, NoisyProbit, NoisyStep, Probit
 from relaxep.botorch import EPClassifierModel, EPPreferenceModel, check_kernel, kernel_matrix
 
@@ -40,17 +41,8 @@ BOUNDS = torch.tensor([[0.0, 0.0], [1.0, 1.0]], dtype=torch.float64)
 LIKELIHOODS = {"noisy_probit": None, "probit": Probit(), "logistic": Logistic(), "noisy_step": NoisyStep(0.05)}
 
 
-def _data(n: int = 50, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(0.0, 1.0, (n, 2))
-    y = (np.sin(6.0 * X[:, 0]) + X[:, 1] > 0.7).astype(int)
-    flip = rng.choice(n, 3, replace=False)
-    y[flip] = 1 - y[flip]
-    return X, y
-
-
 def _model(likelihood=None, **kwargs) -> EPClassifierModel:
-    X, y = _data()
+    X, y = feasibility_problem()
     options = {} if likelihood is None else {"likelihood": likelihood}
     return EPClassifierModel(torch.tensor(X), torch.tensor(y, dtype=torch.float64)[:, None], **options, **kwargs)
 
@@ -96,7 +88,7 @@ def test_output_variance_is_latent_variance_plus_one(models, name):
 
 
 def _fitted_models() -> dict:
-    X, y = _data(60, seed=3)
+    X, y = feasibility_problem(60, seed=3)
     Xt, yt = torch.tensor(X), torch.tensor(y, dtype=torch.float64)[:, None]
     ard_matern = ConstantKernel(1.0) * Matern(length_scale=[0.5, 0.5], nu=2.5)
     white = ConstantKernel(1.0) * RBF(0.5) + WhiteKernel(0.01)
@@ -182,7 +174,7 @@ def test_kernels_in_torch_equal_scikit_learns(kernel):
 def test_other_kernels_are_refused_by_name(kernel, name):
     with pytest.raises(TypeError, match=name):
         check_kernel(kernel)
-    X, y = _data()
+    X, y = feasibility_problem()
     with pytest.raises(TypeError, match=name):
         EPClassifierModel(torch.tensor(X), torch.tensor(y, dtype=torch.float64)[:, None], kernel=kernel, optimizer=None)
 
@@ -206,7 +198,7 @@ def _check_gradient(acquisition, X: torch.Tensor, rtol: float = 1e-6) -> None:
 
 
 def _objective_model(seed: int = 0) -> tuple[SingleTaskGP, float]:
-    X, _ = _data(20, seed)
+    X, _ = feasibility_problem(20, seed)
     Y = np.sin(3.0 * X[:, :1]) + X[:, 1:]
     gp = SingleTaskGP(torch.tensor(X), torch.tensor(Y), input_transform=Normalize(2), outcome_transform=None)
     return gp, float(Y.max())
@@ -278,7 +270,7 @@ def test_monte_carlo_constraint_sees_the_probability_and_optimize_acqf_runs(mode
 
 # ------------------------------------------------------------------ BoTorch's Model API
 def test_model_api_construct_inputs_transforms_and_refusals():
-    X, y = _data()
+    X, y = feasibility_problem()
     Xt, yt = torch.tensor(X) * 10.0 + 3.0, torch.tensor(y, dtype=torch.float64)[:, None]
     model = EPClassifierModel(Xt, yt, input_transform=Normalize(2), likelihood=Probit())
     assert model.num_outputs == 1 and model.batch_shape == torch.Size([]) and model.subset_output([0]) is model
@@ -303,7 +295,7 @@ def test_model_api_construct_inputs_transforms_and_refusals():
 
 
 def test_from_estimator_equals_the_fit_and_refuses_multiclass():
-    X, y = _data()
+    X, y = feasibility_problem()
     clf = GPClassifier(likelihood=NoisyProbit(0.02)).fit(X, np.where(y == 1, "ok", "failed"))
     model = EPClassifierModel.from_estimator(clf)
     assert model.train_Y.shape == (X.shape[0], 1) and model.train_Y.sum().item() == y.sum()

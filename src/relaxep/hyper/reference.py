@@ -34,9 +34,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike
 from scipy import linalg
-from scipy.special import gammaln
+from scipy.special import gammaln, logsumexp
 
-from relaxep._numerics import logsumexp
 from relaxep._threads import fit_threads
 from relaxep._typing import Array
 from relaxep.inference.driver import infer
