@@ -111,11 +111,14 @@ class _ExactModel:
         return HyperVector(self.kernel_, self.likelihood)
 
     # ------------------------------------------------------------------ numpy's primitives
-    def _kernel_matrix(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool) -> tuple[Any, Any]:
+    def _kernel_matrix(
+        self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool, n_gradients: int | None = None
+    ) -> tuple[Any, Any]:
         r""":math:`K + \Sigma` and, with ``eval_gradient``, what :meth:`_trace_gradient` takes
-        (:math:`\partial K/\partial\theta`), after the memory guard."""
+        (:math:`\partial K/\partial\theta`, ``n_gradients`` of them: the kernel's ``n_dims`` where ``None``), after
+        the memory guard."""
         n = X.shape[0] if hasattr(X, "shape") else len(X)
-        copies = 2 + (kernel.n_dims if eval_gradient else 0)
+        copies = 2 + ((kernel.n_dims if n_gradients is None else n_gradients) if eval_gradient else 0)
         check_memory(dense_bytes(n, copies), f"a dense GP on n = {n} points", FIT_REMEDY)
         K, dK = kernel(X, eval_gradient=True) if eval_gradient else (kernel(X), None)
         K[np.diag_indices_from(K)] += noise
@@ -147,10 +150,13 @@ class _ExactModel:
         return self.kernel_(X) if full_cov else self.kernel_.diag(X)
 
     # ------------------------------------------------------------------ the equations, once
-    def factor(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool = False) -> tuple[Any, Any]:
+    def factor(
+        self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool = False, n_gradients: int | None = None
+    ) -> tuple[Any, Any]:
         r"""The lower Cholesky factor of :math:`K + \text{noise}` (and what :meth:`_trace_gradient` takes);
-        :class:`~relaxep.errors.KernelNotPositiveDefiniteError` (scikit-learn's message) where it has none."""
-        k_sigma, gradient = self._kernel_matrix(kernel, X, noise, eval_gradient)
+        :class:`~relaxep.errors.KernelNotPositiveDefiniteError` (scikit-learn's message) where it has none.
+        ``n_gradients``: the kernel's ``n_dims``, where the caller knows it (scikit-learn's is an introspection)."""
+        k_sigma, gradient = self._kernel_matrix(kernel, X, noise, eval_gradient, n_gradients)
         L = cholesky_lower(self.space.xp, k_sigma)
         if L is None:
             raise KernelNotPositiveDefiniteError(not_positive_definite(kernel))
@@ -161,9 +167,10 @@ class _ExactModel:
     ) -> tuple[float, Any]:
         """The log marginal likelihood (and its gradient) at the optimiser's vector ``x`` (kernel, then noise);
         ``hyper``: the search's :class:`HyperVector`, made once for all its evaluations (``None``: made here)."""
-        kernel, likelihood, _ = (self.hyper if hyper is None else hyper).split(x)
+        hyper = self.hyper if hyper is None else hyper
+        kernel, likelihood, _ = hyper.split(x)
         try:
-            L, gradient = self.factor(kernel, X, self._noise(likelihood), eval_gradient)
+            L, gradient = self.factor(kernel, X, self._noise(likelihood), eval_gradient, hyper.n_kernel)
         except (linalg.LinAlgError, ValueError):
             return -np.inf, (np.zeros_like(x) if eval_gradient else None)
         xp = self.space.xp

@@ -41,7 +41,9 @@ class _DeviceExactModel(_ExactModel):
         super().__init__(kernel, alpha, likelihood, search)
         self.space = space
 
-    def _kernel_matrix(self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool) -> tuple[Any, Any]:
+    def _kernel_matrix(
+        self, kernel: Kernel, X: Any, noise: Any, eval_gradient: bool, n_gradients: int | None = None
+    ) -> tuple[Any, Any]:
         """:math:`K + \\Sigma` on ``X``'s device and, with ``eval_gradient``, the noise-free ``K``, after the
         memory guard."""
         xp, n = self.space.xp, X.shape[0]
