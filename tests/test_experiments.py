@@ -159,6 +159,16 @@ def test_the_registry_lists_every_study_and_all_means_the_papers():
         reproduce(("toys",), "unused")
 
 
+def test_each_study_run_alone_names_its_report():
+    """A study run alone titles its report with its own title (the paper's three share the paper's): no two other
+    studies share one, and only the robustness study keeps the generic title of several studies run together."""
+    titles = {name: study.title for name, study in STUDIES.items()}
+    assert {titles[name] for name in PAPER_STUDIES} == {"reproduction of Qi & Guo, relaxed EP"}
+    others = [title for name, title in titles.items() if name not in PAPER_STUDIES]
+    assert len(set(others)) == len(others)
+    assert [n for n, t in titles.items() if t == "robustness of EP and its remedies"] == ["robustness"]
+
+
 def test_a_claim_with_missing_rows_fails_loudly_instead_of_passing():
     rows = [dict(method="EP", eps=0.2, mean_w=[1.0, 0.0], exact_mean_w=[1.0, 0.0])]  # REP rows missing
     with pytest.raises(KeyError):

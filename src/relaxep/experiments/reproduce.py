@@ -65,21 +65,9 @@ def reproduce(
 
     paper_study = any(name in PAPER_STUDIES for name in studies)
     if paper_study:
-        title = "reproduction of Qi & Guo, relaxed EP"
-    elif list(studies) == ["multiclass"]:
-        title = "multi-class GP classification by EP, one-vs-rest and joint"
-    elif list(studies) == ["regression"]:
-        title = "robust GP regression by EP"
-    elif list(studies) == ["censored"]:
-        title = "censored GP regression by EP"
-    elif list(studies) == ["modelcomparison"]:
-        title = "model assessment by EP's leave-one-out"
-    elif list(studies) == ["heteroscedastic"]:
-        title = "heteroscedastic GP regression by EP"
-    elif list(studies) == ["survival"]:
-        title = "survival analysis by EP"
-    elif list(studies) == ["constrained_bo"]:
-        title = "Bayesian optimisation with hidden failures and preferences"
+        title = STUDIES[PAPER_STUDIES[0]].title
+    elif len(studies) == 1:
+        title = STUDIES[studies[0]].title
     else:
         title = "robustness of EP and its remedies"
     head = (

@@ -50,13 +50,14 @@ class Study:
     """A study: ``run(context) -> tables`` and ``report(tables, out) -> Markdown section``.
 
     ``paper``: one of the paper's studies (run by ``relaxep reproduce all``; its tables feed
-    the claims table).
+    the claims table).  ``title``: its report's title when it runs alone.
     """
 
     name: str
     run: Callable[[StudyContext], Tables]
     report: Callable[[Tables, Path], str]
     paper: bool = True
+    title: str = "robustness of EP and its remedies"
 
 
 def _slug(problem: dict[str, Any]) -> str:

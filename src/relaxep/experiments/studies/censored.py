@@ -213,4 +213,4 @@ def _nh4_section(nh4: dict[str, Any]) -> str:
     )
 
 
-STUDY = Study("censored", run, report, paper=False)
+STUDY = Study("censored", run, report, paper=False, title="censored GP regression by EP")

@@ -183,4 +183,6 @@ def report(tables: Tables, out: Path) -> str:
     return text
 
 
-STUDY = Study("constrained_bo", run, report, paper=False)
+STUDY = Study(
+    "constrained_bo", run, report, paper=False, title="Bayesian optimisation with hidden failures and preferences"
+)

@@ -202,4 +202,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("counts", run, report, paper=False)
+STUDY = Study("counts", run, report, paper=False, title="count GP regression by EP (Poisson, negative binomial)")

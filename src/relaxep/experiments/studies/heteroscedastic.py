@@ -264,4 +264,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("heteroscedastic", run, report, paper=False)
+STUDY = Study("heteroscedastic", run, report, paper=False, title="heteroscedastic GP regression by EP")

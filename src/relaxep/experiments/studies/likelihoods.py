@@ -190,4 +190,10 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("likelihoods", run, report, paper=False)
+STUDY = Study(
+    "likelihoods",
+    run,
+    report,
+    paper=False,
+    title="the GLM likelihoods (binomial, beta, zero-inflated and hurdle counts, quantiles) by EP",
+)

@@ -150,4 +150,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("markov", run, report, paper=False)
+STUDY = Study("markov", run, report, paper=False, title="state-space (Markov) EP for long series")

@@ -209,4 +209,4 @@ def _outliers_section(rows: list[dict[str, Any]] | None) -> str:
     )
 
 
-STUDY = Study("modelcomparison", run, report, paper=False)
+STUDY = Study("modelcomparison", run, report, paper=False, title="model assessment by EP's leave-one-out")

@@ -144,4 +144,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("monotone", run, report, paper=False)
+STUDY = Study("monotone", run, report, paper=False, title="monotone GPs by EP with derivative signs")

@@ -334,4 +334,6 @@ def report(tables: Tables, out: Path) -> str:
     return report_text(rows, noise, summary)
 
 
-STUDY = Study("multiclass", run, report, paper=False)
+STUDY = Study(
+    "multiclass", run, report, paper=False, title="multi-class GP classification by EP, one-vs-rest and joint"
+)

@@ -135,4 +135,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("ordinal", run, report, paper=False)
+STUDY = Study("ordinal", run, report, paper=False, title="ordinal GP regression by EP")

@@ -357,4 +357,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("regression", run, report, paper=False)
+STUDY = Study("regression", run, report, paper=False, title="robust GP regression by EP")

@@ -406,4 +406,4 @@ def report(tables: Tables, out: Path) -> str:
     return text + "\n"
 
 
-STUDY = Study("survival", run, report, paper=False)
+STUDY = Study("survival", run, report, paper=False, title="survival analysis by EP")

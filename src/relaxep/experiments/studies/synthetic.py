@@ -98,4 +98,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("synthetic", run, report)
+STUDY = Study("synthetic", run, report, title="reproduction of Qi & Guo, relaxed EP")

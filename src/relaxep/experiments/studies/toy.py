@@ -150,4 +150,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("toy", run, report)
+STUDY = Study("toy", run, report, title="reproduction of Qi & Guo, relaxed EP")

@@ -131,4 +131,4 @@ def report(tables: Tables, out: Path) -> str:
     )
 
 
-STUDY = Study("uci", run, report)
+STUDY = Study("uci", run, report, title="reproduction of Qi & Guo, relaxed EP")
