@@ -68,10 +68,7 @@ class _Threshold(torch.autograd.Function):
     def forward(ctx: Any, var: Tensor, likelihood: BinaryLikelihood, level: float) -> Tensor:
         v = np.maximum(_numpy(var), 0.0)
         t = likelihood.latent_threshold(level, v)
-        ones = np.ones_like(t)
-        up, down = likelihood.log_z(ones, t, v), likelihood.log_z(-ones, t, v)
-        d_mean = up.dlog_z - down.dlog_z
-        d_var = 0.5 * ((up.d2log_z + up.dlog_z**2) - (down.d2log_z + down.dlog_z**2))
+        _, d_mean, d_var = likelihood.predict_log_odds_slopes(t, v)
         ctx.save_for_backward(torch.as_tensor(-d_var / d_mean).to(var))
         return torch.as_tensor(np.asarray(t, dtype=float)).to(var)
 

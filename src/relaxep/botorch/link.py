@@ -46,15 +46,10 @@ def _score_and_slopes(
     likelihood: BinaryLikelihood, mean: np.ndarray, var: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``z = Phi^{-1}(p)`` and its derivatives in the latent mean and variance (module docstring), in numpy."""
-    ones = np.ones_like(mean)
-    up = likelihood.log_z(ones, mean, var)  # log Z of y = +1 and -1 and their derivatives: predict_log_odds' terms
-    down = likelihood.log_z(-ones, mean, var)
-    d = up.log_z - down.log_z
+    d, dd_dmean, dd_dvar = likelihood.predict_log_odds_slopes(mean, var)
     log_p, log_q = log_expit(d), log_expit(-d)  # (exactly predict_proba's [expit(-d), expit(d)], in logs)
     z = np.where(d < 0.0, ndtri_exp(log_p), -ndtri_exp(log_q))
     dz_dd = np.exp(log_p + log_q + 0.5 * z * z + _LOG_SQRT_2PI)
-    dd_dmean = up.dlog_z - down.dlog_z
-    dd_dvar = 0.5 * (up.d2log_z + up.dlog_z**2) - 0.5 * (down.d2log_z + down.dlog_z**2)
     return z, dz_dd * dd_dmean, dz_dd * dd_dvar
 
 

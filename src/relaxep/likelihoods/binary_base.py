@@ -79,6 +79,16 @@ class BinaryLikelihood(Likelihood):
         mean, var = np.asarray(mean, dtype=float), np.asarray(var, dtype=float)
         return self._folded_log_z(mean, var, 1.0).log_z - self._folded_log_z(-mean, var, 1.0).log_z
 
+    def predict_log_odds_slopes(self, mean: ArrayLike, var: ArrayLike) -> tuple[Array, Array, Array]:
+        r""":meth:`predict_log_odds` :math:`d` and its derivatives in the latent mean and variance, from ``log Z`` of
+        :math:`y = \pm 1`: :math:`\partial_\mu d` their ``dlog_z``, and :math:`\partial_{s^2} \log Z = \tfrac12
+        (\partial^2_\mu \log Z + (\partial_\mu \log Z)^2)` by the heat equation of a Gaussian smoothing."""
+        mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
+        ones = np.ones_like(mean)
+        up, down = self.log_z(ones, mean, var), self.log_z(-ones, mean, var)
+        d_var = 0.5 * (up.d2log_z + up.dlog_z**2) - 0.5 * (down.d2log_z + down.dlog_z**2)
+        return up.log_z - down.log_z, up.dlog_z - down.dlog_z, d_var
+
     def latent_threshold(self, level: float, var: ArrayLike) -> Array:
         r"""The latent mean :math:`t` at which the predictive equals ``level``: the root of
         :math:`P(y_* = +1 | \mu_* = t, s^2_*) = \int t(f) N(f | t, s^2_*) df = \ell`, for each variance

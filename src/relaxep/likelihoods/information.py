@@ -87,28 +87,47 @@ def expected_entropy(likelihood: BinaryLikelihood, mean: ArrayLike, var: ArrayLi
     of adaptive quadrature for :math:`s^2` from 0 to 1000 (``tests/test_preference.py``; with Gauss-Hermite up to
     :math:`s = 2`, the noisy probit's was 2e-7 off near :math:`s = 2`).
     """
+    return _expected_entropy(likelihood, mean, var)[0]
+
+
+def _expected_entropy(
+    likelihood: BinaryLikelihood, mean: ArrayLike, var: ArrayLike, slopes: bool = False
+) -> tuple[Array, Array | None, Array | None]:
+    """:func:`expected_entropy` and, with ``slopes``, its derivatives in ``mean`` and ``var`` under the same rule
+    (:func:`information_gain_slopes`; ``None`` without)."""
     mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
     sd = np.sqrt(np.maximum(var, 0.0))
+    d_mean = np.zeros(mean.shape) if slopes else None
+    d_var = np.zeros(mean.shape) if slopes else None
     if isinstance(likelihood, NoisyStep):  # (the grid below would put weight on the jump's t(0) = 1/2)
         floor = _entropy_of(likelihood, np.ones(1))[0]
-        return np.where(sd > 0.0, floor, _entropy_of(likelihood, mean))
+        return np.where(sd > 0.0, floor, _entropy_of(likelihood, mean)), d_mean, d_var
     expected = np.empty(mean.shape)
     width = float(getattr(likelihood, "_transition_width", 1.0))
     narrow = sd <= _WIDE * width
     if np.any(narrow):
-        f = mean[narrow][:, None] + sd[narrow][:, None] * _NODES
-        expected[narrow] = _entropy_of(likelihood, f) @ _WEIGHTS
+        entropy = _entropy_of(likelihood, mean[narrow][:, None] + sd[narrow][:, None] * _NODES)
+        expected[narrow] = entropy @ _WEIGHTS
+        if slopes:  # (the Gaussian's own derivatives at the nodes f = mu + s x; 0 where s = 0)
+            inner = narrow & (sd > 0.0)
+            kept = inner[narrow]
+            d_mean[inner] = (entropy[kept] * _NODES) @ _WEIGHTS / sd[inner]
+            d_var[inner] = (entropy[kept] * (_NODES**2 - 1.0)) @ _WEIGHTS / (2.0 * var[inner])
     wide = np.flatnonzero(~narrow.ravel())
     flat_mean, flat_sd, flat_out = mean.ravel(), sd.ravel(), expected.reshape(-1)
     grid = width * _GRID
     entropy_on_grid = _entropy_of(likelihood, grid[None, :])[0]
     floor = entropy_on_grid[-1]  # h(t(+-inf)): 0, or the label-noise floor's h(eps)
+    excess = (entropy_on_grid - floor) * (width * _GRID_WEIGHTS)
     for start in range(0, wide.size, _CHUNK):
         rows = wide[start : start + _CHUNK]
         z = (grid[None, :] - flat_mean[rows, None]) / flat_sd[rows, None]
         density = np.exp(-0.5 * z**2) / (np.sqrt(2.0 * np.pi) * flat_sd[rows, None])
         flat_out[rows] = floor + (density * (entropy_on_grid - floor)) @ (width * _GRID_WEIGHTS)
-    return expected
+        if slopes:  # (the density's derivatives)
+            d_mean.reshape(-1)[rows] = (density * z / flat_sd[rows, None]) @ excess
+            d_var.reshape(-1)[rows] = (density * (z**2 - 1.0) / (2.0 * flat_sd[rows, None] ** 2)) @ excess
+    return expected, d_mean, d_var
 
 
 def information_gain_slopes(
@@ -126,43 +145,14 @@ def information_gain_slopes(
     grid: the density's derivatives; the noisy step's :math:`h(\epsilon)`: 0).  Where the gain is clipped at 0,
     its slopes are 0.
     """
-    mean, var = np.broadcast_arrays(np.asarray(mean, dtype=float), np.asarray(var, dtype=float))
-    ones = np.ones_like(mean)
-    up, down = likelihood.log_z(ones, mean, var), likelihood.log_z(-ones, mean, var)
-    d = up.log_z - down.log_z
+    d, dd_dmean, dd_dvar = likelihood.predict_log_odds_slopes(mean, var)
     log_p, log_q = -np.logaddexp(0.0, -d), -np.logaddexp(0.0, d)
     dh_dd = -d * np.exp(log_p + log_q) / np.log(2.0)
-    dh_dmean = dh_dd * (up.dlog_z - down.dlog_z)
-    dh_dvar = dh_dd * 0.5 * ((up.d2log_z + up.dlog_z**2) - (down.d2log_z + down.dlog_z**2))
-    expected, de_dmean, de_dvar = _expected_entropy_slopes(likelihood, mean, var)
-    gain = predictive_entropy(likelihood, mean, var) - expected
+    expected, de_dmean, de_dvar = _expected_entropy(likelihood, mean, var, slopes=True)
+    gain = binary_entropy(log_p, log_q) - expected
     kept = gain > 0.0
-    return np.where(kept, gain, 0.0), np.where(kept, dh_dmean - de_dmean, 0.0), np.where(kept, dh_dvar - de_dvar, 0.0)
-
-
-def _expected_entropy_slopes(likelihood: BinaryLikelihood, mean: Array, var: Array) -> tuple[Array, Array, Array]:
-    """:func:`expected_entropy` and its derivatives in ``mean`` and ``var`` (:func:`information_gain_slopes`)."""
-    expected = expected_entropy(likelihood, mean, var)
-    de_dmean, de_dvar = np.zeros(mean.shape), np.zeros(mean.shape)
-    sd = np.sqrt(np.maximum(var, 0.0))
-    if isinstance(likelihood, NoisyStep):
-        return expected, de_dmean, de_dvar
-    width = float(getattr(likelihood, "_transition_width", 1.0))
-    narrow = (sd <= _WIDE * width) & (sd > 0.0)
-    if np.any(narrow):
-        entropy = _entropy_of(likelihood, mean[narrow][:, None] + sd[narrow][:, None] * _NODES)
-        de_dmean[narrow] = (entropy * _NODES) @ _WEIGHTS / sd[narrow]
-        de_dvar[narrow] = (entropy * (_NODES**2 - 1.0)) @ _WEIGHTS / (2.0 * var[narrow])
-    wide = sd > _WIDE * width
-    if np.any(wide):
-        grid = width * _GRID
-        entropy_on_grid = _entropy_of(likelihood, grid[None, :])[0]
-        excess = (entropy_on_grid - entropy_on_grid[-1]) * (width * _GRID_WEIGHTS)
-        m, v = mean[wide][:, None], var[wide][:, None]
-        density = np.exp(-0.5 * (grid[None, :] - m) ** 2 / v) / np.sqrt(2.0 * np.pi * v)
-        de_dmean[wide] = (density * (grid[None, :] - m) / v) @ excess
-        de_dvar[wide] = (density * ((grid[None, :] - m) ** 2 - v) / (2.0 * v**2)) @ excess
-    return expected, de_dmean, de_dvar
+    return (np.where(kept, gain, 0.0), np.where(kept, dh_dd * dd_dmean - de_dmean, 0.0),
+            np.where(kept, dh_dd * dd_dvar - de_dvar, 0.0))  # fmt: skip
 
 
 def _entropy_of(likelihood: BinaryLikelihood, f: Array) -> Array:
